@@ -100,7 +100,9 @@ def _tool_pairing_problems(messages: list) -> list[str]:
             continue
         for tool_id in answered:
             if tool_id not in open_ids:
-                problems.append(f"messages[{i}]: tool_result {tool_id} answers no tool_use in messages[{i - 1}]")
+                problems.append(
+                    f"messages[{i}]: tool_result {tool_id} answers no tool_use in messages[{i - 1}]"
+                )
             elif answered.count(tool_id) > 1:
                 problems.append(f"messages[{i}]: tool_use {tool_id} answered {answered.count(tool_id)} times")
         for tool_id in sorted(open_ids - set(answered)):
@@ -410,7 +412,9 @@ def _parse_body(raw: bytes, headers: dict) -> dict:
     try:
         return {"body": json.loads(raw or b"null")}
     except json.JSONDecodeError:
-        return {"body": {"type": "error", "error": {"type": "unparsed", "message": raw.decode(errors="replace")}}}
+        return {
+            "body": {"type": "error", "error": {"type": "unparsed", "message": raw.decode(errors="replace")}}
+        }
 
 
 # -- what a step script calls ----------------------------------------------------------------------
@@ -427,7 +431,9 @@ def make_parser(doc: str, default_fixture: str) -> argparse.ArgumentParser:
     parser.add_argument("--replay", metavar="FIXTURE", help="replay a recorded fixture, offline")
     parser.add_argument("--record", metavar="FIXTURE", help="run live and save the exchange as a fixture")
     parser.add_argument("--model", help="model id (default: $MODEL_ID, else the step's MODEL)")
-    parser.add_argument("--workspace", help="folder the tools act in for a live run (default: current folder)")
+    parser.add_argument(
+        "--workspace", help="folder the tools act in for a live run (default: current folder)"
+    )
     parser.set_defaults(default_fixture=default_fixture)
     return parser
 
@@ -469,7 +475,9 @@ def start(args: argparse.Namespace, model: str, script: str, **client_options) -
             raise WorkbookError("a live task needs ANTHROPIC_API_KEY — set it, or run with no task to replay")
         return _start_replay(Path(args.replay or ROOT / args.default_fixture), model, client_options)
     if not args.task:
-        raise WorkbookError('ANTHROPIC_API_KEY is set: give a task, e.g. `python s01_agent_loop.py "list the files"`')
+        raise WorkbookError(
+            'ANTHROPIC_API_KEY is set: give a task, e.g. `python s01_agent_loop.py "list the files"`'
+        )
     workspace = Path(args.workspace or os.getcwd()).resolve()
     client = anthropic.Anthropic(api_key=key, **client_options)
     where = os.environ.get("ANTHROPIC_BASE_URL", "api.anthropic.com")
@@ -492,7 +500,17 @@ def _start_record(args, model: str, script: str, key: str, client_options: dict)
     client = anthropic.Anthropic(api_key=key, http_client=http, **client_options)
     workspace = Path(args.workspace or os.getcwd()).resolve()
     banner = f"recording a live run of {model} to {args.record}; tools act in {workspace}"
-    return Run(client, "record", args.task or "", workspace, model, banner, Path(args.record), transport, script=script)
+    return Run(
+        client,
+        "record",
+        args.task or "",
+        workspace,
+        model,
+        banner,
+        Path(args.record),
+        transport,
+        script=script,
+    )
 
 
 def _display_name(path: Path) -> str:
@@ -544,7 +562,9 @@ def save_rebuild(run: Run) -> str:
     """Store the requests this run sent as the fixture's recorded requests (scripted fixtures only)."""
     seen, exchanges = run.transport.seen, run.fixture["exchanges"]
     if len(seen) != len(exchanges):
-        raise FixtureError(f"{run.fixture_path}: the run sent {len(seen)} requests for {len(exchanges)} responses")
+        raise FixtureError(
+            f"{run.fixture_path}: the run sent {len(seen)} requests for {len(exchanges)} responses"
+        )
     for exchange, body in zip(exchanges, seen):
         exchange["request"] = body
     run.fixture_path.write_text(json.dumps(run.fixture, indent=2, ensure_ascii=False) + "\n")
@@ -562,7 +582,9 @@ def rebuild(path: str) -> int:
     script = ROOT / f"{fixture['script']}.py"
     env = dict(os.environ, **{REBUILD_ENV: "1"})
     env.pop("ANTHROPIC_API_KEY", None)
-    return subprocess.call([sys.executable, str(script), "--replay", str(path), *fixture.get("args", [])], env=env)
+    return subprocess.call(
+        [sys.executable, str(script), "--replay", str(path), *fixture.get("args", [])], env=env
+    )
 
 
 def main(argv: list[str]) -> int:

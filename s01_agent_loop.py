@@ -58,7 +58,9 @@ console = Console(highlight=False)
 def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
     """Run one shell command in the workspace; report its output and exit code as text."""
     try:
-        done = subprocess.run(command, shell=True, cwd=workspace, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            command, shell=True, cwd=workspace, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return f"error: the command timed out after {timeout} s and was stopped"
     output = (done.stdout + done.stderr).strip() or "(no output)"
@@ -83,7 +85,9 @@ def show_turn(turn: int, response: anthropic.types.Message) -> None:
         if block.type == "text":
             console.print(f"[bold]model:[/] {escape(block.text)}")
     usage = response.usage
-    console.print(f"[dim]stop_reason={response.stop_reason}  tokens in {usage.input_tokens} / out {usage.output_tokens}[/]")
+    console.print(
+        f"[dim]stop_reason={response.stop_reason}  tokens in {usage.input_tokens} / out {usage.output_tokens}[/]"
+    )
 
 
 def show_tool(block, output: str, limit: int = 400) -> None:
@@ -100,8 +104,15 @@ def show_summary(turns: list) -> None:
     for column in ("turn", "stop_reason", "tokens in", "tokens out"):
         table.add_column(column)
     for n, response in enumerate(turns, 1):
-        table.add_row(str(n), response.stop_reason, str(response.usage.input_tokens), str(response.usage.output_tokens))
-    table.add_row("total", "", str(sum(r.usage.input_tokens for r in turns)), str(sum(r.usage.output_tokens for r in turns)))
+        table.add_row(
+            str(n), response.stop_reason, str(response.usage.input_tokens), str(response.usage.output_tokens)
+        )
+    table.add_row(
+        "total",
+        "",
+        str(sum(r.usage.input_tokens for r in turns)),
+        str(sum(r.usage.output_tokens for r in turns)),
+    )
     console.print(table)
 
 
