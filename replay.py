@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anthropic
@@ -214,9 +214,10 @@ def load_fixture(path: str | Path) -> dict:
     try:
         fixture = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
-        raise FixtureError(f"{path}: no such fixture — see `ls fixtures/` for the ones that exist")
+        raise FixtureError(f"{path}: no such fixture — see `ls fixtures/` for the ones that exist") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise FixtureError(f"{path}: not a JSON fixture ({_one_line(err)}) — fix the file or re-record it")
+        problem = _one_line(err)
+        raise FixtureError(f"{path}: not a JSON fixture ({problem}) — fix the file or re-record it") from None
     for problem in fixture_problems(fixture):
         raise FixtureError(f"{path}: {problem}")
     return fixture
@@ -541,7 +542,7 @@ def save_recording(run: Run) -> str:
         "description": f"A live run of {run.script}: {run.task}",
         "provenance": "recorded",
         "recorded": {
-            "date": datetime.now(timezone.utc).date().isoformat(),
+            "date": datetime.now(UTC).date().isoformat(),
             "model": run.model,
             "sdk": f"anthropic {anthropic.__version__}",
             "endpoint": os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
@@ -590,7 +591,7 @@ def rebuild(path: str) -> int:
 def main(argv: list[str]) -> int:
     """`check`, `rebuild` or `serve` (see the module docstring)."""
     if not argv or argv[0] not in ("check", "rebuild", "serve"):
-        print(__doc__.split("Command line")[1].strip(" (for fixture authors and teachers):\n"))
+        print("usage:" + __doc__.split("teachers):")[1].rstrip())
         return 2
     command, rest = argv[0], argv[1:]
     try:

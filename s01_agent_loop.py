@@ -84,10 +84,8 @@ def show_turn(turn: int, response: anthropic.types.Message) -> None:
     for block in response.content:
         if block.type == "text":
             console.print(f"[bold]model:[/] {escape(block.text)}")
-    usage = response.usage
-    console.print(
-        f"[dim]stop_reason={response.stop_reason}  tokens in {usage.input_tokens} / out {usage.output_tokens}[/]"
-    )
+    tokens = f"tokens in {response.usage.input_tokens} / out {response.usage.output_tokens}"
+    console.print(f"[dim]stop_reason={response.stop_reason}  {tokens}[/]")
 
 
 def show_tool(block, output: str, limit: int = 400) -> None:
