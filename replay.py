@@ -184,13 +184,19 @@ def request_diff(
 
 
 def _count_diff(want: list, got: list) -> str:
+    """Name the first recorded message the loop did not send, when it sent too few."""
     line = f"expected {len(want)} messages, got {len(got)}"
-    if len(got) < len(want) and all(w["role"] == g["role"] for w, g in zip(want, got)):
-        missing = want[len(got)]
-        kinds = ", ".join(sorted({b.get("type", "?") for b in missing["content"]}))
-        hint = "the assistant turn was not appended" if missing["role"] == "assistant" else "no tool results"
-        return f"{line} — missing messages[{len(got)}] ({missing['role']}: {kinds}): {hint}"
-    return line
+    if len(got) >= len(want):
+        return line
+    k = next((i for i, (w, g) in enumerate(zip(want, got)) if w["role"] != g["role"]), len(got))
+    missing = want[k]
+    kinds = ", ".join(sorted({b.get("type", "?") for b in missing["content"]}))
+    hint = (
+        "the assistant turn was not appended"
+        if missing["role"] == "assistant"
+        else "the tool results were not appended"
+    )
+    return f"{line} — missing messages[{k}] ({missing['role']}: {kinds}): {hint}"
 
 
 def _block_diff(want: dict, got: dict, structure_only: bool, loose: bool = False) -> str | None:

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         show_summary(turns)
         return 0
     except (replay.WorkbookError, anthropic.APIError) as err:
-        console.print(f"[red]error:[/] {escape(str(err))}")
+        console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
         return 1
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/] — stopped before the next turn; s05 adds keeping the work")

@@ -1,0 +1,240 @@
+"""s01: the loop itself — what it appends, when it stops, and how every mode runs it."""
+
+import copy
+import inspect
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, offline_env, run_script
+from standin import Reply, StandIn, message, scripted, text, tool_use
+
+import replay
+import s01_agent_loop as s01
+
+FIXTURE = ROOT / "fixtures" / "s01_hello_agent.json"
+
+
+def one_turn_fixture(content: list, stop_reason: str) -> dict:
+    """A one-exchange fixture, for loop behaviour that needs only the first reply."""
+    fixture = copy.deepcopy(replay.load_fixture(FIXTURE))
+    fixture["exchanges"] = fixture["exchanges"][:1]
+    fixture["exchanges"][0]["response"]["body"].update(content=content, stop_reason=stop_reason)
+    return fixture
+
+
+def replay_s01(fixture: dict, workspace=None):
+    """Run s01's loop on a fixture, in a fresh copy of its workspace unless one is given."""
+    client, transport = replay.replay_client(fixture, "test")
+    messages = [{"role": "user", "content": fixture["task"]}]
+    turns = s01.agent_loop(client, messages, workspace or replay.copy_workspace(fixture["workspace"]))
+    return turns, messages, transport
+
+
+def test_stops_on_end_turn(tmp_path):
+    turns, messages, _ = replay_s01(one_turn_fixture([text("all done")], "end_turn"), tmp_path)
+    assert [t.stop_reason for t in turns] == ["end_turn"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+
+
+def test_stops_on_max_tokens_without_running_the_cut_off_tool(tmp_path):
+    cut = tool_use("toolu_cut", "bash", {"command": "touch should_not_exist"})
+    turns, messages, transport = replay_s01(one_turn_fixture([cut], "max_tokens"), tmp_path)
+    assert turns[-1].stop_reason == "max_tokens"
+    assert not (tmp_path / "should_not_exist").exists()
+    assert len(transport.seen) == 1 and messages[-1]["role"] == "assistant"
+
+
+def test_every_tool_use_is_answered_once_in_one_message(tmp_path):
+    fixture = replay.load_fixture(FIXTURE)
+    _, messages, transport = replay_s01(fixture)
+    asked = [b.id for b in messages[1]["content"] if b.type == "tool_use"]
+    answered = [b["tool_use_id"] for b in transport.seen[1]["messages"][2]["content"]]
+    assert len(asked) == 3 and answered == asked
+
+
+def test_assistant_content_is_appended_verbatim(tmp_path):
+    fixture = replay.load_fixture(FIXTURE)
+    turns, messages, transport = replay_s01(fixture)
+    assert messages[1]["content"] is turns[0].content
+    assert (
+        transport.seen[1]["messages"][1]["content"] == fixture["exchanges"][0]["response"]["body"]["content"]
+    )
+
+
+def test_tools_really_run_in_the_workspace():
+    workspace = replay.copy_workspace("hello")
+    replay_s01(replay.load_fixture(FIXTURE), workspace)
+    assert (workspace / "hello_agent.txt").read_text() == "Hello from Agent Loop!\n"
+
+
+def test_the_seed_token_figures_replay():
+    turns, _, transport = replay_s01(replay.load_fixture(FIXTURE))
+    assert [t.usage.input_tokens for t in turns] == [114, 671]
+    assert [len(body["messages"]) for body in transport.seen] == [1, 3]
+
+
+def broken_loop(line_to_drop: str):
+    """s01's own agent_loop with one line removed: what a student's slip looks like."""
+    source = inspect.getsource(s01.agent_loop)
+    assert line_to_drop in source
+    namespace = dict(vars(s01))
+    exec(source.replace(line_to_drop, "pass"), namespace)
+    return namespace["agent_loop"]
+
+
+def test_replay_catches_a_loop_that_forgets_the_assistant_turn():
+    loop = broken_loop('messages.append({"role": "assistant", "content": response.content})')
+    fixture = replay.load_fixture(FIXTURE)
+    client, _ = replay.replay_client(fixture, "s01_hello_agent.json")
+    with pytest.raises(replay.WorkbookError) as caught:
+        loop(client, [{"role": "user", "content": fixture["task"]}], replay.copy_workspace("hello"))
+    message_ = str(caught.value)
+    assert "turn 2" in message_ and "the assistant turn was not appended" in message_
+
+
+def test_replay_catches_a_loop_that_drops_the_results(tmp_path):
+    loop = broken_loop('messages.append({"role": "user", "content": results})')
+    client, _ = replay.replay_client(replay.load_fixture(FIXTURE), "s01_hello_agent.json")
+    with pytest.raises(
+        replay.WorkbookError, match="turn 2: expected 3 messages, got 2 .* the tool results were not appended"
+    ):
+        loop(client, [{"role": "user", "content": replay.load_fixture(FIXTURE)["task"]}], tmp_path)
+
+
+def test_an_exhausted_fixture_is_a_clear_error_not_a_hang():
+    fixture = copy.deepcopy(replay.load_fixture(FIXTURE))
+    fixture["exchanges"] = fixture["exchanges"][:1]
+    with pytest.raises(replay.ReplayExhausted, match="request 2 but the fixture holds only 1"):
+        replay_s01(fixture)
+
+
+def test_bash_timeout_is_a_result_and_the_loop_goes_on(tmp_path):
+    assert "timed out after 1 s" in s01.run_bash("sleep 5", tmp_path, timeout=1)
+
+
+def test_bash_result_carries_stdout_stderr_and_exit_code(tmp_path):
+    output = s01.run_bash("echo out; echo err >&2; exit 3", tmp_path)
+    assert "out" in output and "err" in output and "[exit code 3]" in output
+
+
+def test_a_wrong_tool_call_is_answered_not_crashed(tmp_path):
+    weird = [tool_use("toolu_1", "bash", {"cmd": "ls"}), tool_use("toolu_2", "python", {"code": "1"})]
+    fixture = one_turn_fixture(weird, "tool_use")
+    fixture["exchanges"].append(copy.deepcopy(replay.load_fixture(FIXTURE)["exchanges"][1]))
+    client, transport = replay.replay_client(fixture, "test", strict=False)
+    s01.agent_loop(client, [{"role": "user", "content": "x"}], tmp_path)
+    results = transport.seen[1]["messages"][2]["content"]
+    assert [r["tool_use_id"] for r in results] == ["toolu_1", "toolu_2"]
+    assert all("the only tool is bash" in r["content"] for r in results)
+
+
+# -- the script as a reader runs it -----------------------------------------------------------------
+
+
+def test_no_key_replays_both_turns_with_their_token_figures():
+    done = run_script("s01_agent_loop.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "offline replay" in done.stdout and "turn 1" in done.stdout and "turn 2" in done.stdout
+    assert "tokens in 114 / out 65" in done.stdout and "tokens in 671" in done.stdout
+
+
+def test_help_says_what_the_step_teaches_and_its_fixture():
+    done = run_script("s01_agent_loop.py", "--help")
+    assert done.returncode == 0 and "The agent loop" in done.stdout and "s01_hello_agent.json" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("{not json", "not a JSON fixture"),
+        (json.dumps({"script": "s01_agent_loop"}), "missing field `scenario`"),
+    ],
+)
+def test_a_bad_fixture_is_one_line_not_a_traceback(tmp_path, content, expected):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    done = run_script("s01_agent_loop.py", "--replay", str(bad))
+    assert done.returncode == 1 and expected in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert len(done.stdout.strip().splitlines()) == 1
+
+
+def test_a_live_task_without_a_key_says_what_to_do():
+    done = run_script("s01_agent_loop.py", "list the files")
+    assert done.returncode == 1 and "ANTHROPIC_API_KEY" in done.stdout and "Traceback" not in done.stderr
+
+
+# -- live mode, over real HTTP, against a stand-in for the API --------------------------------------
+
+
+def live(standin: StandIn, *args, timeout=60):
+    env = offline_env(ANTHROPIC_API_KEY="sk-test-secret", ANTHROPIC_BASE_URL=standin.url)
+    command = [sys.executable, "s01_agent_loop.py", *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def live_session():
+    """A model that writes a file with bash, checks it, then stops."""
+    return scripted(
+        message(
+            [tool_use("toolu_w", "bash", {"command": "printf live > out.txt && cat out.txt"})], "tool_use"
+        ),
+        lambda body: message([text("wrote " + body["messages"][-1]["content"][0]["content"].split()[0])]),
+    )
+
+
+def test_live_mode_runs_the_loop_over_http(tmp_path):
+    with StandIn(live_session()) as api:
+        done = live(api, "write live into out.txt", "--workspace", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "out.txt").read_text() == "live"
+    assert len(api.requests) == 2 and not api.rule_problems
+    headers = api.requests[0]["headers"]  # this SDK sends the key as a bearer token
+    assert "sk-test-secret" in headers.get("x-api-key", "") + headers.get("authorization", "")
+    assert api.requests[1]["body"]["messages"][2]["content"][0]["tool_use_id"] == "toolu_w"
+    assert "wrote live" in done.stdout and "live:" in done.stdout
+
+
+def test_record_then_replay_offline(tmp_path):
+    recording = tmp_path / "recorded.json"
+    with StandIn(live_session()) as api:
+        done = live(api, "--record", str(recording), "write live", "--workspace", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    saved = recording.read_text()
+    assert "sk-test-secret" not in saved and "authorization" not in saved.lower()
+    fixture = replay.load_fixture(recording)
+    assert fixture["provenance"] == "recorded" and fixture["recorded"]["sdk"].startswith("anthropic ")
+    assert len(fixture["exchanges"]) == 2
+    again = run_script("s01_agent_loop.py", "--replay", str(recording))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "wrote live" in again.stdout
+
+
+def test_a_401_live_is_one_clear_line(tmp_path):
+    from standin import api_error
+
+    with StandIn(lambda body, n: api_error(401, "authentication_error", "invalid x-api-key")) as api:
+        done = live(api, "anything", "--workspace", str(tmp_path))
+    assert done.returncode == 1 and "invalid x-api-key" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_ctrl_c_while_waiting_on_the_model_exits_cleanly(tmp_path):
+    slow = Reply(body=message([text("too late")]), delay=20)
+    with StandIn(lambda body, n: slow) as api:
+        env = offline_env(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=api.url)
+        command = [sys.executable, "s01_agent_loop.py", "task", "--workspace", str(tmp_path)]
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.time() + 30
+        while not api.requests and time.time() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in out
+    assert "Traceback" not in out + err
