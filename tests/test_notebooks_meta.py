@@ -1,0 +1,116 @@
+"""Every notebook tells its step's story from the script itself, with outputs that reproduce.
+
+nbval (plain `pytest`) re-runs each notebook and compares its outputs; these tests check what nbval
+cannot: that the outputs are there at all, that the notebook is about its step and imports it, and that
+nothing run-dependent (temp paths, terminal control codes, a spinner's frames) was committed.
+"""
+
+import io
+import json
+import re
+
+import pytest
+from conftest import ROOT
+from rich.console import Console
+
+import replay
+import s01_agent_loop
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("s[0-9][0-9]_*.ipynb"))
+
+
+def cells(path, kind: str) -> list[dict]:
+    return [
+        cell for cell in json.loads(path.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == kind
+    ]
+
+
+def source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def output_text(path) -> str:
+    """Everything a notebook's code cells printed or displayed, as one string."""
+    parts = []
+    for cell in cells(path, "code"):
+        for output in cell["outputs"]:
+            text = output.get("text", "")
+            parts.append("".join(text) if isinstance(text, list) else text)
+            for value in output.get("data", {}).values():
+                parts.append("".join(value) if isinstance(value, list) else str(value))
+    return "\n".join(parts)
+
+
+def test_the_first_step_has_a_notebook():
+    assert ROOT / "notebooks" / "s01_agent_loop.ipynb" in NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_belongs_to_a_step_script(path):
+    assert (ROOT / f"{path.stem}.py").exists(), f"{path.name} has no script {path.stem}.py"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_outputs_are_committed_from_one_top_to_bottom_run(path):
+    code = cells(path, "code")
+    assert code, f"{path.name} has no code cells"
+    assert [cell["execution_count"] for cell in code] == list(range(1, len(code) + 1)), (
+        f"{path.name}: execute it top to bottom in a fresh kernel before committing"
+    )
+    with_output = [cell for cell in code if cell["outputs"]]
+    assert len(with_output) * 2 >= len(code), (
+        f"{path.name}: most code cells show nothing; were outputs cleared?"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_committed_output_is_an_error(path):
+    errors = [out for cell in cells(path, "code") for out in cell["outputs"] if out["output_type"] == "error"]
+    assert not errors, f"{path.name}: {errors[0]['ename']}: {errors[0]['evalue']}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_first_cell_is_markdown_naming_its_step(path):
+    step = path.stem.split("_")[0]  # "s01"
+    first = json.loads(path.read_text(encoding="utf-8"))["cells"][0]
+    assert first["cell_type"] == "markdown", f"{path.name}: the first cell should be markdown (title, goals)"
+    assert source(first).lstrip().startswith(f"# {step}"), f"{path.name}: the title should name {step}"
+    assert f"[{step}]" in source(first), f"{path.name}: the first cell should show where {step} sits"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_imports_its_script_instead_of_copying_the_loop(path):
+    code = "\n".join(source(cell) for cell in cells(path, "code"))
+    assert re.search(rf"^\s*(import|from) {path.stem}\b", code, re.MULTILINE), (
+        f"{path.name}: import {path.stem}"
+    )
+    assert not re.search(r"^\s*def agent_loop\(", code, re.MULTILINE), (
+        f"{path.name} defines its own agent_loop"
+    )
+    assert "inspect.getsource" in code, f"{path.name}: show the script's code with inspect.getsource"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_outputs_hold_nothing_that_changes_between_runs_or_machines(path):
+    text = output_text(path)
+    assert "\x1b" not in text, (
+        f"{path.name}: terminal control codes in outputs (rich console not made plain?)"
+    )
+    assert "\r" not in text, f"{path.name}: carriage returns in outputs (a spinner or live display?)"
+    for marker in ("/tmp/", "workbook-", str(ROOT)):
+        assert marker not in text, f"{path.name}: outputs contain {marker!r}, which differs from run to run"
+
+
+def test_a_plain_console_shows_the_loop_without_spinner_frames(monkeypatch):
+    """The notebooks' recipe for deterministic rich output: the spinner leaves nothing behind."""
+    out = io.StringIO()
+    plain = Console(file=out, force_terminal=False, force_jupyter=False, width=100, highlight=False)
+    monkeypatch.setattr(s01_agent_loop, "console", plain)
+    fixture = replay.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
+    client, _ = replay.replay_client(fixture, "s01_hello_agent.json")
+    messages = [{"role": "user", "content": fixture["task"]}]
+    s01_agent_loop.agent_loop(client, messages, replay.copy_workspace(fixture["workspace"]))
+    text = out.getvalue()
+    assert "tokens in 114 / out 65" in text and "tokens in 671 / out 22" in text
+    assert "waiting for the model" not in text
+    assert "\x1b" not in text and "\r" not in text
