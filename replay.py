@@ -402,13 +402,23 @@ def _apply_delta(block: dict, delta: dict, tool_json: dict, index: int) -> None:
         block["citations"] = (block.get("citations") or []) + [delta["citation"]]
 
 
-def http_response(response: dict) -> httpx2.Response:
-    """Turn a recorded response into the httpx2 response the SDK will parse."""
+def http_response(response: dict, stream: bool | None = None) -> httpx2.Response:
+    """Turn a recorded response into the httpx2 response the SDK will parse.
+
+    `stream` is what the request asked for: a success recorded in the other form is converted (a
+    JSON Message to its SSE events, or events to the Message), so one script of responses serves a
+    streaming and a non-streaming loop alike. Strict replay has already rejected a `stream` mismatch.
+    """
     if response.get("error") == "connect":
         raise httpx2.ConnectError("replayed connection failure")
     if response.get("error") == "timeout":
         raise httpx2.ReadTimeout("replayed read timeout")
     headers = dict(response.get("headers", {}))
+    if stream is not None and response.get("status") == 200 and stream != ("stream" in response):
+        converted = {"stream": message_to_events(response["body"])} if stream else {}
+        response = converted or {"body": events_to_message(response["stream"])}
+        response["status"] = 200
+        headers.pop("content-type", None)
     if "stream" in response:
         headers.setdefault("content-type", "text/event-stream")
         return httpx2.Response(response["status"], headers=headers, content=sse_bytes(response["stream"]))
@@ -448,7 +458,7 @@ class ReplayTransport:
                 raise ReplayMismatch(f"{self.name}, turn {turn}: {diff}")
         check_api_rules(body, f"{self.name}, turn {turn}")
         self.cursor += 1
-        return http_response(recorded["response"])
+        return http_response(recorded["response"], bool(body.get("stream")))
 
     def http_client(self) -> httpx2.Client:
         return anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(self))
