@@ -7,7 +7,7 @@ gate decides whether it may run (`--permission ask|auto|deny`; a few dangerous c
 person's yes), file paths must resolve inside the workspace, long output keeps its head and tail, and
 one JSON line per call goes to an audit log. A refusal comes back as an `is_error` tool_result the
 model can read and correct; the loop never breaks on what the model sends.
-Changed from s01: SYSTEM, TOOLS, DEFAULT_FIXTURE, agent_loop, main
+Changed from s01: SYSTEM, TOOLS, DEFAULT_FIXTURE, run_tool (replaced by execute), agent_loop, main
 
     user task
         |
