@@ -282,10 +282,8 @@ def execute(block, workspace: Path, permission: str = "auto", audit: Path | None
         try:
             output = REGISTRY[block.name].handler(workspace, **block.input)
         except (ToolError, OSError, ValueError) as err:  # s03 makes every other exception data too
-            output, is_error = (
-                f"error: {err}".replace(f"{workspace}/", ""),
-                True,
-            )  # paths as the model sees them
+            problem = str(err).replace(f"{workspace}/", "")  # paths as the model wrote them
+            output, is_error = f"error: {problem}", True
     output = truncate(output)
     if audit:
         line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
