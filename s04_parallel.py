@@ -1,0 +1,540 @@
+"""s04_parallel.py — Several tool calls in one turn: reads run together, writes one at a time.
+
+Adds over s02: a turn's tool_use blocks no longer run one by one. `run_tools()` walks them in order
+and groups them: a run of consecutive read-only calls (read_file, grep, list_files) runs together in a
+bounded thread pool; any other call (a write, an edit, bash, an unknown tool) is a barrier that runs
+alone, in this thread, after everything before it and before everything after it. So two writes never
+race, and only a barrier can ask a person for a yes: prompts never come from two threads at once.
+The answers are gathered into ONE user message, in tool_use order, each with its id, whatever order
+the calls finished in. A turn asking for more than MAX_TOOLS_PER_TURN calls gets the excess answered
+with an is_error result asking it to batch less. A timeline shows which calls ran together.
+Changed from s02: DEFAULT_FIXTURE, agent_loop, main
+
+    user task
+        |
+        v
+    +--------------+  stop_reason != tool_use   +------+
+    | call model   | -------------------------> | done |
+    +--------------+                            +------+
+        ^      | tool_use x N
+        |      v
+        |  +=========================================+
+        +--| run_tools(): group the calls in order   |  new in s04: reads side by side in a
+           |  [read read grep] -> [write] -> [read]  |  thread pool; every other call alone;
+           |  each call through execute(); answers   |  calls past the cap get an is_error;
+           |  in tool_use order, in one user message |  a timeline shows the groups
+           +=========================================+
+
+Run: python s04_parallel.py                        offline replay of its fixture, no key needed
+     python s04_parallel.py --read-latency 0.3     the same, each read made 0.3 s slow, to watch overlap
+     python s04_parallel.py "task"                 live, with ANTHROPIC_API_KEY
+"""
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import anthropic
+import fastjsonschema
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import replay
+
+MODEL = "claude-sonnet-5"
+SYSTEM = "You are a coding agent. Use the tools to solve tasks in the workspace. Act, don't explain."
+MAX_TOKENS = 8000
+BASH_TIMEOUT = 30  # seconds; a command that hangs must not hang the loop
+TOOLS = [
+    {
+        "name": "bash",
+        "description": "Run a shell command in the workspace. Returns stdout, stderr and the exit code.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "the command to run"}},
+            "required": ["command"],
+        },
+    },
+    {
+        "name": "read_file",
+        "description": "Read a text file. Paths are relative to the workspace.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    },
+    {
+        "name": "write_file",
+        "description": "Create or overwrite a text file, and the folders it needs.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        },
+    },
+    {
+        "name": "edit_file",
+        "description": "Replace old_text, which must occur exactly once in the file, with new_text.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "old_text": {"type": "string", "minLength": 1},
+                "new_text": {"type": "string"},
+            },
+            "required": ["path", "old_text", "new_text"],
+        },
+    },
+    {
+        "name": "grep",
+        "description": "Search files for a regular expression. Returns file:line: text for each match.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"pattern": {"type": "string"}, "glob": {"type": "string", "default": "**/*"}},
+            "required": ["pattern"],
+        },
+    },
+    {
+        "name": "list_files",
+        "description": "List the files matching a glob pattern such as **/*.py (default: every file).",
+        "input_schema": {"type": "object", "properties": {"glob": {"type": "string", "default": "**/*"}}},
+    },
+]
+DEFAULT_FIXTURE = "fixtures/s04_read_many.json"
+
+console = Console(highlight=False)
+
+
+# -- tool handlers ---------------------------------------------------------------------------------
+
+
+def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
+    """Run one shell command in the workspace; report its output and exit code as text."""
+    try:
+        done = subprocess.run(
+            command, shell=True, cwd=workspace, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return f"error: the command timed out after {timeout} s and was stopped"
+    output = (done.stdout + done.stderr).strip() or "(no output)"
+    return f"{output}\n[exit code {done.returncode}]"
+
+
+# -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox, a permission gate ---
+
+PERMISSIONS = ("ask", "auto", "deny")  # --permission: ask a person, allow, or allow only reads
+DANGEROUS = {  # regular expression -> why a person must say yes first, whatever --permission says
+    r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
+    r"\bsudo\b": "sudo acts as root, beyond the workspace",
+    r"\bgit\s+push\b": "git push publishes beyond this machine",
+    r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
+}
+MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
+RUNS = replay.ROOT / "runs"  # live runs keep their audit log in runs/<time>/
+
+
+class ToolError(Exception):
+    """A refusal or failure the model can correct: it becomes an is_error tool_result."""
+
+
+def inside(workspace: Path, path: str) -> Path:
+    """`path` resolved in the workspace (.., absolute paths, symlinks followed); refused if it leaves."""
+    target = (workspace / path).resolve()
+    if not target.is_relative_to(workspace):
+        raise ToolError(f"{path} is outside the workspace; use a path inside it, relative to it")
+    return target
+
+
+def matching(workspace: Path, glob: str) -> list[Path]:
+    """The files a glob matches that really are in the workspace (symlinks out are left out)."""
+    if Path(glob).is_absolute() or ".." in Path(glob).parts:
+        raise ToolError(f"glob {glob!r} must be relative to the workspace, without ..")
+    return sorted(p for p in workspace.glob(glob) if p.is_file() and p.resolve().is_relative_to(workspace))
+
+
+def bash(workspace: Path, command: str) -> str:
+    return run_bash(command, workspace)
+
+
+def read_file(workspace: Path, path: str) -> str:
+    return inside(workspace, path).read_text(errors="replace")
+
+
+def write_file(workspace: Path, path: str, content: str) -> str:
+    target = inside(workspace, path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return f"wrote {target.write_text(content)} characters to {path}"
+
+
+def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
+    """Replace the one occurrence of old_text; none or several is an error, never a guess."""
+    target = inside(workspace, path)
+    text = target.read_text()
+    if text.count(old_text) != 1:
+        found = f"occurs {text.count(old_text)} times" if old_text in text else "does not occur"
+        raise ToolError(f"old_text {found} in {path}; it must match exactly once (quote more of the file)")
+    target.write_text(text.replace(old_text, new_text))
+    return f"edited {path}: replaced 1 occurrence"
+
+
+def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
+    try:
+        regex = re.compile(pattern)
+    except re.error as err:
+        raise ToolError(f"{pattern!r} is not a regular expression: {err}") from None
+    return (
+        "\n".join(
+            f"{file.relative_to(workspace)}:{n}: {line}"
+            for file in matching(workspace, glob)
+            for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
+            if regex.search(line)
+        )
+        or "(no matches)"
+    )
+
+
+def list_files(workspace: Path, glob: str = "**/*") -> str:
+    return "\n".join(str(p.relative_to(workspace)) for p in matching(workspace, glob)) or "(no files)"
+
+
+@dataclass
+class Tool:
+    """One entry of the dispatch map: what the model is shown, what runs, and whether it only reads."""
+
+    name: str
+    description: str
+    input_schema: dict
+    handler: Callable[..., str]
+    read_only: bool
+
+    def __post_init__(self):  # compiled once, at import; unknown fields are refused, not ignored
+        schema = {**self.input_schema, "additionalProperties": False}
+        self.validate = fastjsonschema.compile(schema, use_default=False)  # never rewrite the model's input
+
+
+HANDLERS = {"bash": bash, "read_file": read_file, "write_file": write_file, "edit_file": edit_file}
+HANDLERS |= {"grep": grep, "list_files": list_files}  # the dispatch map: tool name -> handler
+READ_ONLY = {"read_file", "grep", "list_files"}  # these pass the gate (and in s04 run in parallel)
+REGISTRY = {
+    t["name"]: Tool(**t, handler=HANDLERS[t["name"]], read_only=t["name"] in READ_ONLY) for t in TOOLS
+}
+
+
+def ask_person(tool: Tool, data: dict, danger: str | None) -> bool:
+    """A y/n question at the terminal; anything but yes, or no terminal at all, is a no."""
+    warning = f" [red]({danger})[/]" if danger else ""
+    try:
+        answer = console.input(
+            f"[yellow]allow[/] {tool.name} {escape(json.dumps(data)[:300])}{warning}? [y/N] "
+        )
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
+    """(decision, refusal or None): reads pass; the rest follow --permission; danger needs a yes."""
+    danger = next((why for rx, why in DANGEROUS.items() if re.search(rx, data.get("command", ""))), None)
+    if tool.read_only:
+        return "read-only", None
+    if permission == "deny":
+        return "denied", "denied: this run allows read-only tools only (--permission deny)"
+    if danger and permission == "auto":
+        return "denied", (
+            f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
+            "(--permission auto). Do without it, or leave it to the user."
+        )
+    if permission == "ask" and not ask_person(tool, data, danger):
+        return "denied", "denied: the user said no to this call. Do not retry it; do something else."
+    return ("approved" if permission == "ask" else "allowed"), None
+
+
+def admit(block, permission: str) -> tuple[str, str | None]:
+    """Everything checked before a tool runs: (decision for the audit log, refusal or None)."""
+    tool = REGISTRY.get(block.name)
+    if tool is None:
+        return "unknown tool", f"error: there is no tool {block.name!r}; the tools are {', '.join(REGISTRY)}"
+    try:
+        tool.validate(block.input)
+    except fastjsonschema.JsonSchemaException as err:
+        problem = err.message.replace("data", "input", 1)
+        wanted = json.dumps(tool.input_schema.get("properties"))
+        return "invalid input", f"error: invalid input for {tool.name}: {problem}. It takes {wanted}"
+    return gate(tool, block.input, permission)
+
+
+def truncate(text: str, limit: int = MAX_OUTPUT) -> str:
+    """Keep the head and the tail (where errors and exit codes are), and say how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n… [{len(text) - 2 * half} characters cut from the middle] …\n{text[-half:]}"
+
+
+def execute(block, workspace: Path, permission: str = "auto", audit: Path | None = None) -> tuple[str, bool]:
+    """One tool call: known? valid? allowed? then its handler. Returns (output, is_error)."""
+    started, workspace = time.monotonic(), workspace.resolve()
+    decision, refusal = admit(block, permission)
+    output, is_error = refusal, refusal is not None
+    if not is_error:
+        try:
+            output = REGISTRY[block.name].handler(workspace, **block.input)
+        except (ToolError, OSError, ValueError) as err:  # s03 makes every other exception data too
+            output, is_error = (
+                f"error: {err}".replace(f"{workspace}/", ""),
+                True,
+            )  # paths as the model sees them
+    output = truncate(output)
+    if audit:
+        line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
+        line |= {"ms": round((time.monotonic() - started) * 1000), "chars": len(output), "is_error": is_error}
+        with audit.open("a") as log:
+            log.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return output, is_error
+
+
+def audit_path(run: replay.Run) -> Path:
+    """The audit log: beside a replay's temp workspace (never in the repo), else in runs/<time>/."""
+    folder = run.workspace.parent if run.mode == "replay" else RUNS / f"{datetime.now():%Y%m%d-%H%M%S}-s02"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "audit.jsonl"
+
+
+# -- new in s04: several tool calls per turn — reads run together, every other call alone, in order --
+
+MAX_TOOLS_PER_TURN = 10  # a turn asking for more: the calls past this are answered with an error, not run
+MAX_PARALLEL = 8  # reads running at once, at most
+
+
+@dataclass
+class Timed:
+    """When one call ran, for the display only: timings never go into a tool_result."""
+
+    index: int  # its place among the turn's tool_use blocks
+    block: object
+    group: int
+    started: float  # time.monotonic()
+    ended: float
+
+
+def reads_only(block) -> bool:
+    """Whether a call only reads, and so may run beside other reads (an unknown tool does not)."""
+    tool = REGISTRY.get(block.name)
+    return tool is not None and tool.read_only
+
+
+def plan(blocks: list) -> list[list[int]]:
+    """The calls' indexes, grouped in order: a run of reads is one group; any other call is alone."""
+    groups = []
+    for i, block in enumerate(blocks):
+        if reads_only(block) and groups and reads_only(blocks[groups[-1][-1]]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def over_the_cap(block, asked: int, audit: Path | None) -> str:
+    """The answer to a call past MAX_TOOLS_PER_TURN: it did not run, and the model is told why."""
+    output = (
+        f"error: not run: this turn asked for {asked} tool calls and at most {MAX_TOOLS_PER_TURN} run "
+        "per turn. Ask again for the ones you still need, fewer at a time."
+    )
+    if audit:
+        line = {"id": block.id, "tool": block.name, "input": block.input, "decision": "over the cap"}
+        with audit.open("a") as log:
+            log.write(json.dumps(line | {"chars": len(output), "is_error": True}, ensure_ascii=False) + "\n")
+    return output
+
+
+def run_tools(
+    blocks: list,
+    workspace: Path,
+    permission: str = "auto",
+    audit: Path | None = None,
+    timeline: list | None = None,
+    workers: int = MAX_PARALLEL,
+    read_latency: float = 0.0,
+) -> list[dict]:
+    """Answer every tool_use once, in the order asked: each group of reads in a thread pool, every
+    other call alone in this thread, so it overlaps nothing and only it can ask a person."""
+    answers = [None] * len(blocks)  # (output, is_error) per call, in tool_use order
+
+    def run(i: int, group: int) -> None:
+        started = time.monotonic()
+        if read_latency and reads_only(blocks[i]):
+            time.sleep(read_latency)  # stands in for a slow disk or a remote read (--read-latency)
+        answers[i] = execute(blocks[i], workspace, permission, audit)
+        if timeline is not None:
+            timeline.append(Timed(i, blocks[i], group, started, time.monotonic()))
+
+    for group, calls in enumerate(plan(blocks[:MAX_TOOLS_PER_TURN]), 1):
+        if len(calls) == 1:
+            run(calls[0], group)
+            continue
+        with ThreadPoolExecutor(max_workers=min(workers, len(calls))) as pool:
+            for future in [pool.submit(run, i, group) for i in calls]:
+                future.result()
+    for i in range(MAX_TOOLS_PER_TURN, len(blocks)):
+        answers[i] = over_the_cap(blocks[i], len(blocks), audit), True
+    return [
+        {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}
+        for block, (output, is_error) in zip(blocks, answers)
+    ]
+
+
+def label(block, limit: int = 44) -> str:
+    """A call in a few words: its tool and the first line of its first input."""
+    first = next(iter(block.input.values()), "") if isinstance(block.input, dict) else ""
+    return f"{block.name} {(str(first).splitlines() or [''])[0]}"[:limit]
+
+
+def show_timeline(timeline: list, width: int = 40) -> None:
+    """Which calls ran together (same group) and how long each took, as bars on one time axis."""
+    if not timeline:
+        return
+    start, end = min(t.started for t in timeline), max(t.ended for t in timeline)
+    scale = width / max(end - start, 1e-9)
+    table = Table(title="tool calls this turn: same group = ran together", title_justify="left")
+    for column in ("group", "call", "ms", "timeline"):
+        table.add_column(column, justify="right" if column == "ms" else "left")
+    for t in sorted(timeline, key=lambda t: t.index):
+        bar = " " * round((t.started - start) * scale) + "█" * max(1, round((t.ended - t.started) * scale))
+        table.add_row(str(t.group), escape(label(t.block)), f"{(t.ended - t.started) * 1000:.0f}", bar)
+    console.print(table)
+
+
+# -- what the reader sees --------------------------------------------------------------------------
+
+
+def show_turn(turn: int, response: anthropic.types.Message) -> None:
+    """One turn: the model's text, then the stop reason and the tokens it cost."""
+    console.rule(f"turn {turn}")
+    for block in response.content:
+        if block.type == "text":
+            console.print(f"[bold]model:[/] {escape(block.text)}")
+    tokens = f"tokens in {response.usage.input_tokens} / out {response.usage.output_tokens}"
+    console.print(f"[dim]stop_reason={response.stop_reason}  {tokens}[/]")
+
+
+def show_tool(block, output: str, limit: int = 400) -> None:
+    """A tool call as it would look in a terminal, its output shortened to stay readable."""
+    command = block.input.get("command") if isinstance(block.input, dict) else None
+    console.print(escape(f"$ {command}" if command else f"{block.name} {block.input}"), style="cyan")
+    shown = output if len(output) <= limit else output[:limit] + f"… ({len(output) - limit} more chars)"
+    console.print(shown, markup=False)
+
+
+def show_summary(turns: list) -> None:
+    """A table of every turn: how it ended and what it cost."""
+    table = Table(title="summary")
+    for column in ("turn", "stop_reason", "tokens in", "tokens out"):
+        table.add_column(column)
+    for n, response in enumerate(turns, 1):
+        table.add_row(
+            str(n), response.stop_reason, str(response.usage.input_tokens), str(response.usage.output_tokens)
+        )
+    table.add_row(
+        "total",
+        "",
+        str(sum(r.usage.input_tokens for r in turns)),
+        str(sum(r.usage.output_tokens for r in turns)),
+    )
+    console.print(table)
+
+
+# -- the loop --------------------------------------------------------------------------------------
+
+
+def agent_loop(
+    client: anthropic.Anthropic,
+    messages: list,
+    workspace: Path,
+    model: str = MODEL,
+    permission: str = "auto",
+    audit: Path | None = None,
+    read_latency: float = 0.0,
+) -> list:
+    """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
+    turns = []  # every response, in order
+    while True:
+        # 1. Send the whole history: the model has no memory of its own between calls.
+        with console.status("waiting for the model…"):
+            response = client.messages.create(
+                model=model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
+            )
+        turns.append(response)
+        show_turn(len(turns), response)
+
+        # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
+        messages.append({"role": "assistant", "content": response.content})
+
+        # 3. Any stop but tool_use ends the loop. That includes max_tokens: a reply cut off there may
+        #    hold a tool_use whose input is incomplete, and it must never be executed.
+        if response.stop_reason != "tool_use":
+            return turns
+
+        # 4. Run the tool calls, reads side by side and the rest one at a time, and answer each id
+        #    exactly once, in the order asked, all in one user message.
+        calls = [block for block in response.content if block.type == "tool_use"]
+        timeline = []  # when each call ran: shown to the reader, never sent to the model
+        results = run_tools(calls, workspace, permission, audit, timeline, read_latency=read_latency)
+        for block, result in zip(calls, results):
+            show_tool(block, result["content"])
+        show_timeline(timeline)
+        messages.append({"role": "user", "content": results})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the client for the mode asked for, run the loop on the task, print the summary."""
+    parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
+    parser.add_argument(
+        "--permission",
+        choices=PERMISSIONS,
+        help="ask before writes and bash (default at a terminal), auto (default otherwise: allow all "
+        "but dangerous commands), deny (read-only tools only)",
+    )
+    parser.add_argument(
+        "--read-latency",
+        type=float,
+        metavar="SECONDS",
+        help="make every read-only call this much slower, like a network drive, to watch reads overlap "
+        "(default: the fixture's read_latency in replay, else 0)",
+    )
+    args = parser.parse_args(argv)
+    run = None
+    try:
+        run = replay.start(args, MODEL, "s04_parallel")
+        console.print(f"[dim]{run.banner}[/]")
+        console.print(f"[bold]task:[/] {escape(run.task)}")
+        permission = args.permission or ("ask" if run.mode != "replay" and sys.stdin.isatty() else "auto")
+        audit = audit_path(run)
+        latency = args.read_latency
+        if latency is None:  # a fixture may ask for it, so that its reads visibly overlap
+            latency = (run.fixture or {}).get("read_latency", 0)
+        if latency:
+            console.print(f"[dim]each read-only call is slowed by {latency} s (simulated latency)[/]")
+        messages = [{"role": "user", "content": run.task}]
+        turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit, latency)
+        show_summary(turns)
+        console.print(f"[dim]permission {permission}; audit log: {audit}[/]")
+        return 0
+    except (replay.WorkbookError, anthropic.APIError) as err:
+        console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
+        return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/] — stopped before the next turn; s05 adds keeping the work")
+        return 130
+    finally:
+        note = run.finish() if run else None
+        if note:
+            console.print(f"[dim]{note}[/]")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
