@@ -151,7 +151,11 @@ def matching(workspace: Path, glob: str) -> list[Path]:
     """The files a glob matches that really are in the workspace (symlinks out are left out)."""
     if Path(glob).is_absolute() or ".." in Path(glob).parts:
         raise ToolError(f"glob {glob!r} must be relative to the workspace, without ..")
-    return sorted(p for p in workspace.glob(glob) if p.is_file() and p.resolve().is_relative_to(workspace))
+    try:  # pathlib rejects some patterns ("", ".", "a**") with assorted exceptions
+        found = list(workspace.glob(glob))
+    except (ValueError, IndexError, AttributeError, NotImplementedError):
+        raise ToolError(f"glob {glob!r} is not a pattern pathlib accepts; try **/* or *.py") from None
+    return sorted(p for p in found if p.is_file() and p.resolve().is_relative_to(workspace))
 
 
 def bash(workspace: Path, command: str) -> str:
