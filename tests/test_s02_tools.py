@@ -349,3 +349,32 @@ def test_live_tools_really_act_in_the_given_workspace(ws, monkeypatch):
         assert s02.main(["capitalise beta", "--workspace", str(ws)]) == 0
     assert (ws / "notes.txt").read_text() == "alpha\nBETA\nalpha again\n"
     assert api.requests[1]["body"]["messages"][2]["content"][0]["is_error"] is False
+
+
+class Terminal(io.StringIO):
+    """Typed answers on a stdin that says it is a terminal, as a person at the keyboard would give."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_live_at_a_terminal_asks_by_default_and_a_no_is_an_error_result(ws, monkeypatch, capsys):
+    monkeypatch.setattr(s02, "RUNS", ws.parent / "runs")
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+    write = tool_use("toolu_1", "write_file", {"path": "x.txt", "content": "x"})
+    with StandIn(scripted(message([write], "tool_use"), message([text("ok, I won't")]))) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        assert s02.main(["write x.txt", "--workspace", str(ws)]) == 0
+    result = api.requests[1]["body"]["messages"][2]["content"][0]
+    assert result["is_error"] and "the user said no" in result["content"]
+    assert not (ws / "x.txt").exists() and "permission ask" in capsys.readouterr().out
+
+
+def test_live_without_a_terminal_defaults_to_auto(ws, monkeypatch, capsys):
+    monkeypatch.setattr(s02, "RUNS", ws.parent / "runs")
+    with StandIn(scripted(message([text("nothing to do")]))) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        assert s02.main(["anything", "--workspace", str(ws)]) == 0
+    assert "permission auto" in capsys.readouterr().out
