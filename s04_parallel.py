@@ -154,7 +154,11 @@ def matching(workspace: Path, glob: str) -> list[Path]:
     """The files a glob matches that really are in the workspace (symlinks out are left out)."""
     if Path(glob).is_absolute() or ".." in Path(glob).parts:
         raise ToolError(f"glob {glob!r} must be relative to the workspace, without ..")
-    return sorted(p for p in workspace.glob(glob) if p.is_file() and p.resolve().is_relative_to(workspace))
+    try:  # pathlib rejects some patterns ("", ".", "a**") with assorted exceptions
+        found = list(workspace.glob(glob))
+    except (ValueError, IndexError, AttributeError, NotImplementedError):
+        raise ToolError(f"glob {glob!r} is not a pattern pathlib accepts; try **/* or *.py") from None
+    return sorted(p for p in found if p.is_file() and p.resolve().is_relative_to(workspace))
 
 
 def bash(workspace: Path, command: str) -> str:
@@ -285,10 +289,8 @@ def execute(block, workspace: Path, permission: str = "auto", audit: Path | None
         try:
             output = REGISTRY[block.name].handler(workspace, **block.input)
         except (ToolError, OSError, ValueError) as err:  # s03 makes every other exception data too
-            output, is_error = (
-                f"error: {err}".replace(f"{workspace}/", ""),
-                True,
-            )  # paths as the model sees them
+            problem = str(err).replace(f"{workspace}/", "")  # paths as the model wrote them
+            output, is_error = f"error: {problem}", True
     output = truncate(output)
     if audit:
         line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
