@@ -301,10 +301,12 @@ def test_the_script_replays_its_fixture_offline():
     assert "all tests passed" in done.stdout and "end_turn" in done.stdout
 
 
-def test_help_names_the_permission_modes_and_the_fixture():
-    done = run_script("s02_tools.py", "--help")
-    assert done.returncode == 0 and "--permission {ask,auto,deny}" in done.stdout
-    assert "s02_fix_divide_by_zero.json" in done.stdout
+def test_help_names_the_permission_modes_and_the_fixture(capsys):
+    with pytest.raises(SystemExit) as done:
+        s02.main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "--permission {ask,auto,deny}" in out
+    assert "s02_fix_divide_by_zero.json" in out
 
 
 # -- live mode, over real HTTP, against a stand-in for the API --------------------------------------
