@@ -349,8 +349,9 @@ def over_the_cap(block, asked: int, audit: Path | None) -> str:
     )
     if audit:
         line = {"id": block.id, "tool": block.name, "input": block.input, "decision": "over the cap"}
+        line |= {"ms": 0, "chars": len(output), "is_error": True}
         with audit.open("a") as log:
-            log.write(json.dumps(line | {"chars": len(output), "is_error": True}, ensure_ascii=False) + "\n")
+            log.write(json.dumps(line, ensure_ascii=False) + "\n")
     return output
 
 
@@ -360,7 +361,7 @@ def run_tools(
     permission: str = "auto",
     audit: Path | None = None,
     timeline: list | None = None,
-    workers: int = MAX_PARALLEL,
+    workers: int = MAX_PARALLEL,  # 1 runs the reads one by one, as s03 did (the benchmark's other side)
     read_latency: float = 0.0,
 ) -> list[dict]:
     """Answer every tool_use once, in the order asked: each group of reads in a thread pool, every
@@ -376,12 +377,12 @@ def run_tools(
             timeline.append(Timed(i, blocks[i], group, started, time.monotonic()))
 
     for group, calls in enumerate(plan(blocks[:MAX_TOOLS_PER_TURN]), 1):
-        if len(calls) == 1:
+        if len(calls) == 1:  # a write, bash, or a lone read: here, in the loop's thread, alone
             run(calls[0], group)
             continue
-        with ThreadPoolExecutor(max_workers=min(workers, len(calls))) as pool:
+        with ThreadPoolExecutor(max_workers=min(workers, len(calls))) as pool:  # waits for all of them
             for future in [pool.submit(run, i, group) for i in calls]:
-                future.result()
+                future.result()  # re-raises in this thread anything execute() let through
     for i in range(MAX_TOOLS_PER_TURN, len(blocks)):
         answers[i] = over_the_cap(blocks[i], len(blocks), audit), True
     return [
