@@ -722,7 +722,7 @@ def trace_to_fixture(path: Path) -> dict:
         "scenario": Path(path).stem,
         "description": f"Converted from the trace {Path(path).name} by s06_recovery.trace_to_fixture.",
         "provenance": start.get("provenance", "recorded"),
-        "task": start.get("task", ""),
+        "task": start.get("task") or exchanges[0]["request"]["messages"][0]["content"],
         "workspace": start.get("workspace", ""),
         "args": start.get("args", []),
         "match": "structure",

@@ -1,0 +1,479 @@
+"""s06: the recovery chain — one named transition per iteration, each path on its fixture, the caps,
+the API's rules on every request, trace replay, and live runs over real HTTP against a stand-in."""
+
+import importlib
+import io
+import json
+
+import anthropic
+import pytest
+from conftest import ROOT, STEPS, run_script
+from rich.console import Console
+from standin import Reply, StandIn, api_error, message, text, tool_use
+
+import replay
+
+STEPS_FROM = [s for s in STEPS if s >= "s06"]  # every step that has the recovery chain
+FIXTURES = ROOT / "fixtures"
+
+# fixture -> the transitions its replay must go through, in order
+PATHS = {
+    "truncated_text": ["escalate", "continue", "done"],
+    "truncated_tool_use": ["escalate", "continue", "next_turn", "next_turn", "done"],
+    "escalation": ["escalate", "next_turn", "done"],
+    "prompt_too_long_collapse": ["next_turn", "next_turn", "collapse", "next_turn", "done"],
+    "collapse_then_compact": ["next_turn"] * 4 + ["collapse", "compact", "done"],
+    "pause_turn": ["resume_pause", "resume_pause", "done"],
+    "overloaded_mid_stream": ["stream_retry", "next_turn", "done"],
+    "stop_hook": ["next_turn", "hook_retry", "next_turn", "done"],
+}
+
+
+@pytest.fixture(params=STEPS_FROM)
+def step(request, monkeypatch):
+    """The step module, its console silenced, and no waiting between retries."""
+    module = importlib.import_module(request.param)
+    monkeypatch.setattr(module, "console", Console(file=io.StringIO(), width=100))
+    monkeypatch.setattr(module, "STREAM_RETRY_DELAY", 0)
+    return module
+
+
+def recovery_for(step, fixture: dict, **extra):
+    """The Recovery a fixture's own flags (`args`) ask for."""
+    args = fixture.get("args", [])
+    hook = args[args.index("--stop-hook") + 1] if "--stop-hook" in args else None
+    return step.Recovery(stop_hook=hook, web_search="--web-search" in args, **extra)
+
+
+def replay_path(step, name: str, tmp_path=None, strict: bool = True):
+    """Replay fixtures/s06_<name>.json through the step's own loop: (transitions, transport, ...)."""
+    fixture = replay.load_fixture(FIXTURES / f"s06_{name}.json")
+    client, transport = replay.replay_client(fixture, name, strict)
+    workspace = replay.copy_workspace(fixture["workspace"])
+    trace = tmp_path / "trace.jsonl" if tmp_path else None
+    recovery = recovery_for(step, fixture, trace=trace)
+    where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
+    recovery.record("start", provenance=fixture["provenance"], **where)  # as main() does
+    messages = [{"role": "user", "content": fixture["task"]}]
+    turns = step.agent_loop(client, messages, workspace, recovery=recovery)
+    return [t for t, _ in recovery.log], transport, messages, workspace, turns
+
+
+def body(content: list, stop_reason: str) -> dict:
+    return message(content, stop_reason)
+
+
+def generated(step, replies: list, **recovery):
+    """Run the loop on a script of replies (dicts, or (status, error body) pairs) in lenient replay."""
+    exchanges = []
+    for reply in replies:
+        response = {"status": 200, "body": reply} if "type" in reply else reply
+        exchanges.append({"request": {"messages": [{"role": "user", "content": "go"}]}, "response": response})
+    client, transport = replay.replay_client({"exchanges": exchanges}, "generated", strict=False)
+    state = step.Recovery(**recovery)
+    messages = [{"role": "user", "content": "go"}]
+    step.agent_loop(client, messages, replay.copy_workspace(""), recovery=state)
+    return state, transport, messages
+
+
+def too_long(tokens: int = 203117) -> dict:
+    message_ = f"prompt is too long: {tokens} tokens > 200000 maximum"
+    return {
+        "status": 400,
+        "body": {"type": "error", "error": {"type": "invalid_request_error", "message": message_}},
+    }
+
+
+def assert_every_request_valid(transport):
+    for n, request in enumerate(transport.seen, 1):
+        assert replay.api_rule_problems(request["messages"]) == [], f"request {n}"
+
+
+# -- each path on its fixture ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_each_fixture_replays_through_its_transitions(step, name):
+    transitions, transport, _, _, _ = replay_path(step, name)
+    assert transitions == PATHS[name]
+    assert transport.cursor == len(transport.fixture["exchanges"])  # every recorded exchange was used
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_no_request_ever_has_an_unanswered_tool_use_or_a_split_pair(step, name):
+    _, transport, messages, _, _ = replay_path(step, name)
+    assert_every_request_valid(transport)
+    assert replay.api_rule_problems(json.loads(json.dumps(messages, default=step.as_dict))) == []
+
+
+def test_every_transition_is_explained_and_shown(step):
+    console = io.StringIO()
+    step.console = Console(file=console, width=200)
+    transitions, *_ = replay_path(step, "truncated_tool_use")
+    shown = console.getvalue()
+    assert set(transitions) <= set(step.TRANSITIONS)
+    assert all(f"→ {t}" in shown for t in transitions)
+
+
+# -- max_tokens: escalate, then continue, never execute a cut call --------------------------------
+
+
+def test_escalation_resends_the_same_request_with_64k_streamed(step):
+    _, transport, _, workspace, _ = replay_path(step, "escalation")
+    first, second = transport.seen[:2]
+    assert (
+        first["max_tokens"] == step.MAX_TOKENS and second["max_tokens"] == step.ESCALATED_MAX_TOKENS == 64000
+    )
+    assert second["stream"] is True and second["messages"] == first["messages"]
+    assert (workspace / "REPORT.md").read_text().endswith("its own pool.\n")  # only the whole call ran
+
+
+def test_a_tool_call_cut_by_max_tokens_is_answered_never_run(step):
+    _, transport, _, workspace, _ = replay_path(step, "truncated_tool_use")
+    cut = transport.fixture["exchanges"][1]["response"]["body"]["content"][1]
+    after = transport.seen[2]["messages"]
+    assert after[-2]["content"][1]["id"] == cut["id"]  # the partial reply goes back verbatim
+    answer, ask = after[-1]["content"]
+    assert answer == {
+        "type": "tool_result",
+        "tool_use_id": cut["id"],
+        "content": step.TRUNCATED_CALL,
+        "is_error": True,
+    }
+    assert ask == {"type": "text", "text": step.CONTINUE_PROMPT}
+    assert "argparse" not in (workspace / "summarize.py").read_text()  # the cut content was never written
+
+
+def test_partial_text_is_kept_and_continued(step):
+    _, transport, messages, _, _ = replay_path(step, "truncated_text")
+    partial = transport.fixture["exchanges"][1]["response"]["body"]["content"]
+    assert transport.seen[2]["messages"][1]["content"] == partial
+    assert transport.seen[2]["messages"][2]["content"] == [{"type": "text", "text": step.CONTINUE_PROMPT}]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+
+
+def test_at_most_three_continuations_then_a_clear_stop(step):
+    cut = body([text("and so"), tool_use("toolu_cut", "bash", {"command": "touch cut"})], "max_tokens")
+    state, transport, messages = generated(step, [cut] * 5)
+    assert [t for t, _ in state.log] == ["escalate", "continue", "continue", "continue", "fail"]
+    assert "3 continuations" in state.log[-1][1]
+    assert len(transport.seen) == 5 and messages[-1]["role"] == "user"  # the last cut reply is not kept
+    assert_every_request_valid(transport)
+
+
+def test_a_normal_turn_after_escalation_is_back_to_the_normal_limit(step):
+    cut = body([text("cut")], "max_tokens")
+    call = body([tool_use("toolu_1", "list_files", {})], "tool_use")
+    state, transport, _ = generated(step, [cut, call, body([text("done")], "end_turn")])
+    assert [r["max_tokens"] for r in transport.seen] == [step.MAX_TOKENS, 64000, step.MAX_TOKENS]
+
+
+# -- prompt too long: collapse, then compact once -------------------------------------------------
+
+
+def test_collapse_keeps_every_pair_and_the_newest_results(step):
+    _, transport, _, _, _ = replay_path(step, "prompt_too_long_collapse")
+    before, after = transport.seen[2]["messages"], transport.seen[3]["messages"]
+    assert len(before) == len(after)
+    old, new = after[2]["content"][0], after[4]["content"][0]
+    assert old["tool_use_id"] == before[2]["content"][0]["tool_use_id"]
+    assert old["content"].startswith("[collapsed: 3934 characters of read_file output")
+    assert new == before[4]["content"][0]  # the newest results stay whole
+
+
+def test_collapse_shrinks_the_context(step):
+    _, transport, _, _, _ = replay_path(step, "prompt_too_long_collapse")
+    assert (
+        step.context_chars(transport.seen[3]["messages"])
+        < step.context_chars(transport.seen[2]["messages"]) / 1.5
+    )
+
+
+def test_compaction_asks_for_a_summary_and_continues_from_it(step):
+    _, transport, messages, _, _ = replay_path(step, "collapse_then_compact")
+    ask, after = transport.seen[6], transport.seen[7]
+    assert (
+        ask["tool_choice"] == {"type": "none"}
+        and ask["messages"][-1]["content"][-1]["text"] == step.SUMMARY_PROMPT
+    )
+    summary = transport.fixture["exchanges"][6]["response"]["body"]["content"][0]["text"]
+    assert summary in after["messages"][0]["content"] and after["messages"][0]["content"].startswith(
+        "Read all the logs"
+    )
+    last_call = transport.seen[5]["messages"][-2]
+    assert after["messages"][1:] == transport.seen[5]["messages"][-2:] and last_call["role"] == "assistant"
+
+
+def test_at_most_one_compaction_per_turn_no_death_spiral(step):
+    big = "x" * 3000
+    replies = [
+        body([tool_use("toolu_1", "bash", {"command": f"echo {big}"})], "tool_use"),
+        body([tool_use("toolu_2", "bash", {"command": f"echo {big}"})], "tool_use"),
+        too_long(),
+        too_long(),
+        body([text("summary of the work")], "end_turn"),
+        too_long(),
+    ]
+    state, transport, _ = generated(step, replies)
+    assert [t for t, _ in state.log] == ["next_turn", "next_turn", "collapse", "compact", "fail"]
+    assert sum(1 for r in transport.seen if r.get("tool_choice")) == 1 and len(transport.seen) == 6
+    assert_every_request_valid(transport)
+
+
+def test_context_window_exceeded_as_stop_reason_takes_the_same_path(step):
+    big = "y" * 3000
+    replies = [
+        body([tool_use("toolu_1", "bash", {"command": f"echo {big}"})], "tool_use"),
+        body([tool_use("toolu_2", "bash", {"command": f"echo {big}"})], "tool_use"),
+        body([text("partial")], "model_context_window_exceeded"),
+        body([text("fits now")], "end_turn"),
+    ]
+    state, transport, _ = generated(step, replies)
+    assert [t for t, _ in state.log] == ["next_turn", "next_turn", "collapse", "done"]
+    assert "partial" not in json.dumps(transport.seen[3])  # the overflowing reply is not kept
+
+
+def test_a_bad_request_that_is_not_about_length_is_not_retried(step):
+    bad = {
+        "status": 400,
+        "body": {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}},
+    }
+    with pytest.raises(anthropic.BadRequestError):
+        generated(step, [bad, body([text("never")], "end_turn")])
+
+
+@pytest.mark.parametrize("shape", [1, 2, 3, 5, 8])
+def test_compaction_never_splits_a_tool_use_from_its_result(step, shape):
+    messages = [{"role": "user", "content": "task"}]
+    for n in range(shape):
+        messages.append({"role": "assistant", "content": [tool_use(f"toolu_{n}", "bash", {"command": "ls"})]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "z" * 500}],
+            }
+        )
+    client, transport = replay.replay_client(
+        {
+            "exchanges": [
+                {"request": {}, "response": {"status": 200, "body": body([text("sum")], "end_turn")}}
+            ]
+        },
+        strict=False,
+    )
+    step.compact(client, step.MODEL, messages, step.Recovery())
+    assert (
+        replay.api_rule_problems(messages) == []
+        and replay.api_rule_problems(transport.seen[0]["messages"]) == []
+    )
+    assert messages[1]["content"][0]["id"] == f"toolu_{shape - 1}" and len(messages) == 3
+
+
+# -- pause_turn, refusal ---------------------------------------------------------------------------
+
+
+def test_pause_turn_content_goes_back_unchanged_with_no_new_user_message(step):
+    _, transport, messages, _, _ = replay_path(step, "pause_turn")
+    responses = [e["response"]["body"]["content"] for e in transport.fixture["exchanges"]]
+    second, third = transport.seen[1]["messages"], transport.seen[2]["messages"]
+    assert [m["role"] for m in second] == [m["role"] for m in third] == ["user", "assistant"]
+    assert (
+        replay.normalize_messages(second)[1]["content"]
+        == replay.normalize_messages([{"role": "assistant", "content": responses[0]}])[0]["content"]
+    )
+    assert third[1]["content"] == second[1]["content"] + responses[1]
+    assert any(t["name"] == "web_search" for t in transport.seen[0]["tools"])
+
+
+def test_pauses_are_bounded(step):
+    state, transport, _ = generated(step, [body([text("searching")], "pause_turn")] * (step.MAX_PAUSES + 1))
+    assert [t for t, _ in state.log] == ["resume_pause"] * step.MAX_PAUSES + ["fail"]
+
+
+def test_a_refusal_stops_cleanly_and_says_so(step):
+    state, transport, _ = generated(step, [body([text("I can't help with that.")], "refusal")])
+    assert state.log == [("done", "refusal: the model declined to go on, so the loop stops here")]
+    assert len(transport.seen) == 1
+
+
+# -- an error inside a 200 stream ------------------------------------------------------------------
+
+
+def broken_stream() -> dict:
+    events = replay.message_to_events(body([text("Let me look")], "end_turn"))[:4]
+    events.append(
+        {
+            "event": "error",
+            "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        }
+    )
+    return {"status": 200, "stream": events}
+
+
+def test_the_sdk_raises_a_midstream_error_as_a_status_error_with_status_200():
+    client, _ = replay.replay_client(
+        {"exchanges": [{"request": {}, "response": broken_stream()}]}, strict=False
+    )
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        with client.messages.stream(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "go"}]
+        ) as s:
+            s.get_final_message()
+    assert caught.value.status_code == 200 and caught.value.body["error"]["type"] == "overloaded_error"
+
+
+def test_a_midstream_overload_is_retried_at_most_three_times(step):
+    with pytest.raises(anthropic.APIStatusError):
+        generated(step, [broken_stream()] * 4 + [body([text("never")], "end_turn")])
+    state, transport, _ = generated(step, [broken_stream()] * 3 + [body([text("ok")], "end_turn")])
+    assert [t for t, _ in state.log] == ["stream_retry"] * 3 + ["done"] and len(transport.seen) == 4
+
+
+# -- the stop hook ---------------------------------------------------------------------------------
+
+
+def test_a_failing_stop_hook_goes_back_to_the_model(step):
+    _, transport, _, workspace, _ = replay_path(step, "stop_hook")
+    feedback = transport.seen[2]["messages"][-1]["content"]
+    assert (
+        "check failed: expected 'Hello, Ada!', got 'Hello, Ada'" in feedback and "[exit code 1]" in feedback
+    )
+    assert step.run_stop_hook("sh check.sh", workspace) == (True, "check passed\n[exit code 0]")
+
+
+def test_stop_hook_retries_are_capped(step):
+    done = body([text("done")], "end_turn")
+    state, transport, _ = generated(step, [done] * 3, stop_hook="echo still red; exit 1", hook_retries=2)
+    assert [t for t, _ in state.log] == ["hook_retry", "hook_retry", "fail"] and len(transport.seen) == 3
+    assert "still red" in transport.seen[1]["messages"][-1]["content"]
+
+
+# -- trace replay ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_a_trace_replays_to_the_same_transitions(step, name, tmp_path):
+    transitions, *_ = replay_path(step, name, tmp_path)
+    fixture = step.trace_to_fixture(tmp_path / "trace.jsonl")
+    assert replay.fixture_problems(fixture) == []
+    assert len(fixture["exchanges"]) == len(replay.load_fixture(FIXTURES / f"s06_{name}.json")["exchanges"])
+    (tmp_path / "again.json").write_text(json.dumps(fixture))
+    again, *_ = replay_path_file(step, tmp_path / "again.json")
+    assert again == transitions
+
+
+def replay_path_file(step, path):
+    fixture = replay.load_fixture(path)
+    client, transport = replay.replay_client(fixture, path.name)
+    recovery = recovery_for(step, fixture)
+    step.agent_loop(
+        client,
+        [{"role": "user", "content": fixture["task"]}],
+        replay.copy_workspace(fixture["workspace"]),
+        recovery=recovery,
+    )
+    return [t for t, _ in recovery.log], transport
+
+
+@pytest.mark.parametrize("step_name", STEPS_FROM)
+def test_the_command_line_writes_a_trace_and_replays_it(step_name, tmp_path):
+    trace = tmp_path / "run.jsonl"
+    first = run_script(f"{step_name}.py", "--replay", "fixtures/s06_stop_hook.json", "--trace", str(trace))
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = run_script(f"{step_name}.py", "--replay", str(trace))
+    assert again.returncode == 0, again.stdout + again.stderr
+    arrows = [line.split()[1] for line in again.stdout.splitlines() if line.startswith("→")]
+    assert arrows == PATHS["stop_hook"]
+
+
+@pytest.mark.parametrize("step_name", STEPS_FROM)
+def test_with_no_key_it_replays_its_default_fixture(step_name):
+    done = run_script(f"{step_name}.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "→ escalate" in done.stdout and "→ continue" in done.stdout and "→ done" in done.stdout
+
+
+# -- live, over real HTTP, against a stand-in that misbehaves in ways no fixture shows --------------
+
+
+def streamed(brain):
+    """A stand-in brain whose Message replies go out as SSE when the request asked to stream."""
+
+    def wrapper(body_, n):
+        reply = brain(body_, n)
+        if isinstance(reply, dict) and body_.get("stream"):
+            return Reply(events=replay.message_to_events(reply))
+        return reply
+
+    return wrapper
+
+
+def size(body_) -> int:
+    return len(json.dumps(body_["messages"]))
+
+
+def test_live_truncation_overflow_and_pauses_keep_every_request_valid(step, tmp_path):
+    """Reads two big files, is cut inside a write twice, overflows until the context shrinks, pauses."""
+    (tmp_path / "a.txt").write_text("a" * 4000)
+    (tmp_path / "b.txt").write_text("b" * 4000)
+    limit = {}
+
+    def brain(req, n):
+        last = req["messages"][-1]
+        if n == 0:
+            return message([tool_use("toolu_a", "read_file", {"path": "a.txt"})], "tool_use")
+        if n == 1:
+            return message([tool_use("toolu_b", "read_file", {"path": "b.txt"})], "tool_use")
+        if "limit" not in limit:  # from now on, anything as large as the two files is too long
+            limit["limit"] = size(req) - 1000
+        if size(req) > limit["limit"]:
+            return api_error(
+                400, "invalid_request_error", f"prompt is too long: {size(req)} tokens > 200000 maximum"
+            )
+        if (
+            last["role"] == "user"
+            and isinstance(last["content"], list)
+            and last["content"][0].get("tool_use_id") == "toolu_b"
+        ):
+            cut = {"path": "c.txt", "content": "c" * 50}
+            return message([text("writing"), tool_use(f"toolu_cut{n}", "write_file", cut)], "max_tokens")
+        if last["role"] == "user" and "cut off" in json.dumps(last["content"]):
+            return message([text("pausing")], "pause_turn")  # paused right after the continuation
+        return message([text("done")], "end_turn")  # the paused turn, resumed, ends
+
+    with StandIn(streamed(brain)) as api:
+        client = anthropic.Anthropic(api_key="test", base_url=api.url, max_retries=0)
+        state = step.Recovery()
+        step.agent_loop(client, [{"role": "user", "content": "go"}], tmp_path, recovery=state)
+    assert api.rule_problems == []
+    names = [t for t, _ in state.log]
+    assert names[:3] == ["next_turn", "next_turn", "collapse"] and "escalate" in names and "continue" in names
+    assert "resume_pause" in names and names[-1] == "done"
+    assert not (tmp_path / "c.txt").exists()  # the cut write_file never ran
+
+
+def test_live_main_end_to_end_with_a_stop_hook(tmp_path, monkeypatch):
+    step_name = STEPS_FROM[-1]
+    (tmp_path / "flag").write_text("red")
+    replies = [
+        message([text("done")], "end_turn"),
+        message([tool_use("toolu_1", "write_file", {"path": "flag", "content": "green"})], "tool_use"),
+        message([text("now really done")], "end_turn"),
+    ]
+    with StandIn(streamed(lambda req, n: replies[n])) as api:
+        done = run_script(
+            f"{step_name}.py",
+            "make it green",
+            "--workspace",
+            str(tmp_path),
+            "--permission",
+            "auto",
+            "--stop-hook",
+            "grep -q green flag",
+            ANTHROPIC_API_KEY="test",
+            ANTHROPIC_BASE_URL=api.url,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert api.rule_problems == [] and len(api.requests) == 3
+    assert "→ hook_retry" in done.stdout and "stop hook passed" in done.stdout
+    assert all(r["body"]["stream"] is True for r in api.requests)
