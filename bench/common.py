@@ -1,0 +1,202 @@
+"""What every benchmark shares: the repo's steps, a quiet step module, medians, process timing."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import io
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def steps() -> list[str]:
+    """The step scripts that exist now (`s0*_*.py`, by glob, so a new step is picked up)."""
+    return sorted(p.stem for p in ROOT.glob("s0*_*.py"))
+
+
+def has_step(prefix: str) -> str | None:
+    """The module name of the step starting with `prefix` (e.g. "s04"), or None if not written yet."""
+    return next((name for name in steps() if name.startswith(prefix + "_")), None)
+
+
+def load_step(name: str):
+    """Import a step script as a module (from the repo root)."""
+    return importlib.import_module(name)
+
+
+def offline_env(**extra) -> dict:
+    """A reader's environment with no API key, so every script replays its fixture offline."""
+    drop = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID", "WORKBOOK_REBUILD")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    return env | {"PYTHONIOENCODING": "utf-8", "COLUMNS": "100"} | extra
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@contextlib.contextmanager
+def quiet(module, console_class=None):
+    """Swap a step's module-level `console` for one writing to memory: rendering still runs, no terminal."""
+    from rich.console import Console
+
+    saved = module.console
+    module.console = (console_class or Console)(file=io.StringIO(), width=100, force_terminal=False)
+    try:
+        yield module.console
+    finally:
+        module.console = saved
+
+
+@contextlib.contextmanager
+def replaced(module, name: str, value):
+    """Set `module.name` for the duration (the loop looks its helpers up by global name)."""
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
+
+
+def time_process(argv: list[str], env: dict, cwd: Path = ROOT) -> tuple[float, float, int, str]:
+    """Run one process to the end: (wall s, CPU s of it and its children, exit code, last output line)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, errors="replace")
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.returncode, last_line(done.stderr) or last_line(done.stdout)
+
+
+def last_line(text: str, limit: int = 70) -> str:
+    """The last non-empty line of some output, cut to `limit` characters: what a table cell can hold."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    line = lines[-1] if lines else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def interleaved(commands: dict[str, list[str]], reps: int, env: dict) -> dict[str, dict]:
+    """Time each command `reps` times, one of each per round, so drift on a shared machine hits all alike.
+
+    Children write their temp dirs (replay's workspace copies) under a private TMPDIR, removed after.
+    """
+    results = {name: {"wall": [], "cpu": [], "rc": 0, "error": ""} for name in commands}
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        env = env | {"TMPDIR": tmp}
+        for _ in range(reps):
+            for name, argv in commands.items():
+                wall, cpu, rc, last = time_process(argv, env)
+                results[name]["wall"].append(wall)
+                results[name]["cpu"].append(cpu)
+                if rc:
+                    results[name].update(rc=rc, error=last)
+    return results
+
+
+# -- where the time goes: exclusive timing by category -----------------------------------------------
+
+# (category, "module:attribute.path"): the calls timed. A missing one is skipped, so a step that adds
+# its own tool runner (s02's execute, s04's run_tools) or streams just adds a line here.
+TIMED = [
+    ("fixture load", "replay:load_fixture"),
+    ("pydantic check", "replay:_message_problems"),
+    ("workspace copy", "replay:copy_workspace"),
+    ("transport", "replay:ReplayTransport.__call__"),
+    ("SDK", "anthropic._base_client:SyncAPIClient.request"),
+    ("SDK", "anthropic.lib.streaming._messages:MessageStream.get_final_message"),
+    ("tools", "STEP:run_tool"),
+    ("tools", "STEP:execute"),
+    ("tools", "STEP:run_tools"),
+    ("rendering", "rich.console:Console.print"),
+    ("rendering", "rich.console:Console.rule"),
+    ("spinner", "rich.status:Status.__enter__"),
+    ("spinner", "rich.status:Status.__exit__"),
+]
+
+
+class Clock:
+    """Exclusive timing by category: time inside a nested timed call goes to the inner category only.
+
+    `timer` is time.perf_counter (wall) by default; time.process_time (this process's CPU, all its
+    threads) is steadier on a busy shared machine, where other people's work only inflates wall time.
+    """
+
+    def __init__(self, timer=time.perf_counter):
+        self.timer = timer
+        self.totals: dict[str, float] = {}  # category -> seconds
+        self.stack: list[list] = []  # [category, started], innermost last
+
+    def wrap(self, category: str, fn):
+        def timed(*args, **kwargs):
+            now = self.timer()
+            if self.stack:
+                self._charge(self.stack[-1], now)
+            self.stack.append([category, now])
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                now = self.timer()
+                self._charge(self.stack.pop(), now)
+                if self.stack:
+                    self.stack[-1][1] = now
+
+        timed.__wrapped__ = fn
+        return timed
+
+    def _charge(self, frame: list, now: float) -> None:
+        self.totals[frame[0]] = self.totals.get(frame[0], 0.0) + now - frame[1]
+        frame[1] = now
+
+
+@contextlib.contextmanager
+def timing(step_module, targets=TIMED, timer=time.perf_counter):
+    """Wrap every target that exists in a Clock for the duration; yield the clock; put them back after."""
+    clock, undo = Clock(timer), []
+    for category, target in targets:
+        module_name, path = target.split(":")
+        try:
+            owner = step_module if module_name == "STEP" else importlib.import_module(module_name)
+            *parents, attr = path.split(".")
+            for parent in parents:
+                owner = getattr(owner, parent)
+            original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+        except (AttributeError, ImportError, KeyError):
+            continue
+        setattr(owner, attr, clock.wrap(category, getattr(owner, attr)))
+        undo.append((owner, attr, original))
+    try:
+        yield clock
+    finally:
+        for owner, attr, original in reversed(undo):
+            setattr(owner, attr, original)
+
+
+@contextlib.contextmanager
+def gc_pauses(timer=time.perf_counter):
+    """Yield a one-item list that ends up holding the seconds the garbage collector ran meanwhile."""
+    total, started = [0.0], [0.0]
+
+    def callback(phase, info):
+        if phase == "start":
+            started[0] = timer()
+        else:
+            total[0] += timer() - started[0]
+
+    gc.callbacks.append(callback)
+    try:
+        yield total
+    finally:
+        gc.callbacks.remove(callback)

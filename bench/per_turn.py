@@ -1,0 +1,321 @@
+"""2. Per-turn overhead: a long generated fixture replayed by a step's own agent_loop, in process.
+
+What is measured is what the workbook adds per turn beyond the SDK's own call. Two runs of the same
+fixture, alternated:
+
+- floor: the least any loop must do with the real SDK — `client.messages.create` with the whole
+  history (the SDK builds and serialises the request and parses the reply), append the reply, append
+  the recorded tool results — over a bare transport that only hands back the next response;
+- loop: the step's `agent_loop` over replay's strict ReplayTransport (request JSON parsed, the API's
+  rules and the diff against the recording checked every turn), with its rich output rendered to
+  memory and the tool stubbed (the first real call's output is reused), so tool time does not count.
+
+overhead per turn = (loop - floor) / turns, also per window of turns to show how it grows: the
+transport re-checks the whole history every turn, so its cost per turn grows with the turn number.
+Figures are this process's CPU time, best of the runs (on a shared machine, other people's work
+inflates wall time and only ever adds); the wall-time overhead is reported beside it.
+
+`make_long_fixture(turns, step)` builds the fixture (reusable by any step, e.g. s06): `turns - 1`
+turns of one bash tool_use each, then an end_turn. Like `replay.py rebuild`, the requests are the ones
+the step's loop really sends, captured in one lenient run; each response's usage.input_tokens is
+estimated as chars/4 of the request that produced it, so steps that budget on usage see real growth.
+With `context_limit`, a request over that many (estimated) tokens is answered with the API's 400
+"prompt is too long", as s06's collapse expects.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anthropic
+import httpx2
+
+import replay
+from bench.common import gc_pauses, load_step, quiet, replaced, timing
+from bench.whatif import applied
+
+TASK = "Run the no-op command once per turn until you have run it enough times, then say done."
+STUB_TARGETS = ("run_bash",)  # the step's tool handler, looked up by global name in its module
+LOOP_KWARGS: dict[
+    str, dict
+] = {}  # extra keyword arguments for a step's agent_loop, e.g. {"s06_recovery": {...}}
+STEP_LIMITS = (
+    "max_steps",
+    "max_turns",
+)  # if agent_loop takes one of these, it is set above the fixture's length
+
+
+def estimate_tokens(body) -> int:
+    """Tokens estimated as chars/4 of the JSON (the usual rule of thumb; no tokenizer offline)."""
+    return len(json.dumps(body, ensure_ascii=False)) // 4
+
+
+def _message(n: int, content: list, stop_reason: str) -> dict:
+    return {
+        "id": f"msg_bench_{n:04d}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": max(1, estimate_tokens(content))},
+    }
+
+
+def scripted_responses(turns: int, command: str = "true") -> list[dict]:
+    """`turns - 1` turns of one bash tool_use (inputs differ: no repeated-call brake fires), then end_turn."""
+    calls = [
+        _message(
+            n,
+            [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_bench_{n:04d}",
+                    "name": "bash",
+                    "input": {"command": f"{command} {n}"},
+                }
+            ],
+            "tool_use",
+        )
+        for n in range(1, turns)
+    ]
+    return calls + [
+        _message(turns, [{"type": "text", "text": f"Done: ran it {turns - 1} times."}], "end_turn")
+    ]
+
+
+@dataclass
+class ScriptedModel:
+    """A transport that answers each request with the next scripted response, as `replay.py rebuild` does.
+
+    Checks the API's rules on every request, fills usage.input_tokens from the request actually sent,
+    streams when asked, and keeps every (request, response) pair as a fixture exchange.
+    """
+
+    responses: list[dict]
+    context_limit: int | None = None
+    exchanges: list[dict] = field(default_factory=list)
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content or b"{}")
+        replay.check_api_rules(body, f"long fixture, request {len(self.exchanges) + 1}")
+        tokens = estimate_tokens(body)
+        if self.context_limit and tokens > self.context_limit:
+            message = f"prompt is too long: {tokens} tokens > {self.context_limit} maximum"
+            error = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+            response = {"status": 400, "headers": {"content-type": "application/json"}, "body": error}
+        else:
+            served = sum(1 for e in self.exchanges if e["response"]["status"] == 200)
+            if served >= len(self.responses):
+                raise replay.ReplayExhausted(f"the loop sent more than {len(self.responses)} requests")
+            message = json.loads(json.dumps(self.responses[served]))
+            message["usage"]["input_tokens"] = tokens
+            response = {"status": 200, "headers": {"content-type": "application/json"}, "body": message}
+            if body.get("stream"):
+                response = {
+                    "status": 200,
+                    "headers": {"content-type": "text/event-stream"},
+                    "stream": replay.message_to_events(message),
+                }
+        self.exchanges.append({"request": body, "response": response})
+        return replay.http_response(response)
+
+
+class _Memo:
+    """A tool handler stand-in: runs the real handler once, then returns that output for every call."""
+
+    def __init__(self, real):
+        self.real, self.calls, self.output = real, 0, None
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.output is None:
+            self.output = self.real(*args, **kwargs)
+        return self.output
+
+
+def run_loop(module, http_client, workspace: Path, turns: int, console_class=None) -> _Memo | None:
+    """Run the step's agent_loop on TASK with the given HTTP client, quiet and with its tool stubbed."""
+    client = anthropic.Anthropic(api_key="bench", http_client=http_client, max_retries=0)
+    kwargs = dict(LOOP_KWARGS.get(module.__name__, {}))
+    params = inspect.signature(module.agent_loop).parameters
+    kwargs |= {name: turns + 5 for name in STEP_LIMITS if name in params and name not in kwargs}
+    if "workspace" in params:
+        kwargs["workspace"] = workspace
+    target = next((name for name in STUB_TARGETS if hasattr(module, name)), None)
+    memo = _Memo(getattr(module, target)) if target else None
+    with quiet(module, console_class), replaced(module, target, memo) if target else _nothing():
+        module.agent_loop(client, [{"role": "user", "content": TASK}], **kwargs)
+    return memo
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def make_long_fixture(
+    turns: int = 200, step: str = "s01_agent_loop", context_limit: int | None = None, command: str = "true"
+) -> dict:
+    """A scripted fixture of `turns` model turns whose requests are the ones `step`'s loop sends."""
+    module = load_step(step)
+    model = ScriptedModel(scripted_responses(turns, command), context_limit)
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        run_loop(
+            module, anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(model)), Path(tmp), turns
+        )
+    return {
+        "script": step,
+        "scenario": f"long_{turns}",
+        "description": f"Generated by bench/per_turn.py: {turns - 1} turns of one no-op bash call, then end.",
+        "provenance": "scripted",
+        "provenance_note": "Generated in memory; usage.input_tokens is chars/4 of each request's JSON.",
+        "task": TASK,
+        "workspace": "",
+        "exchanges": model.exchanges,
+    }
+
+
+# -- the two runs ------------------------------------------------------------------------------------
+
+CPU = time.process_time  # per-turn figures are this process's CPU time: steady on a busy machine
+
+
+class _TimedReplay(replay.ReplayTransport):
+    """replay's strict transport, noting when each request arrives and how long its checks take (CPU)."""
+
+    stamps: list
+    checks: list
+
+    def __call__(self, request):
+        start = CPU()
+        self.stamps.append(start)
+        try:
+            return super().__call__(request)
+        finally:
+            self.checks.append(CPU() - start)
+
+
+def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
+    """One run of the step's loop over replay's strict transport: per-turn stamps, checks, categories."""
+    module = load_step(step)
+    transport = _TimedReplay(fixture, "long fixture", strict=True)
+    transport.stamps, transport.checks = [], []
+    turns = len(fixture["exchanges"])
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, applied(what_if), gc_pauses(CPU) as gc_time:
+        wall = time.perf_counter()
+        with timing(module, timer=CPU) as clock:
+            memo = run_loop(module, transport.http_client(), Path(tmp), turns)
+        end, wall = CPU(), time.perf_counter() - wall
+    return {
+        "stamps": transport.stamps + [end],
+        "wall": wall,
+        "checks": transport.checks,
+        "categories": clock.totals,
+        "gc": gc_time[0],
+        "stubbed": bool(memo and memo.calls),
+    }
+
+
+def floor_run(fixture: dict) -> dict:
+    """The least a loop must do with the SDK, over a transport that only serves the next response."""
+    exchanges, cursor, stamps = fixture["exchanges"], [0], []
+
+    def serve(request):
+        stamps.append(CPU())
+        cursor[0] += 1
+        return replay.http_response(exchanges[cursor[0] - 1]["response"])
+
+    http = anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(serve))
+    client = anthropic.Anthropic(api_key="bench", http_client=http, max_retries=0)
+    first = exchanges[0]["request"]
+    options = {k: v for k, v in first.items() if k not in ("messages", "stream")}
+    messages = [first["messages"][0]]
+    with gc_pauses(CPU) as gc_time:
+        wall = time.perf_counter()
+        for n, exchange in enumerate(exchanges):
+            if exchange["request"].get("stream"):
+                with client.messages.stream(**options, messages=messages) as stream:
+                    response = stream.get_final_message()
+            else:
+                response = client.messages.create(**options, messages=messages)
+            messages.append({"role": "assistant", "content": response.content})
+            if n + 1 < len(exchanges):
+                messages.append(exchanges[n + 1]["request"]["messages"][-1])  # the recorded tool results
+        end, wall = CPU(), time.perf_counter() - wall
+    return {"stamps": stamps + [end], "wall": wall, "gc": gc_time[0]}
+
+
+def measure(
+    step: str = "s01_agent_loop",
+    turns: int = 200,
+    reps: int = 3,
+    windows: int = 4,
+    what_if: str | None = None,
+    fixture: dict | None = None,
+) -> dict:
+    """Overhead per turn (ms) of the step's loop + replay over the SDK floor, overall and per window.
+
+    Per-turn figures are CPU time of this process (all threads), the best of `reps` runs; `wall` and
+    `floor_wall` are the same runs' wall time, for comparison. Also where the loop's time goes per
+    turn (exclusive categories: transport, SDK, tools, rendering, spinner, the rest of the loop) and
+    the garbage collector's pauses. `what_if` (see bench/whatif.py) applies a proposed replay.py
+    change to the loop runs only: the floor is always the plain SDK.
+    """
+    fixture = fixture or make_long_fixture(turns, step)
+    if any(e["response"]["status"] != 200 for e in fixture["exchanges"]):
+        raise ValueError("per-turn overhead needs a fixture without error responses")
+    n = len(fixture["exchanges"])
+    loop_run(step, fixture), floor_run(fixture)  # warm-up: first-call costs (schemas, imports) out of the way
+    loops, floors = [], []
+    for _ in range(reps):
+        loops.append(loop_run(step, fixture, what_if))
+        floors.append(floor_run(fixture))
+    size = max(1, n // windows)
+    bounds = [(i, min(n, i + size)) for i in range(0, n, size)]
+
+    def per_turn(runs, a, b):  # best over runs of the mean ms per turn in turns [a, b)
+        return min((r["stamps"][b] - r["stamps"][a]) / (b - a) * 1000 for r in runs)
+
+    def checks(a, b):
+        return min(sum(r["checks"][a:b]) / (b - a) * 1000 for r in loops)
+
+    rows = [
+        {
+            "turns": f"{a + 1}-{b}",
+            "floor": per_turn(floors, a, b),
+            "loop": per_turn(loops, a, b),
+            "overhead": per_turn(loops, a, b) - per_turn(floors, a, b),
+            "transport": checks(a, b),
+        }
+        for a, b in bounds
+    ]
+    best = min(loops, key=lambda r: r["stamps"][-1] - r["stamps"][0])  # the fastest run's categories
+    best_floor = min(floors, key=lambda r: r["stamps"][-1] - r["stamps"][0])
+    categories = {c: v / n * 1000 for c, v in best["categories"].items()}
+    loop_total = per_turn(loops, 0, n)
+    categories["rest of the loop"] = loop_total - sum(categories.values())
+    return {
+        "step": step,
+        "turns": n,
+        "floor": per_turn(floors, 0, n),
+        "loop": loop_total,
+        "overhead": loop_total - per_turn(floors, 0, n),
+        "wall_overhead": (min(r["wall"] for r in loops) - min(r["wall"] for r in floors)) / n * 1000,
+        "transport": checks(0, n),
+        "windows": rows,
+        "categories": categories,
+        "gc_loop": best["gc"] / n * 1000,
+        "gc_floor": best_floor["gc"] / n * 1000,
+        "tool_stubbed": all(r["stubbed"] for r in loops),
+        "fixture": fixture,
+    }

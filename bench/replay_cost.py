@@ -1,0 +1,108 @@
+"""1. Replay cost: each step's offline replay as a whole process, against `python -c "import anthropic"`.
+
+`measure(reps)` times the floor and every step (`python sNN_x.py`, no key) in interleaved rounds and
+returns the medians and their ratio to the floor. `breakdown(step)` runs the replay once more in a
+child process (`python -m bench.replay_cost STEP`) that times, exclusively (a nested call's time is
+charged to the inner category, never twice):
+
+    imports:    anthropic (the floor) / rich / replay / the script's other imports
+    in main():  fixture load (of which: pydantic validation of every body) / workspace copy /
+                replay transport (request JSON parse, API-rule check, diff) / SDK (request building,
+                parsing) / tools (the real bash) / rendering (rich) / other (argparse, the loop itself)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import ROOT, interleaved, last_line, median, offline_env, steps, timing
+
+FLOOR = [sys.executable, "-c", "import anthropic"]
+GOAL = 1.15  # a replay should cost at most 15 % more than importing the SDK
+
+RICH_MODULES = ("rich.console", "rich.markup", "rich.table", "rich.status", "rich.live", "rich.spinner")
+
+
+def measure(reps: int = 7, names: list[str] | None = None) -> dict:
+    """Medians of the floor and each step's replay (wall and CPU), interleaved, with ratios to the floor."""
+    commands = {"floor": FLOOR} | {n: [sys.executable, str(ROOT / f"{n}.py")] for n in names or steps()}
+    raw = interleaved(commands, reps, offline_env())
+    floor_wall, floor_cpu = median(raw["floor"]["wall"]), median(raw["floor"]["cpu"])
+    out = {}
+    for name, r in raw.items():
+        wall, cpu = median(r["wall"]), median(r["cpu"])
+        out[name] = {
+            "wall": wall,
+            "cpu": cpu,
+            "ratio": wall / floor_wall,
+            "cpu_ratio": cpu / floor_cpu,
+            "error": f"exit {r['rc']}: {r['error']}" if r["rc"] else "",
+        }
+    return out
+
+
+def breakdown(step: str, reps: int = 1, what_if: str | None = None) -> dict:
+    """Where one replay's time goes, in ms per category (median over `reps` fresh child processes)."""
+    runs = []
+    for _ in range(reps):
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.replay_cost", step, *([what_if] if what_if else [])],
+            cwd=ROOT,
+            env=offline_env(),
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode:
+            return {"error": last_line(done.stderr) or f"exit {done.returncode}"}
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {key: median([r[key] for r in runs]) for key in runs[0]}
+
+
+# -- the child: one replay, timed by category ----------------------------------------------------------
+
+
+def child(step: str, what_if: str | None = None) -> dict:
+    """Import the way the script does, then run its main() with the categories timed (ms)."""
+    import importlib
+
+    ms = {}
+    start = time.perf_counter()
+    import anthropic  # noqa: F401
+
+    ms["import anthropic"] = time.perf_counter() - start
+    mark = time.perf_counter()
+    for name in RICH_MODULES:
+        importlib.import_module(name)
+    ms["import rich"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    import replay  # noqa: F401
+
+    ms["import replay"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    module = importlib.import_module(step)
+    ms["import script (other)"] = time.perf_counter() - mark
+    from bench.whatif import applied
+
+    real_stdout, sys.stdout = sys.stdout, open(os.devnull, "w")  # noqa: SIM115
+    try:
+        with applied(what_if), timing(module) as clock:
+            mark = time.perf_counter()
+            clock.wrap("other", module.main)([])
+            ms["main"] = time.perf_counter() - mark
+    finally:
+        sys.stdout.close()
+        sys.stdout = real_stdout
+    for category, seconds in clock.totals.items():
+        ms[category] = seconds
+    return {k: round(v * 1000, 2) for k, v in ms.items()}
+
+
+if __name__ == "__main__":
+    print(json.dumps(child(sys.argv[1], *sys.argv[2:3])))

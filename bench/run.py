@@ -1,0 +1,303 @@
+"""Print the workbook's benchmark table: every figure a ratio measured side by side in one run.
+
+    python bench/run.py                  replay cost, per-turn overhead, parallel speedup, token growth
+    python bench/run.py --quick          the same with fewer repetitions
+    python bench/run.py --suite          also time the README's test command (`pytest`, slow)
+    python bench/run.py --what-if NAME   also measure a proposed replay.py change (see bench/whatif.py)
+
+Benchmarks print figures; nothing here asserts a timing. Results and how to read them: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import anthropic  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from bench import parallel, per_turn, replay_cost, suite, tokens  # noqa: E402
+from bench.common import steps  # noqa: E402
+from bench.whatif import WHAT_IFS  # noqa: E402
+
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+PER_TURN_GOAL = 2.0  # ms per turn beyond the SDK's own call
+BREAKDOWN_ROWS = (
+    "import rich",
+    "import replay",
+    "import script (other)",
+    "fixture load",
+    "pydantic check",
+    "workspace copy",
+    "transport",
+    "SDK",
+    "tools",
+    "rendering",
+    "spinner",
+    "other",
+)
+
+
+def machine() -> str:
+    """The machine line of the report: cores, CPU model, Python, SDK, whether bytecode is cached."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
+    bytecode = "off (PYTHONDONTWRITEBYTECODE=1)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
+        f"anthropic {anthropic.__version__}, bytecode cache {bytecode}"
+    )
+
+
+def verdict(value: float, goal: float, at_most: bool = True) -> str:
+    """'meets goal' or 'misses by N%', for a figure against its goal."""
+    if value != value:  # nan
+        return "?"
+    if (value <= goal) if at_most else (value >= goal):
+        return "[green]meets goal[/]"
+    miss = (value / goal - 1) * 100 if at_most else (1 - value / goal) * 100
+    return f"[red]misses by {miss:.0f}%[/]"
+
+
+def table(title: str, *columns: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for n, c in enumerate(columns):
+        t.add_column(c, justify="left" if n == 0 else "right")
+    return t
+
+
+def note(text: str, limit: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return escape(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def ms(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+# -- the sections ------------------------------------------------------------------------------------
+
+
+def section_replay_cost(reps: int, breakdown_reps: int, what_if: str | None, summary: Table) -> None:
+    results = replay_cost.measure(reps)
+    t = table(
+        f"1. replay cost: whole process, median of {reps} interleaved runs",
+        "command",
+        "wall",
+        "CPU",
+        "wall / floor",
+        "CPU / floor",
+        "note",
+    )
+    for name, r in results.items():
+        label = 'python -c "import anthropic"' if name == "floor" else f"python {name}.py"
+        t.add_row(
+            label,
+            f"{r['wall'] * 1000:.0f} ms",
+            f"{r['cpu'] * 1000:.0f} ms",
+            f"{r['ratio']:.3f}",
+            f"{r['cpu_ratio']:.3f}",
+            note(r["error"], 40),
+        )
+        if name != "floor":
+            status = note(r["error"], 30) if r["error"] else verdict(r["ratio"], replay_cost.GOAL)
+            summary.add_row(
+                "1", f"replay cost, {name}", f"{r['ratio']:.3f}x floor", f"<= {replay_cost.GOAL}x", status
+            )
+    console.print(t)
+    names = [n for n in results if n != "floor"]
+    variants = [(n, None) for n in names] + ([(n, what_if) for n in names] if what_if else [])
+    cells = {v: replay_cost.breakdown(v[0], breakdown_reps, v[1]) for v in variants}
+    heads = [n.split("_")[0] if w is None else f"{n.split('_')[0]} + {w}" for n, w in variants]
+    b = table(
+        f"1b. where a replay's time goes (ms in process, median of {breakdown_reps}, each call counted once)",
+        "category",
+        *heads,
+    )
+    b.add_row("import anthropic (the floor)", *(ms(cells[v].get("import anthropic")) for v in variants))
+    for row in BREAKDOWN_ROWS:
+        b.add_row(
+            row,
+            *(
+                note(cells[v]["error"], 14) if "error" in cells[v] else ms(cells[v].get(row))
+                for v in variants
+            ),
+        )
+    b.add_row("main() in all", *(ms(cells[v].get("main")) for v in variants))
+    console.print(b)
+
+
+def section_per_turn(turns: int, reps: int, which: list[str], what_if: str | None, summary: Table) -> dict:
+    fixtures = {}
+    for step in which:
+        for w in [None, what_if] if what_if else [None]:
+            label = step if w is None else f"{step} + {w}"
+            try:
+                r = per_turn.measure(step, turns, reps, what_if=w, fixture=fixtures.get(step))
+            except Exception as err:  # a step in progress: report it and go on
+                problem = note(f"{type(err).__name__}: {err}", 50)
+                summary.add_row(
+                    "2", f"per-turn overhead, {label}", "failed", f"<= {PER_TURN_GOAL} ms", problem
+                )
+                continue
+            fixtures.setdefault(step, r["fixture"])
+            t = table(
+                f"2. per-turn cost of {label}: {r['turns']} turns, best of {reps} runs (CPU ms per turn)",
+                "turns",
+                "SDK floor",
+                "loop + replay",
+                "overhead",
+                "transport checks",
+            )
+            for row in r["windows"] + [dict(r, turns="all")]:
+                cells = (row["floor"], row["loop"], row["overhead"], row["transport"])
+                t.add_row(row["turns"], *(f"{c:.2f}" for c in cells))
+            console.print(t)
+            parts = ", ".join(
+                f"{k} {v:.2f}" for k, v in sorted(r["categories"].items(), key=lambda kv: -kv[1])
+            )
+            console.print(f"   loop's time per turn by category (ms): {parts}")
+            console.print(
+                f"   garbage collector per turn: loop {r['gc_loop']:.2f} ms, floor {r['gc_floor']:.2f} ms"
+            )
+            stubbed = "" if r["tool_stubbed"] else " (tool not stubbed: includes tool time)"
+            first, last = r["windows"][0]["overhead"], r["windows"][-1]["overhead"]
+            console.print(f"   overhead in wall time: {r['wall_overhead']:.2f} ms per turn\n")
+            summary.add_row(
+                "2",
+                f"per-turn overhead, {label}",
+                f"{r['overhead']:.2f} ms/turn CPU (turns 1-50: {first:.1f}, last 50: {last:.1f}), "
+                f"{r['wall_overhead']:.2f} wall{stubbed}",
+                f"<= {PER_TURN_GOAL} ms",
+                verdict(r["overhead"], PER_TURN_GOAL),
+            )
+    return fixtures
+
+
+def section_parallel(reps: int, summary: Table) -> None:
+    why = parallel.unavailable()
+    if why:
+        summary.add_row("3", "parallel speedup (s04)", note(why), ">= 0.9 N", "")
+        return
+    rows = parallel.measure(reps)
+    t = table(
+        f"3. parallel speedup: N reads of {parallel.LATENCY * 1000:.0f} ms each, median of {reps}",
+        "N",
+        "serial",
+        "parallel",
+        "speedup",
+        "goal",
+    )
+    for r in rows:
+        t.add_row(
+            str(r["n"]),
+            f"{r['serial'] * 1000:.0f} ms",
+            f"{r['parallel'] * 1000:.0f} ms",
+            f"{r['speedup']:.2f}x",
+            f">= {r['goal']:.1f}x",
+        )
+        summary.add_row(
+            "3",
+            f"parallel speedup, N={r['n']}",
+            f"{r['speedup']:.2f}x",
+            f">= {r['goal']:.1f}x",
+            verdict(r["speedup"], r["goal"], at_most=False),
+        )
+    console.print(t)
+
+
+def section_tokens(fixture: dict, summary: Table) -> None:
+    collapsed, how = tokens.collapse_fixture(fixture)
+    g = tokens.growth(fixture, collapsed)
+    t = table(
+        "4. input tokens per turn, estimated as chars/4 of each request's JSON",
+        "turn",
+        "tokens this turn",
+        "cumulative",
+        f"cumulative with {tokens.COLLAPSE_STEP} collapse",
+    )
+    for row in g["rows"]:
+        squeezed = row.get("collapsed")
+        cell = f"{squeezed:,}" if squeezed is not None else ("-" if collapsed else "n/a")
+        t.add_row(str(row["turn"]), f"{row['tokens']:,}", f"{row['cumulative']:,}", cell)
+    console.print(t)
+    if not collapsed:
+        console.print(f"   with collapse: {note(how, 100)}\n")
+    total = g["rows"][-1]["cumulative"]
+    summary.add_row(
+        "4",
+        f"token growth over {g['turns']} turns",
+        f"{total:,} in total; turns 101-200 cost x{g['doubling'] - 1:.2f} turns 1-100",
+        "measured",
+        "quadratic" if g["doubling"] > 3 else "",
+    )
+    if collapsed:
+        saved = 1 - g["collapsed_total"] / total
+        summary.add_row(
+            "4",
+            f"with collapse ({note(how, 40)})",
+            f"{g['collapsed_total']:,} ({saved:.0%} less)",
+            "measured",
+            "",
+        )
+    else:
+        summary.add_row("4", "with s06 collapse", note(how), "measured", "")
+
+
+def section_suite(summary: Table) -> None:
+    r = suite.measure()
+    result = note(r["summary"], 40) if r["rc"] == 0 else f"exit {r['rc']}: {note(r['summary'], 30)}"
+    summary.add_row(
+        "5",
+        "test suite (`pytest`)",
+        f"{r['wall']:.1f} s ({result})",
+        f"<= {suite.GOAL:.0f} s",
+        verdict(r["wall"], suite.GOAL),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--suite", action="store_true", help="also time the whole test suite (slow)")
+    parser.add_argument(
+        "--what-if", choices=sorted(WHAT_IFS), help="also measure a proposed replay.py change"
+    )
+    parser.add_argument(
+        "--turns", type=int, default=200, help="length of the generated fixture (default 200)"
+    )
+    parser.add_argument(
+        "--all-steps", action="store_true", help="per-turn cost of every step, not only the first and last"
+    )
+    args = parser.parse_args(argv)
+    if args.turns < 2:
+        parser.error("--turns must be at least 2")
+    console.print(f"[dim]machine: {machine()}[/]")
+    summary = table("summary", "#", "benchmark", "measured", "goal", "verdict")
+    section_replay_cost(3 if args.quick else 9, 1 if args.quick else 5, args.what_if, summary)
+    names = steps()
+    which = names if args.all_steps else sorted({names[0], names[-1]})
+    fixtures = section_per_turn(args.turns, 1 if args.quick else 3, which, args.what_if, summary)
+    section_parallel(3 if args.quick else 7, summary)
+    if fixtures:
+        section_tokens(fixtures.get("s01_agent_loop") or next(iter(fixtures.values())), summary)
+    if args.suite:
+        section_suite(summary)
+    else:
+        summary.add_row("5", "test suite (`pytest`)", "not run (add --suite)", f"<= {suite.GOAL:.0f} s", "")
+    console.print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""4. Token growth: input tokens per turn, and their running total, when every turn resends the history.
+
+Figures come from the long fixture's usage.input_tokens, which bench/per_turn.py fills with chars/4 of
+each request's JSON as the loop really sent it (an estimate: no tokenizer offline). The API bills the
+input of every request, so the total grows with the square of the number of turns.
+
+With s06 (once it exists): the same scripted turns replayed by s06 with a context limit, above which
+the scripted model answers 400 "prompt is too long", so s06 collapses old tool results and retries;
+its column counts only the requests that were answered (a rejected request is not billed).
+"""
+
+from __future__ import annotations
+
+from bench.common import has_step
+from bench.per_turn import make_long_fixture
+
+CHECKPOINTS = (1, 10, 50, 100, 150, 200)
+COLLAPSE_STEP = "s06"
+COLLAPSE_AT = 0.5  # the context limit for s06, as a share of the last request's size without collapse
+
+
+def per_turn_tokens(fixture: dict) -> list[int]:
+    """usage.input_tokens of every answered request, in order."""
+    return [
+        e["response"]["body"]["usage"]["input_tokens"]
+        for e in fixture["exchanges"]
+        if e["response"].get("status") == 200
+    ]
+
+
+def cumulative(values: list[int]) -> list[int]:
+    total, out = 0, []
+    for v in values:
+        total += v
+        out.append(total)
+    return out
+
+
+def growth(fixture: dict, collapsed: dict | None = None, checkpoints=CHECKPOINTS) -> dict:
+    """Rows at the checkpoints: tokens this turn and cumulative, plain and (if given) with collapse."""
+    plain = per_turn_tokens(fixture)
+    total = cumulative(plain)
+    squeezed = per_turn_tokens(collapsed) if collapsed else []
+    squeezed_total = cumulative(squeezed)
+    rows = []
+    for turn in (t for t in checkpoints if t <= len(plain)):
+        row = {"turn": turn, "tokens": plain[turn - 1], "cumulative": total[turn - 1]}
+        if collapsed:
+            row["collapsed"] = squeezed_total[turn - 1] if turn <= len(squeezed) else None
+        rows.append(row)
+    half = len(total) // 2
+    return {
+        "rows": rows,
+        "turns": len(plain),
+        "doubling": total[-1] / total[half - 1] if half else float("nan"),  # 2 if linear, 4 if quadratic
+        "collapsed_total": squeezed_total[-1] if squeezed_total else None,
+        "collapsed_turns": len(squeezed),
+    }
+
+
+def collapse_fixture(plain: dict) -> tuple[dict | None, str]:
+    """s06's run of the same turns under a context limit, or None and why not."""
+    step = has_step(COLLAPSE_STEP)
+    if step is None:
+        return None, f"n/a ({COLLAPSE_STEP} not written yet)"
+    limit = int(per_turn_tokens(plain)[-1] * COLLAPSE_AT)
+    turns = len(per_turn_tokens(plain))
+    try:
+        return make_long_fixture(turns, step, context_limit=limit), f"{step}, context limit {limit} tokens"
+    except Exception as err:  # a step in progress: report, do not stop the table
+        return None, f"n/a ({step} failed on the long fixture: {type(err).__name__}: {err})"

@@ -1,0 +1,71 @@
+"""Proposed changes to replay.py, applied only inside a benchmark so their effect can be measured first.
+
+Each is a context manager that patches `replay` (or the process) for the duration; replay.py itself is
+untouched. `python bench/run.py --what-if NAME` measures the table's rows with it applied, next to
+the rows without it.
+
+- diff-fast-path: `request_diff` returns None at once when the request equals the recorded one (one C
+  level dict comparison); only a request that differs is normalised and walked for a readable diff.
+- no-pydantic-check: the fixture loader skips `Message.model_validate` of every 200 body (the SDK
+  parses the body anyway; only the error message for a malformed body would be less precise).
+- gc-freeze: `gc.freeze()` once the fixture is loaded, so the collector stops re-scanning the SDK's
+  types and the fixture (every request holds the whole history: quadratic in the turns) each turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+
+import replay
+from bench.common import replaced
+
+
+@contextlib.contextmanager
+def diff_fast_path():
+    original = replay.request_diff
+
+    def request_diff(expected, actual, *args, **kwargs):
+        return None if expected == actual else original(expected, actual, *args, **kwargs)
+
+    with replaced(replay, "request_diff", request_diff):
+        yield
+
+
+@contextlib.contextmanager
+def no_pydantic_check():
+    with replaced(replay, "_message_problems", lambda body: []):
+        yield
+
+
+@contextlib.contextmanager
+def gc_freeze():
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@contextlib.contextmanager
+def all_of_them():
+    with diff_fast_path(), no_pydantic_check(), gc_freeze():
+        yield
+
+
+WHAT_IFS = {
+    "diff-fast-path": diff_fast_path,
+    "no-pydantic-check": no_pydantic_check,
+    "gc-freeze": gc_freeze,
+    "all": all_of_them,
+}
+
+
+def applied(name: str | None):
+    """The named change as a context manager (a do-nothing one for None)."""
+    if name is None:
+        return contextlib.nullcontext()
+    if name not in WHAT_IFS:
+        raise SystemExit(f"unknown --what-if {name!r}: choose one of {', '.join(WHAT_IFS)}")
+    return WHAT_IFS[name]()
