@@ -293,7 +293,7 @@ def execute(block, workspace: Path, permission: str = "auto", audit: Path | None
         line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
         line |= {"ms": round((time.monotonic() - started) * 1000), "chars": len(output), "is_error": is_error}
         with audit.open("a") as log:
-            log.write(json.dumps(line, ensure_ascii=False) + "\n")
+            log.write(json.dumps(line) + "\n")  # ASCII: any input the model sends can be logged
     return output, is_error
 
 

@@ -380,3 +380,10 @@ def test_live_without_a_terminal_defaults_to_auto(ws, monkeypatch, capsys):
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
         assert s02.main(["anything", "--workspace", str(ws)]) == 0
     assert "permission auto" in capsys.readouterr().out
+
+
+def test_input_that_cannot_be_encoded_is_an_error_result_and_still_audited(ws):
+    audit = ws.parent / "audit.jsonl"
+    output, is_error = call("write_file", {"path": "a.txt", "content": "x\ud800"}, ws, audit=audit)
+    assert is_error and "surrogates not allowed" in output
+    assert json.loads(audit.read_text())["input"]["content"] == "x\ud800"
