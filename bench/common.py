@@ -116,6 +116,8 @@ TIMED = [
     ("workspace copy", "replay:copy_workspace"),
     ("transport", "replay:ReplayTransport.__call__"),
     ("SDK", "anthropic._base_client:SyncAPIClient.request"),
+    ("SDK", "anthropic.lib.streaming._messages:MessageStream.__iter__"),  # parsing a stream, event by event
+    ("SDK", "anthropic.lib.streaming._messages:MessageStream.__next__"),
     ("SDK", "anthropic.lib.streaming._messages:MessageStream.get_final_message"),
     ("tools", "STEP:run_tool"),
     ("tools", "STEP:execute"),
@@ -156,6 +158,21 @@ class Clock:
         timed.__wrapped__ = fn
         return timed
 
+    def wrap_iter(self, category: str, fn):
+        """Like wrap, for a generator function: the time spent producing each item is charged."""
+
+        def timed(*args, **kwargs):
+            step = self.wrap(category, fn(*args, **kwargs).__next__)
+            while True:
+                try:
+                    item = step()
+                except StopIteration:
+                    return
+                yield item
+
+        timed.__wrapped__ = fn
+        return timed
+
     def _charge(self, frame: list, now: float) -> None:
         self.totals[frame[0]] = self.totals.get(frame[0], 0.0) + now - frame[1]
         frame[1] = now
@@ -175,7 +192,8 @@ def timing(step_module, targets=TIMED, timer=time.perf_counter):
             original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
         except (AttributeError, ImportError, KeyError):
             continue
-        setattr(owner, attr, clock.wrap(category, getattr(owner, attr)))
+        wrap = clock.wrap_iter if attr == "__iter__" else clock.wrap
+        setattr(owner, attr, wrap(category, getattr(owner, attr)))
         undo.append((owner, attr, original))
     try:
         yield clock

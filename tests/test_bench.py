@@ -92,6 +92,14 @@ def test_clock_charges_nested_time_to_the_inner_category_only():
     assert clock.totals == {"outer": 2, "inner": 1}
 
 
+def test_clock_charges_a_generator_for_the_time_it_takes_to_produce_each_item():
+    ticks = iter(range(100))
+    clock = common.Clock(timer=lambda: next(ticks))
+    items = list(clock.wrap_iter("stream", lambda: iter("ab"))())
+    assert items == ["a", "b"]
+    assert clock.totals == {"stream": 3}  # three calls to next (a, b, then the end), one tick each
+
+
 def test_timing_puts_every_wrapped_function_back(long_fixture):
     import s01_agent_loop
 
