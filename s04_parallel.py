@@ -1,37 +1,43 @@
 """s04_parallel.py — Several tool calls in one turn: reads run together, writes one at a time.
 
-Adds over s02: a turn's tool_use blocks no longer run one by one. `run_tools()` walks them in order
+Adds over s03: a turn's tool_use blocks no longer run one by one. `run_tools()` walks them in order
 and groups them: a run of consecutive read-only calls (read_file, grep, list_files) runs together in a
 bounded thread pool; any other call (a write, an edit, bash, an unknown tool) is a barrier that runs
-alone, in this thread, after everything before it and before everything after it. So two writes never
-race, and only a barrier can ask a person for a yes: prompts never come from two threads at once.
-The answers are gathered into ONE user message, in tool_use order, each with its id, whatever order
-the calls finished in. A turn asking for more than MAX_TOOLS_PER_TURN calls gets the excess answered
-with an is_error result asking it to batch less. A timeline shows which calls ran together.
-Changed from s02: DEFAULT_FIXTURE, agent_loop, main
+alone, in the loop's own thread, after everything before it and before everything after it. So two
+writes never race, and only a call running alone can ask a person for a yes: prompts never come from
+two threads at once. Each call still goes through execute(), so a failure is still an is_error result.
+The answers go back in ONE user message, in tool_use order, each with its id, whatever order the calls
+finished in. A turn asking for more than MAX_TOOLS_PER_TURN calls gets the excess answered with an
+is_error result asking for fewer. A timeline on screen (never in a result) shows which calls ran together.
+Changed from s03: DEFAULT_FIXTURE, audit_path, agent_loop, main
 
     user task
         |
         v
-    +--------------+  stop_reason != tool_use   +------+
-    | call model   | -------------------------> | done |
-    +--------------+                            +------+
+    +==============+  stop_reason != tool_use   +------+
+    | call_model() | -------------------------> | done |
+    +==============+                            +------+
         ^      | tool_use x N
         |      v
         |  +=========================================+
         +--| run_tools(): group the calls in order   |  new in s04: reads side by side in a
            |  [read read grep] -> [write] -> [read]  |  thread pool; every other call alone;
-           |  each call through execute(); answers   |  calls past the cap get an is_error;
+           |  each through s03's execute(); answers  |  calls past the cap get an is_error;
            |  in tool_use order, in one user message |  a timeline shows the groups
            +=========================================+
 
-Run: python s04_parallel.py                        offline replay of its fixture, no key needed
-     python s04_parallel.py --read-latency 0.3     the same, each read made 0.3 s slow, to watch overlap
+Run: python s04_parallel.py                        offline replay: four reads and a grep in one turn
+     python s04_parallel.py --replay fixtures/s04_mixed_turn.json    read, read, write, read
+     python s04_parallel.py --replay fixtures/s04_tool_storm.json    twelve calls: two over the cap
+     python s04_parallel.py --read-latency 0       the same, without the simulated read latency
      python s04_parallel.py "task"                 live, with ANTHROPIC_API_KEY
 """
 
 import json
+import os
+import random
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +45,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import anthropic
@@ -115,13 +122,25 @@ console = Console(highlight=False)
 
 def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
     """Run one shell command in the workspace; report its output and exit code as text."""
-    try:
-        done = subprocess.run(
-            command, shell=True, cwd=workspace, capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
-        return f"error: the command timed out after {timeout} s and was stopped"
-    output = (done.stdout + done.stderr).strip() or "(no output)"
+    # s03: a session of its own, so a timeout stops everything the command started (`a & b`, pipes,
+    # servers), not just the shell; and no stdin, so a command waiting for input gets EOF, not a hang.
+    with subprocess.Popen(
+        command,
+        shell=True,
+        cwd=workspace,
+        text=True,
+        errors="replace",  # output that is not UTF-8 is still output, not an exception
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as done:
+        try:
+            stdout, stderr = done.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(done.pid, signal.SIGKILL)  # the whole group: children would keep the pipes open
+            raise ToolError(timed_out(timeout, *done.communicate())) from None
+    output = (stdout + stderr).strip() or "(no output)"
     return f"{output}\n[exit code {done.returncode}]"
 
 
@@ -288,9 +307,8 @@ def execute(block, workspace: Path, permission: str = "auto", audit: Path | None
     if not is_error:
         try:
             output = REGISTRY[block.name].handler(workspace, **block.input)
-        except (ToolError, OSError, ValueError) as err:  # s03 makes every other exception data too
-            problem = str(err).replace(f"{workspace}/", "")  # paths as the model wrote them
-            output, is_error = f"error: {problem}", True
+        except Exception as err:  # s03: whatever a handler raises is a result the model reads
+            output, is_error = error_text(err, workspace), True
     output = truncate(output)
     if audit:
         line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
@@ -302,9 +320,165 @@ def execute(block, workspace: Path, permission: str = "auto", audit: Path | None
 
 def audit_path(run: replay.Run) -> Path:
     """The audit log: beside a replay's temp workspace (never in the repo), else in runs/<time>/."""
-    folder = run.workspace.parent if run.mode == "replay" else RUNS / f"{datetime.now():%Y%m%d-%H%M%S}-s02"
+    folder = run.workspace.parent if run.mode == "replay" else RUNS / f"{datetime.now():%Y%m%d-%H%M%S}-s04"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / "audit.jsonl"
+
+
+# -- new in s03: errors are data — tool failures as results, one visible retry layer, clean stops ---
+
+
+def error_text(err: Exception, workspace: Path) -> str:
+    """An exception as the model reads it: type and message (no traceback), paths as it knows them."""
+    kind = "" if isinstance(err, ToolError) else f"{type(err).__name__}: "
+    return f"error: {kind}{err}".replace(f"{workspace}/", "")
+
+
+def timed_out(timeout: float, stdout: str, stderr: str) -> str:
+    """A timeout, and whatever the command printed before it was stopped."""
+    said = truncate((stdout + stderr).strip(), 2000)
+    return f"the command timed out after {timeout} s; it and every process it started were killed" + (
+        f". Output before that:\n{said}" if said else " (no output before that)"
+    )
+
+
+# The SDK retries by itself (2 retries by default). This step owns retrying instead and builds the
+# client with max_retries=0: retry layers multiply (5 attempts of ours over the SDK's 3 would be 15
+# requests to an API that is already overloaded), and only one layer can show each attempt.
+CLIENT_OPTIONS = {"max_retries": 0}
+MAX_ATTEMPTS = 5  # requests per model call, the first included
+BASE_WAIT, MAX_WAIT = 0.5, 16.0  # seconds: the first backoff, and the cap on any one backoff
+MAX_SERVER_WAIT = 60.0  # a server asking for a longer pause than this ends the run instead
+REASONS = {408: "request timeout", 409: "conflict", 429: "rate limited", 529: "overloaded"}
+WHAT_TO_DO = {  # status -> what the reader should do; none of these can pass by waiting
+    400: "the request was invalid: {message} — a bug in the loop; the conversation is saved to look at",
+    401: "the API refused the key (401: {message}) — check ANTHROPIC_API_KEY",
+    403: "the key may not do this (403: {message}) — check its workspace and permissions in the Console",
+    404: "not found (404: {message}) — check the model id (--model, MODEL_ID) and ANTHROPIC_BASE_URL",
+    413: "the request is too large (413: {message}) — the conversation outgrew the limit; start afresh",
+}
+
+
+@dataclass
+class Retry:
+    """How the retry layer waits: injectable, so that replays, notebooks and tests never wait."""
+
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random  # the jitter's source of randomness
+    attempts: int = MAX_ATTEMPTS
+
+
+class GaveUp(Exception):
+    """The retry layer stopped retrying; the message is one line saying why and what to do."""
+
+
+def retryable(status: int | None) -> bool:
+    """May this pass on its own? None is a lost connection or timeout; 4xx but 408/409/429 never."""
+    return status is None or status in (408, 409, 429) or status >= 500
+
+
+def status_of(err: anthropic.APIError) -> int | None:
+    """The HTTP status of an API error; None when no answer came (connection lost, timed out)."""
+    return getattr(err, "status_code", None)
+
+
+def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
+    """Equal jitter: half of min(cap, base * 2^(attempt-1)) for sure, the other half at random."""
+    ceiling = min(MAX_WAIT, BASE_WAIT * 2 ** (attempt - 1))
+    return ceiling / 2 + rand() * ceiling / 2
+
+
+def server_wait(headers, now: Callable[[], float] = time.time) -> float | None:
+    """The pause the server asked for: retry-after-ms, else retry-after (seconds or an HTTP date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            try:
+                return max(0.0, parsedate_to_datetime(value).timestamp() - now())
+            except (TypeError, ValueError):
+                continue  # unreadable: fall back to our own backoff
+    return None
+
+
+def api_message(err: anthropic.APIError) -> str:
+    """The API's own one-line explanation, when the body has one."""
+    body = err.body if isinstance(err.body, dict) else {}
+    return str((body.get("error") or {}).get("message") or err.message)
+
+
+def fatal_line(err: Exception) -> str:
+    """One line for a stop the loop cannot fix: what happened and what to do."""
+    if not isinstance(err, anthropic.APIError):
+        return str(err)
+    status = status_of(err)
+    advice = WHAT_TO_DO.get(status, "the API answered {status}: {message}")
+    return advice.format(status=status, message=api_message(err))
+
+
+def call_model(client: anthropic.Anthropic, retry: Retry | None, **request) -> anthropic.types.Message:
+    """client.messages.create(**request), retried on what may pass; every retry shown on screen."""
+    retry = retry or Retry()
+    attempts = retry.attempts
+    for attempt in range(1, attempts + 1):
+        try:
+            return client.messages.create(**request)
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as err:
+            status = status_of(err)
+            if not retryable(status):
+                raise  # 400, 401, 403, 404, 413...: the same request would fail the same way
+            lost = "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
+            why = REASONS.get(status) or (f"server error {status}" if status else lost)
+            if attempt == attempts:
+                raise GaveUp(given_up(why, status, attempts)) from err
+            asked = server_wait(err.response.headers) if status else None
+            if asked is not None and asked > MAX_SERVER_WAIT:
+                raise GaveUp(
+                    f"{why} ({status}): the API asks for a {asked:.0f} s pause — try again later"
+                ) from err
+            wait = backoff(attempt, retry.rand) if asked is None else asked
+            note = " (as the server asked)" if asked is not None else ""
+            console.print(
+                f"[yellow]{why}[/] ({status or 'no answer'}) — retrying in {wait:.1f} s{note}, "
+                f"attempt {attempt + 1} of {attempts}"
+            )
+            retry.sleep(wait)
+    raise GaveUp("no attempts allowed (attempts < 1)")
+
+
+def given_up(why: str, status: int | None, attempts: int) -> str:
+    """The one line for retries spent: what kept failing, and what the reader can do about it."""
+    if status is None:
+        return f"could not reach the API in {attempts} attempts — check the network and ANTHROPIC_BASE_URL"
+    return (
+        f"the API is still failing after {attempts} attempts ({why}, {status}) — try again in a few minutes"
+    )
+
+
+def skip_wait(seconds: float) -> None:
+    """The sleep used in replay (and with WORKBOOK_NO_SLEEP=1): say the wait, don't spend it."""
+    console.print(f"[dim](not waiting {seconds:.1f} s: replay or WORKBOOK_NO_SLEEP)[/]")
+
+
+def plain(value):
+    """SDK objects, in lists and dicts at any depth, as the plain JSON the API would send."""
+    if isinstance(value, anthropic.BaseModel):
+        return value.to_dict(mode="json")
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def save_conversation(messages: list, path: Path) -> Path:
+    """The messages list as plain JSON, to read after a stop (and, from s05 on, to resume)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plain(messages), indent=2, ensure_ascii=False) + "\n")
+    return path
 
 
 # -- new in s04: several tool calls per turn — reads run together, every other call alone, in order --
@@ -391,6 +565,14 @@ def run_tools(
     ]
 
 
+def seconds(text) -> float:
+    """A --read-latency value: seconds, from 0 to 60 (argparse reports a ValueError in one line)."""
+    value = float(text)
+    if not 0 <= value <= 60:
+        raise ValueError(f"{text} is not between 0 and 60 seconds")
+    return value
+
+
 def label(block, limit: int = 44) -> str:
     """A call in a few words: its tool and the first line of its first input."""
     first = next(iter(block.input.values()), "") if isinstance(block.input, dict) else ""
@@ -461,15 +643,23 @@ def agent_loop(
     model: str = MODEL,
     permission: str = "auto",
     audit: Path | None = None,
-    read_latency: float = 0.0,
+    retry: Retry | None = None,  # s03: how call_model waits between attempts (default: really)
+    read_latency: float = 0.0,  # s04: seconds added to each read-only call (--read-latency)
 ) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
+        #    call_model() retries what may pass and raises what cannot (s03).
         with console.status("waiting for the model…"):
-            response = client.messages.create(
-                model=model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
+            response = call_model(
+                client,
+                retry,
+                model=model,
+                system=SYSTEM,
+                tools=TOOLS,
+                messages=messages,
+                max_tokens=MAX_TOKENS,
             )
         turns.append(response)
         show_turn(len(turns), response)
@@ -483,7 +673,8 @@ def agent_loop(
             return turns
 
         # 4. Run the tool calls, reads side by side and the rest one at a time, and answer each id
-        #    exactly once, in the order asked, all in one user message.
+        #    exactly once, in the order asked, all in one user message. Each call still goes
+        #    through execute(), so whatever fails is an is_error result, never a missing one.
         calls = [block for block in response.content if block.type == "tool_use"]
         timeline = []  # when each call ran: shown to the reader, never sent to the model
         results = run_tools(calls, workspace, permission, audit, timeline, read_latency=read_latency)
@@ -504,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--read-latency",
-        type=float,
+        type=seconds,
         metavar="SECONDS",
         help="make every read-only call this much slower, like a network drive, to watch reads overlap "
         "(default: the fixture's read_latency in replay, else 0)",
@@ -512,22 +703,38 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run = None
     try:
-        run = replay.start(args, MODEL, "s04_parallel")
+        run = replay.start(args, MODEL, "s04_parallel", **CLIENT_OPTIONS)
         console.print(f"[dim]{run.banner}[/]")
         console.print(f"[bold]task:[/] {escape(run.task)}")
         permission = args.permission or ("ask" if run.mode != "replay" and sys.stdin.isatty() else "auto")
         audit = audit_path(run)
         latency = args.read_latency
         if latency is None:  # a fixture may ask for it, so that its reads visibly overlap
-            latency = (run.fixture or {}).get("read_latency", 0)
+            try:
+                latency = seconds((run.fixture or {}).get("read_latency", 0))
+            except (TypeError, ValueError):
+                raise replay.FixtureError(
+                    f"{run.fixture_path}: read_latency must be 0 to 60 seconds"
+                ) from None
         if latency:
             console.print(f"[dim]each read-only call is slowed by {latency} s (simulated latency)[/]")
         messages = [{"role": "user", "content": run.task}]
-        turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit, latency)
+        no_sleep = run.mode == "replay" or os.environ.get("WORKBOOK_NO_SLEEP")  # replays never wait
+        retry = Retry(skip_wait, random.Random(0).random) if no_sleep else Retry()
+        turns = agent_loop(
+            run.client, messages, run.workspace, run.model, permission, audit, retry, read_latency=latency
+        )
         show_summary(turns)
         console.print(f"[dim]permission {permission}; audit log: {audit}[/]")
         return 0
-    except (replay.WorkbookError, anthropic.APIError) as err:
+    except (anthropic.APIError, GaveUp) as err:  # s03: what retrying cannot fix stops the run cleanly
+        console.print(f"[red]stopped:[/] {escape(fatal_line(err))}", soft_wrap=True)
+        saved = save_conversation(messages, audit.parent / "conversation.json")
+        console.print(
+            f"[dim]conversation so far ({len(messages)} messages) saved to {saved}[/]", soft_wrap=True
+        )
+        return 1
+    except replay.WorkbookError as err:
         console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
         return 1
     except KeyboardInterrupt:

@@ -337,6 +337,24 @@ def test_tool_storm_the_excess_is_answered_and_asked_for_again(step):
     assert [r["is_error"] for r in seen[3]["messages"][-1]["content"]] == [False, False]
 
 
+@pytest.mark.parametrize("value", ["-1", "x", "nan", "3600"])
+def test_a_bad_read_latency_is_a_one_line_error(step, capsys, value):
+    with pytest.raises(SystemExit) as stop:
+        step.main(["--read-latency", value])
+    assert stop.value.code == 2
+    assert f"argument --read-latency: invalid seconds value: '{value}'" in capsys.readouterr().err
+
+
+def test_a_fixture_with_a_bad_read_latency_says_so_in_one_line(step, tmp_path, monkeypatch):
+    fixture = json.loads((ROOT / "fixtures" / "s04_read_many.json").read_text())
+    (tmp_path / "bad.json").write_text(json.dumps(fixture | {"read_latency": "slow"}))
+    out = io.StringIO()
+    monkeypatch.setattr(step, "console", Console(file=out, force_terminal=False, width=200))
+    assert step.main(["--replay", str(tmp_path / "bad.json")]) == 1
+    assert "bad.json: read_latency must be 0 to 60 seconds" in out.getvalue()
+    assert "Traceback" not in out.getvalue()
+
+
 # -- live mode, over real HTTP: turns of mixed reads and writes the tests have not seen ------------------
 
 
