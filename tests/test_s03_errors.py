@@ -103,7 +103,9 @@ def alive(pid: int) -> bool:
 
 
 def test_a_timeout_kills_the_whole_process_group(step, ws):
-    command = "echo started; sleep 100 & echo $! > bg.pid; sleep 100"
+    # The sleeps do not hold the output pipe, so killing only the shell would return at once and
+    # leave both running: only killing the whole process group passes.
+    command = "echo started; sleep 100 >/dev/null 2>&1 & echo $! > bg.pid; sleep 100 >/dev/null 2>&1"
     with pytest.raises(step.ToolError, match=r"timed out after 1 s; it and every process it started"):
         step.run_bash(command, ws, timeout=1)
     background = int((ws / "bg.pid").read_text())
@@ -406,8 +408,13 @@ def test_unknown_tool_is_fed_back_and_the_next_turn_uses_a_real_one(replays):
     assert "there is no tool 'word_count'; the tools are bash" in out and "7 notes.txt" in out
 
 
-def test_the_default_replay_is_the_failing_test_trajectory(step):
-    assert step.DEFAULT_FIXTURE == "fixtures/s03_fix_failing_test.json" or step.__name__ != "s03_errors"
+def test_help_names_the_default_fixture_and_the_test_only_no_sleep_switch(capsys):
+    s03 = importlib.import_module("s03_errors")
+    with pytest.raises(SystemExit) as done:
+        s03.main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "fixtures/s03_fix_failing_test.json" in out
+    assert "WORKBOOK_NO_SLEEP=1" in out and "s03_bad_key.json" in out
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "fixtures").glob("s03_*.json")))
