@@ -87,7 +87,10 @@ class StandIn:
             f"request {n + 1}: {p}" for p in replay.api_rule_problems(body.get("messages", []))
         ]
         reply = self.brain(body, n)
-        return reply if isinstance(reply, Reply) else Reply(body=reply)
+        reply = reply if isinstance(reply, Reply) else Reply(body=reply)
+        if body.get("stream") and reply.status == 200 and reply.events is None:  # as the API does:
+            reply.events = replay.message_to_events(reply.body)  # a streaming request gets SSE
+        return reply
 
     def _handler(self):
         standin = self
