@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -485,6 +485,7 @@ def save_conversation(messages: list, path: Path) -> Path:
 
 MAX_TOOLS_PER_TURN = 10  # a turn asking for more: the calls past this are answered with an error, not run
 MAX_PARALLEL = 8  # reads running at once, at most
+READERS = ThreadPoolExecutor(MAX_PARALLEL, "read")  # made once: starting threads every turn is slow when busy
 
 
 @dataclass
@@ -535,7 +536,7 @@ def run_tools(
     permission: str = "auto",
     audit: Path | None = None,
     timeline: list | None = None,
-    workers: int = MAX_PARALLEL,  # 1 runs the reads one by one, as s03 did (the benchmark's other side)
+    pool: ThreadPoolExecutor = READERS,  # one with a single worker runs the reads one by one, as s03 did
     read_latency: float = 0.0,
 ) -> list[dict]:
     """Answer every tool_use once, in the order asked: each group of reads in a thread pool, every
@@ -554,9 +555,10 @@ def run_tools(
         if len(calls) == 1:  # a write, bash, or a lone read: here, in the loop's thread, alone
             run(calls[0], group)
             continue
-        with ThreadPoolExecutor(max_workers=min(workers, len(calls))) as pool:  # waits for all of them
-            for future in [pool.submit(run, i, group) for i in calls]:
-                future.result()  # re-raises in this thread anything execute() let through
+        running = [pool.submit(run, i, group) for i in calls]
+        wait(running)  # the whole group has finished before the next call starts
+        for future in running:
+            future.result()  # re-raises in this thread anything execute() let through
     for i in range(MAX_TOOLS_PER_TURN, len(blocks)):
         answers[i] = over_the_cap(blocks[i], len(blocks), audit), True
     return [
