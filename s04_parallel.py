@@ -14,9 +14,9 @@ Changed from s03: DEFAULT_FIXTURE, audit_path, agent_loop, main
     user task
         |
         v
-    +==============+  stop_reason != tool_use   +------+
+    +--------------+  stop_reason != tool_use   +------+
     | call_model() | -------------------------> | done |
-    +==============+                            +------+
+    +--------------+                            +------+
         ^      | tool_use x N
         |      v
         |  +=========================================+
