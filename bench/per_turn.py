@@ -316,6 +316,12 @@ def measure(
         "categories": categories,
         "gc_loop": best["gc"] / n * 1000,
         "gc_floor": best_floor["gc"] / n * 1000,
+        "overhead_without_gc": (
+            (best["stamps"][-1] - best["stamps"][0] - best["gc"])
+            - (best_floor["stamps"][-1] - best_floor["stamps"][0] - best_floor["gc"])
+        )
+        / n
+        * 1000,
         "tool_stubbed": all(r["stubbed"] for r in loops),
         "fixture": fixture,
     }

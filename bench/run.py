@@ -114,7 +114,7 @@ def section_replay_cost(reps: int, breakdown_reps: int, what_if: str | None, sum
             )
     console.print(t)
     names = [n for n in results if n != "floor"]
-    variants = [(n, None) for n in names] + ([(n, what_if) for n in names] if what_if else [])
+    variants = [(n, None) for n in names] + ([(n, what_if) for n in (names[0], names[-1])] if what_if else [])
     cells = {v: replay_cost.breakdown(v[0], breakdown_reps, v[1]) for v in variants}
     heads = [n.split("_")[0] if w is None else f"{n.split('_')[0]} + {w}" for n, w in variants]
     b = table(
@@ -166,7 +166,8 @@ def section_per_turn(turns: int, reps: int, which: list[str], what_if: str | Non
             )
             console.print(f"   loop's time per turn by category (ms): {parts}")
             console.print(
-                f"   garbage collector per turn: loop {r['gc_loop']:.2f} ms, floor {r['gc_floor']:.2f} ms"
+                f"   garbage collector per turn: loop {r['gc_loop']:.2f} ms, floor {r['gc_floor']:.2f} ms; "
+                f"overhead without the collector: {r['overhead_without_gc']:.2f} ms per turn"
             )
             stubbed = "" if r["tool_stubbed"] else " (tool not stubbed: includes tool time)"
             first, last = r["windows"][0]["overhead"], r["windows"][-1]["overhead"]
