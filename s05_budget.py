@@ -673,7 +673,11 @@ def answer_open_calls(messages: list, results: list) -> None:
     if last.get("role") != "assistant" or not isinstance(last.get("content"), list):
         return
     done = {result["tool_use_id"]: result for result in results}
-    missed = {"type": "tool_result", "content": f"{INTERRUPTED}: not run", "is_error": True}
+    missed = {
+        "type": "tool_result",
+        "content": f"{INTERRUPTED}: stopped before it had a result",
+        "is_error": True,
+    }
     asked = [block["id"] for block in last["content"] if block.get("type") == "tool_use"]
     if asked:
         answers = [done.get(tool_id) or missed | {"tool_use_id": tool_id} for tool_id in asked]
@@ -725,9 +729,7 @@ def show_event(event) -> None:
         console.out("")
     elif event.type == "content_block_stop" and event.content_block.type == "tool_use":
         block = event.content_block
-        console.print(
-            escape(f"asks for {block.name} {json.dumps(block.input, ensure_ascii=False)}"), style="dim"
-        )
+        console.print(f"asks for {block.name} {json.dumps(block.input)}", style="dim", markup=False)
 
 
 def show_spend(budget: Budget, warning: str | None) -> None:
@@ -1080,7 +1082,7 @@ def first_messages(run: replay.Run, resume: str | None) -> list:
 def streaming(args, run: replay.Run) -> bool:
     """Stream, unless --no-stream, or a replayed fixture was recorded from a loop that did not stream."""
     if run.fixture:
-        return not args.no_stream and any(e["request"].get("stream") for e in run.fixture["exchanges"])
+        return not args.no_stream and any("stream" in e["response"] for e in run.fixture["exchanges"])
     return not args.no_stream
 
 

@@ -1,0 +1,606 @@
+"""s05: the loop stops when it should — each limit named, the repeat brake, streaming, a Ctrl-C that
+keeps the work (and --resume), a trace that survives kill -9, the cost summary.
+
+Behaviour tests run against every step from s05 on (later steps inherit it). The fixture replays and
+the Ctrl-C tests run the script in a subprocess, as a reader would; live tests go over real HTTP to a
+stand-in for the API.
+"""
+
+import importlib
+import io
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anthropic
+import pytest
+from conftest import ROOT, STEPS, offline_env, run_script
+from rich.console import Console
+from standin import Reply, StandIn, message, scripted, text, tool_use
+
+import replay
+
+STEPS_FROM = [s for s in STEPS if s >= "s05"]
+FIXTURES = ROOT / "fixtures"
+SAVED = FIXTURES / "conversations" / "s05_interrupted.json"  # what a Ctrl-C during ./slow_check.sh leaves
+
+
+@pytest.fixture(params=STEPS_FROM)
+def step(request, monkeypatch):
+    """The step module under test, its console made quiet: s05, and every later step."""
+    module = importlib.import_module(request.param)
+    monkeypatch.setattr(module, "console", Console(file=io.StringIO(), width=100))
+    return module
+
+
+def usage(input_tokens=0, output_tokens=0, written=None, read=None) -> anthropic.types.Usage:
+    return anthropic.types.Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_creation_input_tokens=written,
+        cache_read_input_tokens=read,
+    )
+
+
+def fixture(name: str) -> dict:
+    return replay.load_fixture(FIXTURES / f"s05_{name}.json")
+
+
+def replay_loop(step, name: str, strict: bool = True, tmp_path: Path | None = None, **limits):
+    """Replay a fixture through the step's own agent_loop; (turns, budget, transport, messages)."""
+    recorded = fixture(name)
+    client, transport = replay.replay_client(recorded, f"s05_{name}.json", strict, max_retries=0)
+    budget = step.Budget(**limits)
+    messages = [{"role": "user", "content": recorded["task"]}]
+    workspace = replay.copy_workspace(recorded["workspace"])
+    trace = tmp_path / "trace.jsonl" if tmp_path else None
+    audit = workspace.parent / "audit.jsonl"
+    turns = step.agent_loop(client, messages, workspace, audit=audit, budget=budget, trace_path=trace)
+    return turns, budget, transport, messages
+
+
+# -- what a run costs ------------------------------------------------------------------------------
+
+
+def test_cost_is_input_and_output_at_the_models_price_per_million(step):
+    assert step.PRICES["claude-sonnet-5"] == (3.00, 15.00)
+    assert step.cost(usage(1_000_000, 0)) == pytest.approx(3.00)
+    assert step.cost(usage(0, 1_000_000)) == pytest.approx(15.00)
+    assert step.cost(usage(1000, 100)) == pytest.approx(0.0045)  # 1000 x $3 + 100 x $15, per million
+
+
+def test_cache_writes_cost_a_quarter_more_and_cache_reads_a_tenth(step):
+    assert step.cost(usage(0, 0, written=1_000_000)) == pytest.approx(3.75)
+    assert step.cost(usage(0, 0, read=1_000_000)) == pytest.approx(0.30)
+    both = usage(1000, 500, written=2000, read=50_000)
+    assert step.cost(both) == pytest.approx((1000 * 3 + 2000 * 3.75 + 50_000 * 0.3 + 500 * 15) / 1e6)
+    assert step.tokens_in(both) == 53_000  # every input token counts toward the budgets, cached or not
+
+
+def test_a_model_missing_from_the_price_table_is_priced_as_the_default(step):
+    assert step.cost(usage(1000, 100), "some-other-model") == step.cost(usage(1000, 100))
+
+
+def test_the_cost_warning_comes_once_when_the_threshold_is_passed(step):
+    budget = step.Budget(max_cost=0.01)
+    assert budget.spend(usage(1000, 100)) is None  # $0.0045, 45%
+    warning = budget.spend(usage(1000, 100))  # $0.0090, 90%
+    assert warning == "about $0.0090 spent, 90% of --max-cost $0.01"
+    assert budget.spend(usage(10, 1)) is None and budget.exceeded() is None
+
+
+@pytest.mark.parametrize(
+    "limits, spent, reason",
+    [
+        ({"max_steps": 2}, [usage(10, 1)] * 2, "max steps: 2 model calls made (--max-steps 2)"),
+        ({"max_tokens_total": 100}, [usage(60, 10)] * 2, "token budget: 140 tokens in and out"),
+        ({"max_input_tokens": 500}, [usage(100, 1, read=400)], "input limit: the last request sent 500"),
+        ({"max_cost": 0.005}, [usage(1000, 100)] * 2, "cost limit: about $0.0090 spent (--max-cost $0.005)"),
+    ],
+)
+def test_each_limit_stops_the_run_with_its_flag_in_the_reason(step, limits, spent, reason):
+    budget = step.Budget(**limits)
+    for used in spent[:-1]:
+        budget.spend(used)
+        assert budget.exceeded() is None
+    budget.spend(spent[-1])
+    assert budget.exceeded().startswith(reason)
+    flag = "--" + next(iter(limits)).replace("_", "-")
+    assert flag in budget.exceeded()
+
+
+# -- each limit stops the replayed run at the right turn -------------------------------------------
+
+
+def test_max_steps_stops_after_the_last_allowed_call_with_its_tools_answered(step):
+    turns, budget, transport, messages = replay_loop(step, "max_steps", max_steps=3)
+    assert len(turns) == 3 == transport.cursor
+    assert budget.reason == "max steps: 3 model calls made (--max-steps 3)"
+    assert messages[-1]["role"] == "user" and replay.api_rule_problems(step.plain(messages)) == []
+
+
+@pytest.mark.parametrize(
+    "limits, calls, reason",
+    [  # the token_budget fixture's turns use (in, out): (439, 52) (1010, 59) (1639, 62) (2187, 67)
+        ({"max_tokens_total": 5000}, 4, "token budget: 5,515 tokens in and out (--max-tokens-total 5,000)"),
+        ({"max_tokens_total": 3261}, 3, "token budget: 3,261 tokens"),
+        ({"max_tokens_total": 3262}, 4, "token budget: 5,515 tokens"),
+        ({"max_input_tokens": 1500}, 3, "input limit: the last request sent 1,639 input tokens"),
+        ({"max_cost": 0.01}, 3, "cost limit: about $0.0119 spent (--max-cost $0.01)"),
+        ({"max_steps": 1}, 1, "max steps: 1 model calls made"),
+    ],
+)
+def test_each_limit_stops_the_growing_run_at_the_turn_it_is_reached(step, limits, calls, reason):
+    turns, budget, transport, messages = replay_loop(step, "token_budget", strict=False, **limits)
+    assert len(turns) == calls == transport.cursor
+    assert budget.reason.startswith(reason)
+    assert replay.api_rule_problems(step.plain(messages)) == []
+
+
+def test_the_token_budget_fixture_warns_about_cost_before_the_token_budget_stops_it(step):
+    turns, budget, transport, _ = replay_loop(step, "token_budget", max_tokens_total=5000, max_cost=0.024)
+    assert len(turns) == 4 and budget.warned and budget.reason.startswith("token budget")
+    assert [row[0] for row in budget.rows] == [439, 1010, 1639, 2187]  # input grows: history is resent
+    assert budget.cost == pytest.approx(0.0194, abs=5e-5) and budget.cost < 0.024
+
+
+# -- the repeat brake ------------------------------------------------------------------------------
+
+
+def block(name="read_file", tool_input=None, tool_id="toolu_x"):
+    tool_input = {"path": "a.txt"} if tool_input is None else tool_input
+    return anthropic.types.ToolUseBlock(type="tool_use", id=tool_id, name=name, input=tool_input)
+
+
+def result(content="same", is_error=False):
+    return {"type": "tool_result", "tool_use_id": "toolu_x", "content": content, "is_error": is_error}
+
+
+def run_turns(guard, turns):
+    """Each turn: a list of (block, result content); returns what the guard said for every call."""
+    said = []
+    for calls in turns:
+        verdicts = guard.screen([b for b, _ in calls])
+        guard.record([result(content) for _, content in calls])
+        said += verdicts
+    return said
+
+
+def test_two_identical_calls_both_run_and_the_third_is_refused(step):
+    guard = step.RepeatGuard()
+    said = run_turns(guard, [[(block(), "same")], [(block(), "same")], [(block(), "same")]])
+    assert said[:2] == [None, None]
+    assert "not run" in said[2] and "Change approach" in said[2] and not guard.stop
+
+
+def test_asking_again_after_the_refusal_stops_the_run(step):
+    guard = step.RepeatGuard()
+    said = run_turns(guard, [[(block(), "same")]] * 4)
+    assert said[3].startswith("error: not run") and guard.stop.startswith("repeated call: read_file")
+
+
+def test_the_same_call_with_a_new_result_each_time_is_not_a_repeat(step):
+    guard = step.RepeatGuard()  # e.g. polling a log that grows
+    said = run_turns(guard, [[(block(), f"{n} lines")] for n in range(5)])
+    assert said == [None] * 5 and not guard.stop
+
+
+def test_another_call_in_between_breaks_the_run_of_repeats(step):
+    guard = step.RepeatGuard()
+    other = block("list_files", {})
+    said = run_turns(guard, [[(block(), "x")], [(block(), "x")], [(other, "a.txt")], [(block(), "x")]])
+    assert said == [None] * 4
+
+
+def test_three_identical_calls_in_one_turn_the_third_is_refused(step):
+    guard = step.RepeatGuard()
+    verdicts = guard.screen([block(tool_id="a"), block(tool_id="b"), block(tool_id="c")])
+    assert verdicts[:2] == [None, None] and verdicts[2].startswith("error: not run")
+
+
+def test_different_input_is_a_different_call(step):
+    guard = step.RepeatGuard()
+    said = run_turns(guard, [[(block(tool_input={"path": f"{n}.txt"}), "x")] for n in range(4)])
+    assert said == [None] * 4
+
+
+def test_the_repeated_call_fixture_reads_twice_refuses_the_third_and_stops_on_the_fourth(step):
+    turns, budget, transport, messages = replay_loop(step, "repeated_call")
+    assert len(turns) == 4 == transport.cursor
+    results = [m["content"][0] for m in messages if m["role"] == "user" and isinstance(m["content"], list)]
+    assert [r["is_error"] for r in results] == [False, False, True, True]
+    config = (FIXTURES / "workspace" / "notes_app" / "app" / "config.toml").read_text()
+    assert results[0]["content"] == results[1]["content"] == config
+    assert "Change approach" in results[2]["content"]
+    assert budget.reason.startswith('repeated call: read_file {"path": "app/config.toml"} asked for again')
+
+
+# -- streaming -------------------------------------------------------------------------------------
+
+
+STREAMED = sorted(p.stem for p in FIXTURES.glob("s05_*.json"))
+
+
+@pytest.mark.parametrize("name", STREAMED)
+def test_a_streamed_reply_is_the_same_message_as_its_json_body(name):
+    """Each recorded stream, parsed by the SDK's own SSE code, equals the Message it adds up to."""
+    for exchange in replay.load_fixture(FIXTURES / f"{name}.json")["exchanges"]:
+        body = replay.events_to_message(exchange["response"]["stream"])
+        one = {"exchanges": [exchange], "task": "", "workspace": ""}
+        client, _ = replay.replay_client(one, name, strict=False)
+        request = {
+            "model": "claude-sonnet-5",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": "x"}],
+        }
+        with client.messages.stream(**request) as stream:
+            streamed = stream.get_final_message()
+        client, _ = replay.replay_client(one, name, strict=False)
+        whole = client.messages.create(**request)  # replay serves the same recording as JSON
+        expected = anthropic.types.Message.model_validate(body).to_dict(exclude_none=True)
+        assert streamed.to_dict(exclude_none=True) == whole.to_dict(exclude_none=True) == expected
+
+
+def test_every_request_asks_for_a_stream_unless_told_not_to(step):
+    recorded = fixture("streamed")
+    for stream in (True, False):
+        client, transport = replay.replay_client(recorded, "s05_streamed.json", strict=False)
+        workspace = replay.copy_workspace("notes_app")
+        step.agent_loop(client, [{"role": "user", "content": "go"}], workspace, stream=stream)
+        assert [body.get("stream") for body in transport.seen] == [True if stream else None] * 3
+
+
+def test_text_shows_as_it_arrives_and_a_tool_call_once_its_input_is_complete(step, monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(step, "console", Console(file=out, width=200, force_terminal=False))
+    replay_loop(step, "streamed")
+    text_ = out.getvalue()
+    asked = text_.index('asks for grep {"pattern": "config\\\\[", "glob": "app/*.py"}')
+    assert text_.index("model: The server indexes config by section.") < asked
+    assert asked < text_.index("app/server.py:10:")  # shown before it ran
+    assert "waiting for the model" not in text_
+
+
+def test_a_non_streamed_recording_replays_through_the_script_unstreamed():
+    done = run_script("s05_budget.py", "--replay", "fixtures/s03_fix_failing_test.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ended: the model ended its turn (stop_reason end_turn)" in done.stdout
+
+
+# -- the trace -------------------------------------------------------------------------------------
+
+
+def rebuilt_requests(lines: list[dict]) -> list[dict]:
+    """Every request body the run sent, rebuilt from the trace alone (what s06 does)."""
+    start, messages, bodies = lines[0], [], []
+    for line in lines:
+        if line["event"] == "model_call" and "response" in line:
+            request = line["request"]
+            messages = messages[: request["new_from"]] + request["new_messages"]
+            assert len(messages) == request["messages_count"]
+            body = {k: start[k] for k in ("model", "max_tokens", "system", "tools")}
+            bodies.append(body | {"messages": messages, "stream": start["stream"]})
+    return bodies
+
+
+def test_the_trace_rebuilds_every_request_and_response_exactly(step, tmp_path):
+    turns, budget, transport, _ = replay_loop(step, "streamed", tmp_path=tmp_path)
+    lines = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    events = [line["event"] for line in lines]
+    assert events == ["start", "model_call", "tools", "model_call", "tools", "model_call", "stop"]
+    assert rebuilt_requests(lines) == transport.seen
+    responses = [line["response"] for line in lines if line["event"] == "model_call"]
+    assert responses == [turn.to_dict(mode="json") for turn in turns]
+    assert lines[-1] == lines[-1] | {"reason": budget.reason, "steps": 3, "tokens": budget.tokens}
+    assert [line["next"] for line in lines if line["event"] == "tools"] == ["continue", "continue"]
+
+
+# -- Ctrl-C keeps the work; --resume goes on from it -----------------------------------------------
+
+
+def start_script(*args, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    trace = tmp_path / "trace.jsonl"
+    command = [sys.executable, "s05_budget.py", *args, "--trace", str(trace)]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=offline_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    return proc, trace
+
+
+def wait_for_line(proc, trace: Path, event: str, timeout: float = 60) -> None:
+    """Until the trace has a line for `event` (the run has reached that point), or fail."""
+    deadline = time.monotonic() + timeout
+    while not (trace.exists() and f'"event": "{event}"' in trace.read_text()):
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, f"no {event} line in the trace"
+        time.sleep(0.05)
+
+
+def interrupt_during_the_slow_command(tmp_path, second: bool = False) -> tuple[str, int, list]:
+    """Replay s05_interrupt, Ctrl-C while ./slow_check.sh (5 s) runs; (output, exit code, saved)."""
+    saved = tmp_path / "conversation.json"
+    proc, trace = start_script(
+        "--replay", "fixtures/s05_interrupt.json", "--save", str(saved), tmp_path=tmp_path
+    )
+    wait_for_line(proc, trace, "model_call")  # the tools start right after this line is written
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    if second:
+        time.sleep(0.2)  # within the grace second: the command is still running
+        proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=60)[0]
+    return out, proc.returncode, json.loads(saved.read_text())
+
+
+@pytest.mark.skipif("s05_budget" not in STEPS, reason="s05 only")
+def test_ctrl_c_during_a_slow_command_cancels_it_answers_every_call_and_saves(tmp_path):
+    out, code, saved = interrupt_during_the_slow_command(tmp_path)
+    assert code == 130 and "Traceback" not in out, out
+    assert "stopped: interrupted by the user (while tools ran" in out
+    assert replay.api_rule_problems(saved) == []
+    answers = saved[-1]["content"]
+    assert [a["is_error"] for a in answers] == [True, True]
+    assert "the command was cancelled, its process group killed" in answers[0]["content"]
+    assert answers[1]["content"] == "error: interrupted by the user: not run"
+    assert saved == json.loads(SAVED.read_text())  # the conversation s05_resume.json was recorded from
+
+
+@pytest.mark.skipif("s05_budget" not in STEPS, reason="s05 only")
+def test_a_second_ctrl_c_stops_at_once_and_still_saves(tmp_path):
+    out, code, saved = interrupt_during_the_slow_command(tmp_path, second=True)
+    assert code == 130 and "Traceback" not in out, out
+    assert replay.api_rule_problems(saved) == [] and len(saved) == 3
+    assert all(a["is_error"] and "interrupted by the user" in a["content"] for a in saved[-1]["content"])
+    assert "12 checks passed" not in json.dumps(saved)
+
+
+def test_resume_continues_the_saved_conversation_with_the_new_instruction(step, tmp_path):
+    recorded = fixture("resume")
+    client, transport = replay.replay_client(recorded, "s05_resume.json", max_retries=0)  # strict
+    messages = step.continued(step.load_conversation(SAVED), recorded["task"])
+    budget = step.Budget()
+    turns = step.agent_loop(client, messages, replay.copy_workspace("notes_app"), budget=budget)
+    assert transport.seen[0]["messages"][-1]["content"][-1] == {"type": "text", "text": recorded["task"]}
+    assert len(turns) == 2 and budget.reason.startswith("the model ended its turn")
+
+
+def test_resume_from_the_command_line_after_a_real_ctrl_c(tmp_path):
+    out, code, saved = interrupt_during_the_slow_command(tmp_path)
+    assert code == 130
+    done = run_script("s05_budget.py", "--resume", str(tmp_path / "conversation.json"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "offline replay of fixtures/s05_resume.json" in done.stdout
+    assert "leniently" not in done.stdout  # the same conversation the fixture holds: replayed strictly
+    assert "ended: the model ended its turn" in done.stdout
+
+
+def test_resume_of_a_conversation_saved_at_another_moment_replays_leniently(tmp_path):
+    saved = json.loads(SAVED.read_text())[:1]  # Ctrl-C came during the first model call
+    path = tmp_path / "early.json"
+    path.write_text(json.dumps(saved))
+    done = run_script("s05_budget.py", "--resume", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replaying leniently" in done.stdout and "ended: the model ended its turn" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (None, "no such file"),
+        ("{not json", "not a saved conversation"),
+        ('{"messages": 1}', "cannot continue this conversation"),
+        ('[{"role": "assistant", "content": "hi"}]', "must come from the user"),
+    ],
+)
+def test_a_bad_resume_file_is_one_line_saying_what_is_wrong(tmp_path, content, problem):
+    path = tmp_path / "c.json"
+    if content is not None:
+        path.write_text(content)
+    done = run_script("s05_budget.py", "--resume", str(path))
+    assert done.returncode == 1 and problem in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_trace_is_valid_json_lines_after_kill_9(tmp_path):
+    proc, trace = start_script("--replay", "fixtures/s05_interrupt.json", tmp_path=tmp_path)
+    wait_for_line(proc, trace, "model_call")
+    proc.kill()
+    proc.communicate(timeout=60)
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]  # each line whole
+    assert [line["event"] for line in lines] == ["start", "model_call"]
+    first = replay.events_to_message(fixture("interrupt")["exchanges"][0]["response"]["stream"])
+    traced = anthropic.types.Message.model_validate(lines[1]["response"])
+    assert traced.to_dict(exclude_none=True) == anthropic.types.Message.model_validate(first).to_dict(
+        exclude_none=True
+    )
+
+
+# -- the script, as a reader runs it ---------------------------------------------------------------
+
+
+REPLAYS = {  # fixture -> how the run ends
+    "s05_streamed": "ended: the model ended its turn (stop_reason end_turn)",
+    "s05_max_steps": "ended: max steps: 3 model calls made (--max-steps 3)",
+    "s05_token_budget": "ended: token budget: 5,515 tokens in and out (--max-tokens-total 5,000)",
+    "s05_repeated_call": "ended: repeated call: read_file",
+    "s05_resume": "ended: the model ended its turn (stop_reason end_turn)",
+}
+
+
+@pytest.fixture(scope="module")
+def replays():
+    """Every s05 fixture but the slow interrupt one, replayed by the script, all started at once."""
+    started = {
+        name: subprocess.Popen(
+            [sys.executable, "s05_budget.py", "--replay", f"fixtures/{name}.json"],
+            cwd=ROOT,
+            env=offline_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name in REPLAYS
+    }
+    return {name: (proc.communicate(timeout=120)[0], proc.returncode) for name, proc in started.items()}
+
+
+def test_every_s05_fixture_has_a_replay_test():
+    assert sorted([*REPLAYS, "s05_interrupt"]) == sorted(p.stem for p in FIXTURES.glob("s05_*.json"))
+
+
+@pytest.mark.parametrize("name", sorted(REPLAYS))
+def test_each_fixture_replays_and_ends_for_its_reason(replays, name):
+    out, code = replays[name]
+    assert code == 0 and "Traceback" not in out, out
+    assert REPLAYS[name] in out
+    assert "cost (est.)" in out and "conversation saved:" in out
+
+
+def test_the_token_budget_replay_shows_the_cost_warning_and_the_summary_total(replays):
+    out, _ = replays["s05_token_budget"]
+    assert "cost warning: about $0.0194 spent, 81% of --max-cost $0.024" in out
+    assert re.search(r"total\s*│\s*│\s*5,275\s*│\s*240\s*│\s*\$0\.0194", out)
+
+
+def test_the_default_replay_is_the_streamed_fixture():
+    done = run_script("s05_budget.py")
+    assert done.returncode == 0 and "offline replay of fixtures/s05_streamed.json" in done.stdout
+
+
+def test_a_reader_who_lifts_the_limit_sees_the_recording_run_out():
+    done = run_script("s05_budget.py", "--replay", "fixtures/s05_max_steps.json", "--max-steps", "10")
+    assert done.returncode == 1 and "the loop did not stop when the recording did" in done.stdout
+
+
+def test_help_names_every_limit_and_the_resume_flag():
+    done = run_script("s05_budget.py", "--help")
+    for flag in (
+        "--max-steps",
+        "--max-tokens-total",
+        "--max-input-tokens",
+        "--max-cost",
+        "--resume",
+        "--trace",
+    ):
+        assert flag in done.stdout
+    assert "s05_streamed.json" in done.stdout
+
+
+# -- live, over real HTTP: a model that repeats itself and runs long is stopped --------------------
+
+
+@pytest.fixture
+def live(step, tmp_path, monkeypatch):
+    """Run `step.main` live against a stand-in with this brain; (exit code, requests, output, saved)."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("alpha\nbeta\n")
+    out = io.StringIO()
+    monkeypatch.setattr(step, "console", Console(file=out, width=200))
+    monkeypatch.setattr(step, "RUNS", tmp_path / "runs")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("WORKBOOK_NO_SLEEP", "1")
+    monkeypatch.delenv("MODEL_ID", raising=False)
+
+    def run(brain, *flags):
+        saved = tmp_path / "conversation.json"
+        with StandIn(brain) as api:
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+            code = step.main(["do it", "--workspace", str(workspace), "--save", str(saved), *flags])
+        assert not api.rule_problems
+        assert all(r["body"].get("stream") is True for r in api.requests)
+        return code, api.requests, out.getvalue(), json.loads(saved.read_text())
+
+    return run
+
+
+def test_live_a_model_that_repeats_itself_is_refused_then_stopped(live):
+    def same_read(body, n):
+        return message([tool_use(f"toolu_{n}", "read_file", {"path": "notes.txt"})], "tool_use")
+
+    code, requests, out, saved = live(same_read)
+    assert code == 0 and len(requests) == 4
+    results = [m["content"][0] for m in saved if m["role"] == "user" and isinstance(m["content"], list)]
+    assert [r["is_error"] for r in results] == [False, False, True, True]
+    assert 'ended: repeated call: read_file {"path": "notes.txt"}' in out
+
+
+def test_live_a_model_that_runs_long_is_stopped_by_max_steps(live):
+    def wanders(body, n):
+        return message([tool_use(f"toolu_{n}", "grep", {"pattern": f"line {n}"})], "tool_use")
+
+    code, requests, out, saved = live(wanders, "--max-steps", "5")
+    assert code == 0 and len(requests) == 5
+    assert "ended: max steps: 5 model calls made (--max-steps 5)" in out
+    assert replay.api_rule_problems(saved) == [] and len(saved) == 11
+
+
+def test_live_a_growing_conversation_is_stopped_by_the_token_budget_with_cache_tokens_counted(live):
+    def grows(body, n):
+        reply = message([tool_use(f"toolu_{n}", "list_files", {"glob": f"{n}/*"})], "tool_use", 1000, 100)
+        reply["usage"] |= {"cache_read_input_tokens": 20_000 * (n + 1), "cache_creation_input_tokens": 5000}
+        return reply
+
+    code, requests, out, _ = live(grows, "--max-tokens-total", "100000")
+    # in + out per call: 26,100, 46,100, 66,100 -> 138,300 after three: the fourth is never sent
+    assert code == 0 and len(requests) == 3
+    assert "ended: token budget: 138,300 tokens in and out (--max-tokens-total 100,000)" in out
+
+
+def test_live_one_huge_request_is_stopped_by_the_input_limit(live):
+    sizes = (900, 5000, 10)
+    replies = [
+        message([tool_use(f"t{n}", "list_files", {})], "tool_use", size, 10) for n, size in enumerate(sizes)
+    ]
+    code, requests, out, _ = live(scripted(*replies), "--max-input-tokens", "4000")
+    assert code == 0 and len(requests) == 2
+    assert "ended: input limit: the last request sent 5,000 input tokens" in out
+
+
+def test_live_the_cost_cap_warns_then_stops(live):
+    def pricey(body, n):  # 100k in, 2k out: $0.33 a call
+        return message([tool_use(f"toolu_{n}", "list_files", {"glob": f"{n}"})], "tool_use", 100_000, 2000)
+
+    code, requests, out, _ = live(pricey, "--max-cost", "1")
+    assert code == 0 and len(requests) == 4  # $0.99 after three calls is under $1; $1.32 after four
+    assert (
+        out.count("cost warning:") == 1 and "cost warning: about $0.9900 spent, 99% of --max-cost $1" in out
+    )
+    assert "ended: cost limit: about $1.3200 spent (--max-cost $1)" in out
+
+
+@pytest.mark.skipif("s05_budget" not in STEPS, reason="s05 only")
+def test_live_ctrl_c_during_a_model_call_drops_the_partial_reply(tmp_path):
+    slow = Reply(body=message([text("too late")]), delay=30)
+    with StandIn(scripted(slow)) as api:
+        saved, trace = tmp_path / "c.json", tmp_path / "t.jsonl"
+        env = offline_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=api.url)
+        command = [
+            sys.executable,
+            "s05_budget.py",
+            "say hi",
+            "--workspace",
+            str(tmp_path),
+            "--save",
+            str(saved),
+        ]
+        proc = subprocess.Popen(
+            [*command, "--trace", str(trace)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not api.requests:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130 and "Traceback" not in out, out
+    assert "interrupted by the user (during a model call: its partial reply is dropped)" in out
+    assert json.loads(saved.read_text()) == [{"role": "user", "content": "say hi"}]
