@@ -39,7 +39,8 @@ import replay
 from bench.common import gc_pauses, load_step, quiet, replaced, timing
 from bench.whatif import applied
 
-TASK = "Run the no-op command once per turn until you have run it enough times, then say done."
+TASK = "Run the command once per turn until you have run it enough times, then say done."
+NO_OP = "true {n}"  # the per-turn benchmark's command: {n} makes each call's input differ
 STUB_TARGETS = ("run_bash",)  # the step's tool handler, looked up by global name in its module
 LOOP_KWARGS: dict[
     str, dict
@@ -68,7 +69,7 @@ def _message(n: int, content: list, stop_reason: str) -> dict:
     }
 
 
-def scripted_responses(turns: int, command: str = "true") -> list[dict]:
+def scripted_responses(turns: int, command: str = NO_OP) -> list[dict]:
     """`turns - 1` turns of one bash tool_use (inputs differ: no repeated-call brake fires), then end_turn."""
     calls = [
         _message(
@@ -78,7 +79,7 @@ def scripted_responses(turns: int, command: str = "true") -> list[dict]:
                     "type": "tool_use",
                     "id": f"toolu_bench_{n:04d}",
                     "name": "bash",
-                    "input": {"command": f"{command} {n}"},
+                    "input": {"command": command.format(n=n)},
                 }
             ],
             "tool_use",
@@ -95,12 +96,15 @@ class ScriptedModel:
     """A transport that answers each request with the next scripted response, as `replay.py rebuild` does.
 
     Checks the API's rules on every request, fills usage.input_tokens from the request actually sent,
-    streams when asked, and keeps every (request, response) pair as a fixture exchange.
+    streams when asked, and keeps every (request, response) pair as a fixture exchange. A request over
+    `context_limit` tokens gets the API's 400 "prompt is too long"; one that forbids tools
+    (tool_choice none, as s06 asks for a summary) gets a short text answer instead of the next turn.
     """
 
     responses: list[dict]
     context_limit: int | None = None
     exchanges: list[dict] = field(default_factory=list)
+    served: int = 0  # scripted turns answered so far
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content or b"{}")
@@ -109,22 +113,28 @@ class ScriptedModel:
         if self.context_limit and tokens > self.context_limit:
             message = f"prompt is too long: {tokens} tokens > {self.context_limit} maximum"
             error = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
-            response = {"status": 400, "headers": {"content-type": "application/json"}, "body": error}
+            return self._answer(body, {"status": 400, "headers": JSON, "body": error})
+        if (body.get("tool_choice") or {}).get("type") == "none":
+            summary = [{"type": "text", "text": f"Summary: the command ran {self.served} times so far."}]
+            message = _message(0, summary, "end_turn") | {"id": f"msg_bench_summary_{len(self.exchanges)}"}
+        elif self.served < len(self.responses):
+            message = json.loads(json.dumps(self.responses[self.served]))
+            self.served += 1
         else:
-            served = sum(1 for e in self.exchanges if e["response"]["status"] == 200)
-            if served >= len(self.responses):
-                raise replay.ReplayExhausted(f"the loop sent more than {len(self.responses)} requests")
-            message = json.loads(json.dumps(self.responses[served]))
-            message["usage"]["input_tokens"] = tokens
-            response = {"status": 200, "headers": {"content-type": "application/json"}, "body": message}
-            if body.get("stream"):
-                response = {
-                    "status": 200,
-                    "headers": {"content-type": "text/event-stream"},
-                    "stream": replay.message_to_events(message),
-                }
+            raise replay.ReplayExhausted(f"the loop sent more than {len(self.responses)} requests")
+        message["usage"]["input_tokens"] = tokens
+        if body.get("stream"):
+            stream = replay.message_to_events(message)
+            return self._answer(body, {"status": 200, "headers": SSE, "stream": stream})
+        return self._answer(body, {"status": 200, "headers": JSON, "body": message})
+
+    def _answer(self, body: dict, response: dict) -> httpx2.Response:
         self.exchanges.append({"request": body, "response": response})
         return replay.http_response(response)
+
+
+JSON = {"content-type": "application/json"}
+SSE = {"content-type": "text/event-stream"}
 
 
 class _Memo:
@@ -164,7 +174,7 @@ class _nothing:
 
 
 def make_long_fixture(
-    turns: int = 200, step: str = "s01_agent_loop", context_limit: int | None = None, command: str = "true"
+    turns: int = 200, step: str = "s01_agent_loop", context_limit: int | None = None, command: str = NO_OP
 ) -> dict:
     """A scripted fixture of `turns` model turns whose requests are the ones `step`'s loop sends."""
     module = load_step(step)

@@ -215,11 +215,13 @@ def section_parallel(reps: int, summary: Table) -> None:
     console.print(t)
 
 
-def section_tokens(fixture: dict, summary: Table) -> None:
-    collapsed, how = tokens.collapse_fixture(fixture)
-    g = tokens.growth(fixture, collapsed)
+def section_tokens(turns: int, summary: Table) -> None:
+    plain = tokens.plain_fixture(turns)
+    collapsed, how = tokens.collapse_fixture(plain)
+    g = tokens.growth(plain, collapsed)
     t = table(
-        "4. input tokens per turn, estimated as chars/4 of each request's JSON",
+        f"4. input tokens per turn: s01, each turn one call whose output is {tokens.COMMAND!r} "
+        "(chars/4 of each request's JSON)",
         "turn",
         "tokens this turn",
         "cumulative",
@@ -230,24 +232,19 @@ def section_tokens(fixture: dict, summary: Table) -> None:
         cell = f"{squeezed:,}" if squeezed is not None else ("-" if collapsed else "n/a")
         t.add_row(str(row["turn"]), f"{row['tokens']:,}", f"{row['cumulative']:,}", cell)
     console.print(t)
-    if not collapsed:
-        console.print(f"   with collapse: {note(how, 100)}\n")
+    console.print(f"   with collapse: {note(how, 100)}\n")
     total = g["rows"][-1]["cumulative"]
     summary.add_row(
         "4",
         f"token growth over {g['turns']} turns",
-        f"{total:,} in total; turns 101-200 cost x{g['doubling'] - 1:.2f} turns 1-100",
+        f"{total:,} in all; turns 101-200 cost {g['doubling'] - 1:.2f}x turns 1-100",
         "measured",
         "quadratic" if g["doubling"] > 3 else "",
     )
     if collapsed:
         saved = 1 - g["collapsed_total"] / total
         summary.add_row(
-            "4",
-            f"with collapse ({note(how, 40)})",
-            f"{g['collapsed_total']:,} ({saved:.0%} less)",
-            "measured",
-            "",
+            "4", "with s06 collapse", f"{g['collapsed_total']:,} ({saved:.0%} less)", "measured", ""
         )
     else:
         summary.add_row("4", "with s06 collapse", note(how), "measured", "")
@@ -288,10 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     section_replay_cost(3 if args.quick else 9, 1 if args.quick else 5, args.what_if, summary)
     names = steps()
     which = names if args.all_steps else sorted({names[0], names[-1]})
-    fixtures = section_per_turn(args.turns, 1 if args.quick else 3, which, args.what_if, summary)
+    section_per_turn(args.turns, 1 if args.quick else 5, which, args.what_if, summary)
     section_parallel(3 if args.quick else 7, summary)
-    if fixtures:
-        section_tokens(fixtures.get("s01_agent_loop") or next(iter(fixtures.values())), summary)
+    section_tokens(args.turns, summary)
     if args.suite:
         section_suite(summary)
     else:

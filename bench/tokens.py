@@ -1,7 +1,7 @@
 """4. Token growth: input tokens per turn, and their running total, when every turn resends the history.
 
-Figures come from the long fixture's usage.input_tokens, which bench/per_turn.py fills with chars/4 of
-each request's JSON as the loop really sent it (an estimate: no tokenizer offline). The API bills the
+Figures are chars/4 of each request's JSON as the loop really sent it (an estimate: no tokenizer
+offline); bench/per_turn.py puts the same number in each response's usage.input_tokens. The API bills the
 input of every request, so the total grows with the square of the number of turns.
 
 With s06 (once it exists): the same scripted turns replayed by s06 with a context limit, above which
@@ -12,20 +12,17 @@ its column counts only the requests that were answered (a rejected request is no
 from __future__ import annotations
 
 from bench.common import has_step
-from bench.per_turn import make_long_fixture
+from bench.per_turn import estimate_tokens, make_long_fixture
 
 CHECKPOINTS = (1, 10, 50, 100, 150, 200)
+COMMAND = "seq 1 500 # {n}"  # about 1.9 kB of output per call: a file read's worth, long enough to collapse
 COLLAPSE_STEP = "s06"
 COLLAPSE_AT = 0.5  # the context limit for s06, as a share of the last request's size without collapse
 
 
 def per_turn_tokens(fixture: dict) -> list[int]:
-    """usage.input_tokens of every answered request, in order."""
-    return [
-        e["response"]["body"]["usage"]["input_tokens"]
-        for e in fixture["exchanges"]
-        if e["response"].get("status") == 200
-    ]
+    """Input tokens of every answered request, in order: chars/4 of its JSON (also its usage figure)."""
+    return [estimate_tokens(e["request"]) for e in fixture["exchanges"] if e["response"].get("status") == 200]
 
 
 def cumulative(values: list[int]) -> list[int]:
@@ -58,6 +55,11 @@ def growth(fixture: dict, collapsed: dict | None = None, checkpoints=CHECKPOINTS
     }
 
 
+def plain_fixture(turns: int = 200) -> dict:
+    """s01's run of `turns` turns, each a call with COMMAND's output: every request resends it all."""
+    return make_long_fixture(turns, "s01_agent_loop", command=COMMAND)
+
+
 def collapse_fixture(plain: dict) -> tuple[dict | None, str]:
     """s06's run of the same turns under a context limit, or None and why not."""
     step = has_step(COLLAPSE_STEP)
@@ -66,6 +68,7 @@ def collapse_fixture(plain: dict) -> tuple[dict | None, str]:
     limit = int(per_turn_tokens(plain)[-1] * COLLAPSE_AT)
     turns = len(per_turn_tokens(plain))
     try:
-        return make_long_fixture(turns, step, context_limit=limit), f"{step}, context limit {limit} tokens"
+        fixture = make_long_fixture(turns, step, context_limit=limit, command=COMMAND)
+        return fixture, f"{step}, context limit {limit:,} tokens"
     except Exception as err:  # a step in progress: report, do not stop the table
         return None, f"n/a ({step} failed on the long fixture: {type(err).__name__}: {err})"

@@ -75,6 +75,21 @@ def test_scripted_model_streams_when_asked():
     assert "stream" in model.exchanges[0]["response"]
 
 
+def test_scripted_model_answers_a_request_without_tools_in_text_and_keeps_its_turns():
+    model = per_turn.ScriptedModel(per_turn.scripted_responses(2))
+    client = scripted_client(model)
+    ask = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "sum up"}]}
+    summary = client.messages.create(**ask, tool_choice={"type": "none"})
+    assert summary.content[0].type == "text" and model.served == 0  # s06's compaction is not a turn
+    assert client.messages.create(**ask).content[0].input == {"command": "true 1"}
+
+
+def test_long_fixture_command_is_a_template(tmp_path):
+    fixture = per_turn.make_long_fixture(3, command="echo {n}")
+    commands = [e["response"]["body"]["content"][0].get("input") for e in fixture["exchanges"][:2]]
+    assert commands == [{"command": "echo 1"}, {"command": "echo 2"}]
+
+
 def test_token_growth_rows_are_cumulative(long_fixture):
     growth = tokens.growth(long_fixture, checkpoints=(1, 3, 5))
     assert [r["turn"] for r in growth["rows"]] == [1, 3, 5]
