@@ -1,35 +1,48 @@
-"""s03_errors.py — Errors are data: every failure becomes something the loop can read or report.
+"""s05_budget.py — Knowing when to stop: limits, a repeat brake, streaming, a Ctrl-C that keeps the work.
 
-Adds over s02: whatever a tool handler raises, a command that times out (its whole process group
-killed) and a command that exits non-zero all come back as tool_results the model reads and acts on
-(`is_error: true` for failures; an exit code is information). Calls to the API go through one retry
-layer, `call_model()`: 408, 409, 429, 5xx, 529 and lost connections are retried with exponential
-backoff, jitter and a cap, honouring retry-after-ms / retry-after, a bounded number of times, each
-attempt on screen; 400, 401, 403, 404, 413 never are. What retrying cannot fix stops the run cleanly:
-one line saying what happened and what to do, the conversation saved to JSON, a non-zero exit.
-Changed from s02: DEFAULT_FIXTURE, run_bash, execute, audit_path, agent_loop, main
+Adds over s04: every run ends for a named reason, with a conversation that can be resumed. Before each
+model call a Budget checks --max-steps, --max-tokens-total (input + output, cached input included,
+summed over the run), --max-input-tokens (one request) and --max-cost (estimated from a price table,
+with a warning at 80%); the first one reached stops the run and is named. A RepeatGuard refuses the
+third identical call in a row (same tool, input and result) with an is_error asking for another
+approach, and stops the run if the model asks once more. Replies are streamed: text shows as it
+arrives, a tool call once its input is complete. A Ctrl-C during a model call drops the partial reply;
+during tools the running call finishes (a long command is cancelled after a grace second, its process
+group killed), the calls not started are answered "interrupted by the user", and the loop stops; a
+second Ctrl-C stops at once. However the run ends, the conversation is saved, and --resume FILE
+continues it with an optional new instruction. A JSON-lines trace records every model call and every
+turn of tools as it happens (format: see trace()); the summary table adds the estimated cost.
+Changed from s04: DEFAULT_FIXTURE, run_bash, execute, audit_path, call_model, show_turn, show_summary,
+agent_loop, main
 
-    user task
+    user task, or --resume FILE + a new instruction
         |
         v
-    +==============+  stop_reason != tool_use   +------+
-    | call_model() | -------------------------> | done |
-    +==============+                            +------+
-        ^      | tool_use     new in s03: 408/409/429/5xx/529 and lost connections are retried
-        |      |              (backoff, jitter, cap, retry-after), each attempt shown; 400/401/403/
-        |      v              404/413 or attempts spent: one line, conversation.json, exit 1
-        |  +=========================================+
-        +--| execute() each tool_use, as in s02;     |  new in s03: whatever a handler
-           | whatever the handler raises, and a      |  raises is an is_error result;
-           | timeout (process group killed), is an   |  a non-zero exit code is shown
-           | is_error result the model reads         |  as information
+    +=================+  a limit is reached: steps, tokens, input, cost  +----------------------+
+    | Budget.exceeded | ----------------------------------------------> | stop, reason named;  |
+    +=================+                                                  | conversation saved;  |
+        |  room for one more call                                        | trace's last line    |
+        v                                                                +----------------------+
+    +--------------+  stop_reason != tool_use   +------+                            ^
+    | call_model() | -------------------------> | done |                            |
+    |   streamed   |  (Ctrl-C here: the partial reply is dropped) ------------------+
+    +--------------+                                                                |
+        ^      | tool_use x N                                                       |
+        |      v                                                                    |
+        |  +=========================================+  asked again after a refusal, |
+        +--| RepeatGuard: a 3rd identical call is    |  or Ctrl-C while tools ran ----+
+           | refused; run_tools() runs the rest, as  |
+           | in s04; on Ctrl-C the running call ends |
+           | and the others are answered interrupted |
            +=========================================+
 
-Run: python s03_errors.py            offline replay: a failing test run is the model's best feedback
-     python s03_errors.py --replay fixtures/s03_overloaded_then_ok.json   529, 429, then success
-     python s03_errors.py --replay fixtures/s03_bad_key.json              401: a clean fatal stop
-     python s03_errors.py "task"     live, with ANTHROPIC_API_KEY
-     (WORKBOOK_NO_SLEEP=1 prints retry waits instead of sleeping them: for tests and demos)
+Run: python s05_budget.py                       offline replay: a streamed run that ends normally
+     python s05_budget.py --replay fixtures/s05_max_steps.json       stopped by --max-steps 3
+     python s05_budget.py --replay fixtures/s05_token_budget.json    a cost warning, then the token budget
+     python s05_budget.py --replay fixtures/s05_repeated_call.json   the repeat brake
+     python s05_budget.py --replay fixtures/s05_interrupt.json       press Ctrl-C during ./slow_check.sh,
+     python s05_budget.py --resume FILE                              then go on from the file it saved
+     python s05_budget.py "task" --max-cost 0.50                     live, with ANTHROPIC_API_KEY
 """
 
 import json
@@ -42,7 +55,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager, nullcontext
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -427,7 +441,7 @@ def fatal_line(err: Exception) -> str:
 def call_model(
     client: anthropic.Anthropic, retry: Retry | None, stream: bool = False, **request
 ) -> anthropic.types.Message:
-    """client.messages.create(**request), or streamed (s05), retried on what may pass; every retry shown."""
+    """client.messages.create(**request), or streamed (s05), retried on what may pass; each retry shown."""
     retry = retry or Retry()
     attempts = retry.attempts
     for attempt in range(1, attempts + 1):
@@ -488,6 +502,121 @@ def save_conversation(messages: list, path: Path) -> Path:
     return path
 
 
+# -- new in s04: several tool calls per turn — reads run together, every other call alone, in order --
+
+MAX_TOOLS_PER_TURN = 10  # a turn asking for more: the calls past this are answered with an error, not run
+MAX_PARALLEL = 8  # reads running at once, at most
+READERS = ThreadPoolExecutor(MAX_PARALLEL, "read")  # made once: starting threads every turn is slow when busy
+
+
+@dataclass
+class Timed:
+    """When one call ran, for the display only: timings never go into a tool_result."""
+
+    index: int  # its place among the turn's tool_use blocks
+    block: object
+    group: int
+    started: float  # time.monotonic()
+    ended: float
+
+
+def reads_only(block) -> bool:
+    """Whether a call only reads, and so may run beside other reads (an unknown tool does not)."""
+    tool = REGISTRY.get(block.name)
+    return tool is not None and tool.read_only
+
+
+def plan(blocks: list) -> list[list[int]]:
+    """The calls' indexes, grouped in order: a run of reads is one group; any other call is alone."""
+    groups = []
+    for i, block in enumerate(blocks):
+        if reads_only(block) and groups and reads_only(blocks[groups[-1][-1]]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def over_the_cap(block, asked: int, audit: Path | None) -> str:
+    """The answer to a call past MAX_TOOLS_PER_TURN: it did not run, and the model is told why."""
+    output = (
+        f"error: not run: this turn asked for {asked} tool calls and at most {MAX_TOOLS_PER_TURN} run "
+        "per turn. Ask again for the ones you still need, fewer at a time."
+    )
+    if audit:
+        line = {"id": block.id, "tool": block.name, "input": block.input, "decision": "over the cap"}
+        line |= {"ms": 0, "chars": len(output), "is_error": True}
+        with audit.open("a") as log:
+            log.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return output
+
+
+def run_tools(
+    blocks: list,
+    workspace: Path,
+    permission: str = "auto",
+    audit: Path | None = None,
+    timeline: list | None = None,
+    pool: ThreadPoolExecutor = READERS,  # one with a single worker runs the reads one by one, as s03 did
+    read_latency: float = 0.0,
+) -> list[dict]:
+    """Answer every tool_use once, in the order asked: each group of reads in a thread pool, every
+    other call alone in this thread, so it overlaps nothing and only it can ask a person."""
+    answers = [None] * len(blocks)  # (output, is_error) per call, in tool_use order
+
+    def run(i: int, group: int) -> None:
+        started = time.monotonic()
+        if read_latency and reads_only(blocks[i]):
+            time.sleep(read_latency)  # stands in for a slow disk or a remote read (--read-latency)
+        answers[i] = execute(blocks[i], workspace, permission, audit)
+        if timeline is not None:
+            timeline.append(Timed(i, blocks[i], group, started, time.monotonic()))
+
+    for group, calls in enumerate(plan(blocks[:MAX_TOOLS_PER_TURN]), 1):
+        if len(calls) == 1:  # a write, bash, or a lone read: here, in the loop's thread, alone
+            run(calls[0], group)
+            continue
+        running = [pool.submit(run, i, group) for i in calls]
+        wait(running)  # the whole group has finished before the next call starts
+        for future in running:
+            future.result()  # re-raises in this thread anything execute() let through
+    for i in range(MAX_TOOLS_PER_TURN, len(blocks)):
+        answers[i] = over_the_cap(blocks[i], len(blocks), audit), True
+    return [
+        {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}
+        for block, (output, is_error) in zip(blocks, answers)
+    ]
+
+
+def seconds(text) -> float:
+    """A --read-latency value: seconds, from 0 to 60 (argparse reports a ValueError in one line)."""
+    value = float(text)
+    if not 0 <= value <= 60:
+        raise ValueError(f"{text} is not between 0 and 60 seconds")
+    return value
+
+
+def label(block, limit: int = 44) -> str:
+    """A call in a few words: its tool and the first line of its first input."""
+    first = next(iter(block.input.values()), "") if isinstance(block.input, dict) else ""
+    return f"{block.name} {(str(first).splitlines() or [''])[0]}"[:limit]
+
+
+def show_timeline(timeline: list, width: int = 40) -> None:
+    """Which calls ran together (same group) and how long each took, as bars on one time axis."""
+    if not timeline:
+        return
+    start, end = min(t.started for t in timeline), max(t.ended for t in timeline)
+    scale = width / max(end - start, 1e-9)
+    table = Table(title="tool calls this turn: same group = ran together", title_justify="left")
+    for column in ("group", "call", "ms", "timeline"):
+        table.add_column(column, justify="right" if column == "ms" else "left")
+    for t in sorted(timeline, key=lambda t: t.index):
+        bar = " " * round((t.started - start) * scale) + "█" * max(1, round((t.ended - t.started) * scale))
+        table.add_row(str(t.group), escape(label(t.block)), f"{(t.ended - t.started) * 1000:.0f}", bar)
+    console.print(table)
+
+
 # -- new in s05: the loop stops when it should — limits, a repeat brake, streaming, Ctrl-C, a trace --
 
 MAX_STEPS = 50  # model calls in one run (--max-steps)
@@ -501,19 +630,18 @@ COST_WARNING = 0.8
 PRICES = {"claude-sonnet-5": (3.00, 15.00)}
 CACHE_WRITE, CACHE_READ = 1.25, 0.10
 REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is refused
-REFUSED = "\0refused"  # what the repeat brake remembers as the result of a call it refused
 INTERRUPT_GRACE = 1.0  # seconds a running command still gets after Ctrl-C, before its group is killed
 INTERRUPTED = "error: interrupted by the user"  # how every answer to a call stopped by Ctrl-C begins
 INTERRUPT = threading.Event()  # set by a first Ctrl-C while tools run: finish, answer, save, stop
-RESUME_INSTRUCTION = "Continue where you left off."  # what a live --resume adds if given no instruction
-RESUME_FIXTURE = "fixtures/s05_resume.json"  # what --resume replays offline
+CTRL_C_IN_TOOLS = (
+    "interrupted by the user (Ctrl-C while tools ran: the calls that finished keep their results)"
+)
 
 
 def tokens_in(usage) -> int:
     """Everything one request sent: uncached input, plus what was written to and read from the cache."""
-    return (
-        usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
-    )
+    cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+    return usage.input_tokens + cached
 
 
 def cost(usage, model: str = MODEL) -> float:
@@ -533,21 +661,24 @@ class Budget:
     max_input_tokens: int = MAX_INPUT_TOKENS
     max_cost: float = MAX_COST
     model: str = MODEL
-    rows: list = field(default_factory=list)  # one per model call: (tokens in, tokens out, dollars)
+    rows: list = field(default_factory=list)  # per model call: (stop_reason, tokens in, tokens out, dollars)
     warned: bool = False
     reason: str = ""  # why the loop ended, once it has
 
     @property
     def tokens(self) -> int:
-        return sum(tokens_in + tokens_out for tokens_in, tokens_out, _ in self.rows)
+        return sum(tokens_in + tokens_out for _, tokens_in, tokens_out, _ in self.rows)
 
     @property
     def cost(self) -> float:
-        return sum(dollars for *_, dollars in self.rows)
+        return sum(row[3] for row in self.rows)
 
-    def spend(self, usage) -> str | None:
+    def spend(self, response) -> str | None:
         """Count one response; the first time the cost passes COST_WARNING of the cap, say so."""
-        self.rows.append((tokens_in(usage), usage.output_tokens, cost(usage, self.model)))
+        usage = response.usage
+        self.rows.append(
+            (response.stop_reason, tokens_in(usage), usage.output_tokens, cost(usage, self.model))
+        )
         if self.warned or self.cost < COST_WARNING * self.max_cost:
             return None
         self.warned = True
@@ -555,9 +686,9 @@ class Budget:
             f"about ${self.cost:.4f} spent, {self.cost / self.max_cost:.0%} of --max-cost ${self.max_cost:g}"
         )
 
-    def exceeded(self) -> str | None:
-        """The first limit reached, named with its flag; None while there is room for another call."""
-        last_in = self.rows[-1][0] if self.rows else 0
+    def exceeded(self) -> str:
+        """The first limit reached, named with its flag; "" while there is room for another call."""
+        last_in = self.rows[-1][1] if self.rows else 0
         if len(self.rows) >= self.max_steps:
             return f"max steps: {len(self.rows)} model calls made (--max-steps {self.max_steps})"
         if self.tokens >= self.max_tokens_total:
@@ -570,53 +701,75 @@ class Budget:
             )
         if self.cost >= self.max_cost:
             return f"cost limit: about ${self.cost:.4f} spent (--max-cost ${self.max_cost:g})"
-        return None
+        return ""
+
+    def spent(self) -> dict:
+        return {"steps": len(self.rows), "tokens": self.tokens, "cost": round(self.cost, 6)}
 
     def limits(self) -> dict:
-        names = ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")
-        return {name: getattr(self, name) for name in names}
+        return {
+            name: getattr(self, name)
+            for name in ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")
+        }
 
 
 @dataclass
 class RepeatGuard:
-    """The brake on a model going round in circles. It sees every call, in the order asked: when the
-    REPEAT_LIMIT - 1 calls before one were the same tool with the same input and gave the same result,
-    it is refused (an is_error asking for another approach); asking once more stops the run."""
+    """The brake on a model going round in circles. It sees every call in the order asked: a call is
+    refused (an is_error asking for another approach) when the REPEAT_LIMIT - 1 calls just before it
+    were the same tool with the same input and gave the same result; asking again stops the run."""
 
     limit: int = REPEAT_LIMIT
     recent: list = field(default_factory=list)  # [call, result] of the latest calls; None: not run yet
-    turn: list = field(default_factory=list)  # this turn's entries, filled in once the results are known
+    refused: dict = field(default_factory=dict)  # this turn's refusals: tool_use id -> the answer
+    turn: list = field(default_factory=list)  # this turn's entries in `recent`, in tool_use order
     stop: str = ""  # set when the model asks again after a refusal: why the run stops
 
-    def screen(self, blocks: list) -> list[str | None]:
-        """For each call, in order: None to run it, or the is_error text that answers it instead."""
-        self.turn = []
-        return [self._screen(block) for block in blocks]
+    def screen(self, calls: list) -> list:
+        """The calls that may run; the others get their answer in self.refused."""
+        self.refused, self.turn = {}, []
+        for block in calls:
+            answer = self.check(block.name, json.dumps(block.input, sort_keys=True, ensure_ascii=False))
+            if answer:
+                self.refused[block.id] = answer
+        return [block for block in calls if block.id not in self.refused]
 
-    def _screen(self, block) -> str | None:
-        call = f"{block.name} {json.dumps(block.input, sort_keys=True, ensure_ascii=False)}"
+    def check(self, name: str, data: str) -> str | None:
+        """None to let this call (a tool and its input as JSON) run, or the error that answers it instead."""
+        call = f"{name} {data}"
         before = self.recent[-(self.limit - 1) :]
         results = {result for _, result in before if result is not None}  # None: asked earlier this turn
         answer = None
-        if before and before[-1] == [call, REFUSED]:
+        if before and before[-1] == [call, "refused"]:
             self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
             answer = "error: not run: refused again, so this run stops here."
         elif len(before) == self.limit - 1 and {c for c, _ in before} == {call} and len(results) <= 1:
             answer = (
-                f"error: not run: this is the same {block.name} call with the same input {self.limit} times "
-                "in a row, and it gave the same result each time, so another gives nothing new. Change "
-                "approach: other input, another tool, or stop and report what you found."
+                f"error: not run: this is the same {name} call with the same input {self.limit} times in a "
+                "row, and it gave the same result each time, so another gives nothing new. Change approach: "
+                "other input, another tool, or stop and report what you found."
             )
-        entry = [call, REFUSED if answer else None]
-        self.recent = (self.recent + [entry])[-self.limit :]
-        self.turn.append(entry)
+        entry = [call, "refused" if answer else None]
+        self.recent, self.turn = (self.recent + [entry])[-self.limit :], self.turn + [entry]
         return answer
 
-    def record(self, results: list[dict]) -> None:
-        """This turn's tool_results, in tool_use order: the next calls are compared with them."""
-        for entry, result in zip(self.turn, results):
-            if entry[1] is None:
-                entry[1] = json.dumps([result["content"], result["is_error"]])
+    def merge(self, calls: list, results: list[dict]) -> list[dict]:
+        """All the turn's tool_results in tool_use order, refusals in their places; results remembered."""
+        ran = iter(results)
+        merged = [
+            {
+                "type": "tool_result",
+                "tool_use_id": block.id,
+                "content": self.refused[block.id],
+                "is_error": True,
+            }
+            if block.id in self.refused
+            else next(ran)
+            for block in calls
+        ]
+        for entry, result in zip(self.turn, merged):
+            entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
+        return merged
 
 
 class Cancelled(Exception):
@@ -647,8 +800,8 @@ def wait_for(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
 @contextmanager
 def ctrl_c_lets_tools_finish():
     """While tools run, a first Ctrl-C only sets INTERRUPT: the running call finishes (a long command
-    is cancelled), the calls after it are answered as interrupted, and the loop stops after the turn.
-    A second Ctrl-C raises KeyboardInterrupt at once."""
+    is cancelled), the calls not started are answered as interrupted, and the loop stops after the
+    turn. A second Ctrl-C raises KeyboardInterrupt at once."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may handle signals; elsewhere Ctrl-C keeps its default
         return
@@ -666,48 +819,16 @@ def ctrl_c_lets_tools_finish():
         signal.signal(signal.SIGINT, previous)
 
 
-def answer_open_calls(messages: list, results: list) -> None:
-    """After a stop mid-turn, answer every tool_use of the last assistant message exactly once: calls
-    that ran keep their results, the others get an is_error. The conversation then obeys the API."""
-    last = plain(messages[-1]) if messages else {}
-    if last.get("role") != "assistant" or not isinstance(last.get("content"), list):
-        return
-    done = {result["tool_use_id"]: result for result in results}
-    missed = {
-        "type": "tool_result",
-        "content": f"{INTERRUPTED}: stopped before it had a result",
-        "is_error": True,
-    }
-    asked = [block["id"] for block in last["content"] if block.get("type") == "tool_use"]
-    if asked:
-        answers = [done.get(tool_id) or missed | {"tool_use_id": tool_id} for tool_id in asked]
-        messages.append({"role": "user", "content": answers})
-
-
-# The trace: one JSON object per line, written as it happens. s06 turns traces into fixtures.
-#   {"event": "start", "script", "model", "max_tokens", "system", "tools", "stream", "limits"}
-#   {"event": "model_call", "step", "request", "response", "ms", "spent"}   one per model call:
-#       request = {"messages_count", "new_from", "new_messages"}: this request's messages are the
-#       previous request's messages[:new_from] + new_messages (the first has new_from 0), so with the
-#       start line every request body can be rebuilt exactly; response = the final Message as the API
-#       returns it; spent = {"tokens", "cost"} for the run so far. A call that failed has "error":
-#       {"status", "body"} in place of "response" (and no "ms", "spent").
-#   {"event": "tools", "step", "results": [{"tool_use_id", "name", "input", "content", "is_error"}],
-#       "ms", "next"}   next: "continue", or "stop" when the loop ends after this turn
-#   {"event": "stop", "reason", "steps", "tokens", "cost"}   last, unless the process was killed
-
-
-def trace(path: Path | None, event: str, **fields) -> None:
-    """Append one line to the trace with a single write() and no buffer: a crash, even kill -9, loses
-    nothing written before it and leaves no half line."""
-    if path is None:
-        return
-    line = json.dumps(plain({"event": event, **fields}), ensure_ascii=False) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+@contextmanager
+def waiting(stream: bool, turn: int):
+    """While the model answers: a streamed turn opens with its rule (its text then prints as it
+    comes), a whole one shows the spinner."""
+    if stream:
+        console.rule(f"turn {turn}")
+        yield
+    else:
+        with console.status("waiting for the model…"):
+            yield
 
 
 def streamed(client: anthropic.Anthropic, **request) -> anthropic.types.Message:
@@ -739,32 +860,99 @@ def show_spend(budget: Budget, warning: str | None) -> None:
         console.print(f"[yellow]cost warning:[/] {escape(warning)}")
 
 
-def load_conversation(path: Path) -> list:
-    """A saved conversation, checked against the API's rules; any problem is one line saying what to do."""
+def answer_open_calls(messages: list) -> bool:
+    """After a stop mid-turn, give every tool_use of the last assistant message an is_error result, so
+    that the conversation obeys the API's rules again; whether there were any to answer."""
+    last = plain(messages[-1]) if messages else {}
+    asked = [b["id"] for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
+    if last.get("role") != "assistant" or not asked:
+        return False
+    missed = {
+        "type": "tool_result",
+        "content": f"{INTERRUPTED}: stopped before it had a result",
+        "is_error": True,
+    }
+    messages.append({"role": "user", "content": [missed | {"tool_use_id": tool_id} for tool_id in asked]})
+    return True
+
+
+def stopped(turns: list, budget: Budget, trace_path: Path | None) -> list:
+    """The end of a run, whatever ended it: the reason on screen and as the trace's last line."""
+    console.print(f"[bold]stopped:[/] {escape(budget.reason)}", soft_wrap=True)
+    trace(trace_path, "stop", reason=budget.reason, **budget.spent())
+    return turns
+
+
+def interrupted(messages: list, budget: Budget, trace_path: Path | None) -> None:
+    """A Ctrl-C that ended the run at once: answer what was open, and say where it came."""
+    if answer_open_calls(messages):
+        budget.reason = "interrupted by the user (a second Ctrl-C while tools ran: open calls answered)"
+    else:
+        budget.reason = "interrupted by the user (during a model call: its partial reply was dropped)"
+    stopped([], budget, trace_path)
+
+
+def failed(budget: Budget | None, trace_path: Path | None, err: Exception) -> None:
+    """A fatal error, the last of the six ways a run ends: named, and kept in the trace (main says it)."""
+    if budget is None:
+        return
+    budget.reason = f"fatal error: {fatal_line(err)}"
+    cause = err.__cause__ if isinstance(err, GaveUp) else err
+    status = status_of(cause) if isinstance(cause, anthropic.APIError) else None
+    error = {"status": status, "body": getattr(cause, "body", None), "message": str(err)}
+    trace(trace_path, "model_call", step=len(budget.rows) + 1, error=error)
+    trace(trace_path, "stop", reason=budget.reason, **budget.spent())
+
+
+# The trace: one JSON object per line, written as it happens; s06 turns traces into fixtures.
+#   {"event": "start", "script", "model", "max_tokens", "system", "tools", "stream", "limits"}
+#   {"event": "model_call", "step", "request", "response", "ms", "spent"}   one per model call:
+#       request = {"messages_count", "new_from", "new_messages"}: this request's messages are the
+#       previous request's messages[:new_from] + new_messages (the first has new_from 0), so with the
+#       start line every request body can be rebuilt exactly; response = the final Message as the API
+#       returns it; spent = {"tokens", "cost"} for the run so far. A call that failed fatally has
+#       "error": {"status", "body", "message"} in place of request and response.
+#   {"event": "tools", "step", "results": [{"tool_use_id", "name", "input", "content", "is_error"}],
+#       "ms", "next"}   next: "continue", or "stop" when the loop ends after this turn
+#   {"event": "stop", "reason", "steps", "tokens", "cost"}   last, unless the process was killed
+
+
+def trace(path: Path | None, event: str, **fields) -> None:
+    """Append one line to the trace with a single write() and no buffer: a crash, even kill -9, loses
+    nothing written before it and leaves no half line."""
+    if path is None:
+        return
+    line = json.dumps(plain({"event": event, **fields}), ensure_ascii=False) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        messages = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise replay.WorkbookError(
-            f"{path}: no such file — give the path a run printed after its stop"
-        ) from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise replay.WorkbookError(f"{path}: not a saved conversation (not JSON)") from None
-    problems = replay.api_rule_problems(messages) if isinstance(messages, list) else ["it is not a list"]
-    if problems:
-        raise replay.WorkbookError(f"{path}: cannot continue this conversation — {problems[0]}")
-    return messages
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
 
 
-def continued(messages: list, instruction: str) -> list:
-    """A saved conversation with the user's new instruction added, ready to send."""
-    if messages[-1]["role"] == "user":  # it ends on tool results (a stop mid-task): the text goes after
-        content = messages[-1]["content"]
-        content = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-        extra = [{"type": "text", "text": instruction}] if instruction else []
-        return messages[:-1] + [{"role": "user", "content": content + extra}]
-    if not instruction:
-        raise replay.WorkbookError("the conversation ended with the model's answer: give a new instruction")
-    return messages + [{"role": "user", "content": instruction}]
+def trace_start(path, model: str, stream: bool, budget: Budget) -> None:
+    """The first line: what every request of the run shares, and the run's limits."""
+    shared = {"model": model, "max_tokens": MAX_TOKENS, "system": SYSTEM, "tools": TOOLS, "stream": stream}
+    trace(path, "start", script=Path(__file__).stem, **shared, limits=budget.limits())
+
+
+def trace_call(
+    path, step: int, messages: list, logged: list, response, started: float, budget: Budget
+) -> list:
+    """The line for one model call; returns the messages it sent, so that the next logs only what is new."""
+    new = next((i for i, (a, b) in enumerate(zip(logged, messages)) if a is not b), len(logged))
+    sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:]}
+    spent = {"tokens": budget.tokens, "cost": round(budget.cost, 6)}
+    ms = round((time.monotonic() - started) * 1000)
+    trace(path, "model_call", step=step, request=sent, response=response, ms=ms, spent=spent)
+    return list(messages)
+
+
+def trace_tools(path, step: int, calls: list, results: list, started: float, stop: str) -> None:
+    """The line for one turn's tool calls: what ran, what came back, whether the loop goes on."""
+    ran = [result | {"name": block.name, "input": block.input} for block, result in zip(calls, results)]
+    ms = round((time.monotonic() - started) * 1000)
+    trace(path, "tools", step=step, results=ran, ms=ms, next="stop" if stop else "continue")
 
 
 # -- what the reader sees --------------------------------------------------------------------------
@@ -789,18 +977,18 @@ def show_tool(block, output: str, limit: int = 400) -> None:
     console.print(shown, markup=False)
 
 
-def show_summary(turns: list, budget: Budget) -> None:
+def show_summary(budget: Budget) -> None:
     """A table of every turn: how it ended, its tokens and estimated cost; then why the loop ended."""
     table = Table(title="summary")
     for column in ("turn", "stop_reason", "tokens in", "tokens out", "cost (est.)"):
         table.add_column(column, justify="left" if column == "stop_reason" else "right")
-    for n, (response, (tokens_in, tokens_out, dollars)) in enumerate(zip(turns, budget.rows), 1):
-        table.add_row(str(n), response.stop_reason, f"{tokens_in:,}", f"{tokens_out:,}", f"${dollars:.4f}")
+    for n, (stop_reason, tokens_in, tokens_out, dollars) in enumerate(budget.rows, 1):
+        table.add_row(str(n), stop_reason, f"{tokens_in:,}", f"{tokens_out:,}", f"${dollars:.4f}")
     table.add_row(
         "total",
         "",
-        f"{sum(row[0] for row in budget.rows):,}",
         f"{sum(row[1] for row in budget.rows):,}",
+        f"{sum(row[2] for row in budget.rows):,}",
         f"${budget.cost:.4f}",
     )
     console.print(table)
@@ -818,100 +1006,72 @@ def agent_loop(
     permission: str = "auto",
     audit: Path | None = None,
     retry: Retry | None = None,  # s03: how call_model waits between attempts (default: really)
-    budget: Budget | None = None,  # s05: the limits and the spending; budget.reason says why it ended
+    read_latency: float = 0.0,  # s04: seconds added to each read-only call (--read-latency)
+    budget: Budget | None = None,  # s05: the limits, and what the run spent; budget.reason: why it ended
     trace_path: Path | None = None,  # s05: where the JSON-lines trace goes (None: no trace)
     stream: bool = True,  # s05: stream each reply; False waits for it whole, as s01-s04 do
 ) -> list:
-    """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or
-    until a limit, the repeat brake, Ctrl-C or a fatal error stops it (`budget.reason` says which)."""
+    """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or a
+    limit, the repeat brake or a Ctrl-C while tools run stops it (budget.reason says which). A Ctrl-C
+    during a model call raises KeyboardInterrupt with the conversation as it was: main keeps it."""
     turns = []  # every response, in order
-    budget, guard, results, logged = budget or Budget(model=model), RepeatGuard(), [], []
-    start = {"script": Path(__file__).stem, "model": model, "max_tokens": MAX_TOKENS, "system": SYSTEM}
-    trace(trace_path, "start", **start, tools=TOOLS, stream=stream, limits=budget.limits())
+    budget, guard, logged = budget or Budget(model=model), RepeatGuard(), []  # s05: what stops the loop
+    trace_start(trace_path, model, stream, budget)
     INTERRUPT.clear()
-    where = "before the first model call"
-    try:
-        while True:
-            # 0. Before paying for another call, check every limit: the first one reached ends the run,
-            #    and the conversation is whole (it ends on the last turn's tool results).
-            budget.reason = budget.exceeded() or ""
-            if budget.reason:
-                break
+    while True:
+        # 0. Before paying for another call, check every limit (s05): the first one reached ends the
+        #    run, and the conversation is whole (it ends on the last turn's tool results).
+        budget.reason = budget.exceeded()
+        if budget.reason:
+            return stopped(turns, budget, trace_path)
 
-            # 1. Send the whole history: the model has no memory of its own between calls.
-            #    call_model() retries what may pass and raises what cannot (s03).
-            results, started, where = (
-                [],
-                time.monotonic(),
-                "during a model call: its partial reply is dropped",
+        # 1. Send the whole history: the model has no memory of its own between calls.
+        #    call_model() retries what may pass and raises what cannot (s03); it streams (s05).
+        started = time.monotonic()
+        with waiting(stream, len(turns) + 1):
+            response = call_model(
+                client,
+                retry,
+                stream,
+                model=model,
+                system=SYSTEM,
+                tools=TOOLS,
+                messages=messages,
+                max_tokens=MAX_TOKENS,
             )
-            if stream:
-                console.rule(f"turn {len(turns) + 1}")
-            with nullcontext() if stream else console.status("waiting for the model…"):
-                response = call_model(
-                    client,
-                    retry,
-                    stream,
-                    model=model,
-                    system=SYSTEM,
-                    tools=TOOLS,
-                    messages=messages,
-                    max_tokens=MAX_TOKENS,
-                )
-            turns.append(response)
-            show_turn(len(turns), response, stream)
-            show_spend(budget, budget.spend(response.usage))
-            logged = trace_call(trace_path, len(turns), messages, logged, response, started, budget)
+        turns.append(response)
+        show_turn(len(turns), response, stream)
+        show_spend(budget, budget.spend(response))
+        logged = trace_call(trace_path, len(turns), messages, logged, response, started, budget)
 
-            # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
-            messages.append({"role": "assistant", "content": response.content})
+        # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
+        messages.append({"role": "assistant", "content": response.content})
 
-            # 3. Any stop but tool_use ends the loop. That includes max_tokens: a reply cut off there may
-            #    hold a tool_use whose input is incomplete, and it must never be executed.
-            if response.stop_reason != "tool_use":
-                budget.reason = f"the model ended its turn (stop_reason {response.stop_reason})"
-                break
+        # 3. Any stop but tool_use ends the loop. That includes max_tokens: a reply cut off there may
+        #    hold a tool_use whose input is incomplete, and it must never be executed.
+        if response.stop_reason != "tool_use":
+            budget.reason = f"the model ended its turn (stop_reason {response.stop_reason})"
+            return stopped(turns, budget, trace_path)
 
-            # 4. Run every tool_use and answer each id exactly once, all in one user message.
-            #    execute() never raises on what the model sent: a refusal is an is_error result. So are
-            #    a call the repeat brake refuses and, after a first Ctrl-C, every call not yet started.
-            calls = [block for block in response.content if block.type == "tool_use"]
-            started, where = time.monotonic(), "while tools ran: the calls that finished keep their results"
-            with ctrl_c_lets_tools_finish():
-                for block, refusal in zip(calls, guard.screen(calls)):
-                    output, is_error = (
-                        (refusal, True) if refusal else execute(block, workspace, permission, audit)
-                    )
-                    show_tool(block, output)
-                    results.append(
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": block.id,
-                            "content": output,
-                            "is_error": is_error,
-                        }
-                    )
-            messages.append({"role": "user", "content": results})
-            guard.record(results)
-            budget.reason = f"interrupted by the user ({where})" if INTERRUPT.is_set() else guard.stop
-            trace_tools(trace_path, len(turns), calls, results, started, budget.reason)
-            if budget.reason:
-                break
-    except KeyboardInterrupt:  # during a model call, or a second Ctrl-C while tools ran
-        answer_open_calls(messages, results)
-        budget.reason = f"interrupted by the user ({where})"
-    except Exception as err:  # the last layer, a fatal error: main reports it, the trace keeps it
-        budget.reason = f"fatal error: {fatal_line(err)}"
-        cause = err.__cause__ if isinstance(err, GaveUp) else err
-        failed = {"status": status_of(cause) if isinstance(cause, anthropic.APIError) else None}
-        failed |= {"body": getattr(cause, "body", None), "message": str(err)}
-        trace(trace_path, "model_call", step=len(turns) + 1, error=failed)
-        raise
-    finally:
-        spent = {"steps": len(turns), "tokens": budget.tokens, "cost": round(budget.cost, 6)}
-        trace(trace_path, "stop", reason=budget.reason, **spent)
-        console.print(f"[bold]stopped:[/] {escape(budget.reason)}", soft_wrap=True)
-    return turns
+        # 4. Run the tool calls, reads side by side and the rest one at a time, and answer each id
+        #    exactly once, in the order asked, all in one user message. Each call still goes
+        #    through execute(), so whatever fails is an is_error result, never a missing one.
+        #    s05: the repeat brake answers the calls it holds back; a first Ctrl-C lets the running
+        #    call finish, answers the others as interrupted, and ends the run after this turn.
+        calls = [block for block in response.content if block.type == "tool_use"]
+        timeline = []  # when each call ran: shown to the reader, never sent to the model
+        allowed, started = guard.screen(calls), time.monotonic()
+        with ctrl_c_lets_tools_finish():
+            results = run_tools(allowed, workspace, permission, audit, timeline, read_latency=read_latency)
+        results = guard.merge(calls, results)
+        for block, result in zip(calls, results):
+            show_tool(block, result["content"])
+        show_timeline(timeline)
+        messages.append({"role": "user", "content": results})
+        budget.reason = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop
+        trace_tools(trace_path, len(turns), calls, results, started, budget.reason)
+        if budget.reason:
+            return stopped(turns, budget, trace_path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -923,9 +1083,16 @@ def main(argv: list[str] | None = None) -> int:
         help="ask before writes and bash (default at a terminal), auto (default otherwise: allow all "
         "but dangerous commands), deny (read-only tools only)",
     )
-    add_budget_flags(parser)
+    parser.add_argument(
+        "--read-latency",
+        type=seconds,
+        metavar="SECONDS",
+        help="make every read-only call this much slower, like a network drive, to watch reads overlap "
+        "(default: the fixture's read_latency in replay, else 0)",
+    )
+    add_budget_flags(parser)  # s05: the limits, --resume, --save, --trace, --no-stream
     args = parser.parse_args(argv)
-    run, messages, conversation = None, [], None
+    run, budget, trace_path, conversation, messages = None, None, None, None, []  # s05: kept at any stop
     try:
         run = replay.start(resume_mode(args), MODEL, "s05_budget", **CLIENT_OPTIONS)
         args = with_fixture_flags(parser, argv, run)
@@ -933,7 +1100,16 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold]task:[/] {escape(run.task)}")
         permission = args.permission or ("ask" if run.mode != "replay" and sys.stdin.isatty() else "auto")
         audit = audit_path(run)
-        conversation = Path(args.save or audit.parent / "conversation.json")
+        latency = args.read_latency
+        if latency is None:  # a fixture may ask for it, so that its reads visibly overlap
+            try:
+                latency = seconds((run.fixture or {}).get("read_latency", 0))
+            except (TypeError, ValueError):
+                raise replay.FixtureError(
+                    f"{run.fixture_path}: read_latency must be 0 to 60 seconds"
+                ) from None
+        if latency:
+            console.print(f"[dim]each read-only call is slowed by {latency} s (simulated latency)[/]")
         messages = first_messages(run, args.resume)
         no_sleep = run.mode == "replay" or os.environ.get("WORKBOOK_NO_SLEEP")  # replays never wait
         retry = Retry(skip_wait, random.Random(0).random) if no_sleep else Retry()
@@ -941,7 +1117,9 @@ def main(argv: list[str] | None = None) -> int:
             args.max_steps, args.max_tokens_total, args.max_input_tokens, args.max_cost, run.model
         )
         trace_path = Path(args.trace or audit.parent / "trace.jsonl")
-        turns = agent_loop(
+        conversation = Path(args.save or audit.parent / "conversation.json")
+        stream = streaming(args, run)
+        agent_loop(
             run.client,
             messages,
             run.workspace,
@@ -949,15 +1127,17 @@ def main(argv: list[str] | None = None) -> int:
             permission,
             audit,
             retry,
+            latency,
             budget,
             trace_path,
-            streaming(args, run),
+            stream,
         )
-        show_summary(turns, budget)
+        show_summary(budget)
         console.print(f"[dim]permission {permission}; audit log: {audit}; trace: {trace_path}[/]")
         keep(messages, conversation)
-        return 130 if budget.reason.startswith("interrupted") else 0
+        return 130 if INTERRUPT.is_set() else 0
     except (anthropic.APIError, GaveUp) as err:  # s03: what retrying cannot fix stops the run cleanly
+        failed(budget, trace_path, err)  # s05: named, and kept in the trace
         console.print(f"[red]stopped:[/] {escape(fatal_line(err))}", soft_wrap=True)
         saved = save_conversation(messages, conversation)
         console.print(
@@ -967,9 +1147,10 @@ def main(argv: list[str] | None = None) -> int:
     except replay.WorkbookError as err:
         console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
         return 1
-    except KeyboardInterrupt:  # s05: outside the loop (it handles its own); keep what there is
-        console.print("[yellow]interrupted[/]")
-        if messages:
+    except KeyboardInterrupt:  # s05: a Ctrl-C during a model call, or a second one: keep the work
+        if budget:
+            interrupted(messages, budget, trace_path)
+            show_summary(budget)
             keep(messages, conversation)
         return 130
     finally:
@@ -978,59 +1159,25 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"[dim]{note}[/]")
 
 
-# -- new in s05: the trace of a step, and the command line for limits, resuming and streaming -------
+# -- new in s05: the command line — limits, a saved conversation to resume, the trace, streaming ----
 
-
-def trace_call(
-    path, step: int, messages: list, logged: list, response, started: float, budget: Budget
-) -> list:
-    """The trace line for one model call; returns the messages it sent, to log only what is new next."""
-    new = next((i for i, (a, b) in enumerate(zip(logged, messages)) if a is not b), len(logged))
-    sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:]}
-    spent = {"tokens": budget.tokens, "cost": round(budget.cost, 6)}
-    ms = round((time.monotonic() - started) * 1000)
-    trace(path, "model_call", step=step, request=sent, response=response, ms=ms, spent=spent)
-    return list(messages)
-
-
-def trace_tools(path, step: int, calls: list, results: list, started: float, stop: str) -> None:
-    """The trace line for one turn's tool calls: what ran, what came back, and whether the loop goes on."""
-    ran = [result | {"name": block.name, "input": block.input} for block, result in zip(calls, results)]
-    ms = round((time.monotonic() - started) * 1000)
-    trace(path, "tools", step=step, results=ran, ms=ms, next="stop" if stop else "continue")
+RESUME_INSTRUCTION = "Continue where you left off."  # what a live --resume adds when given no instruction
+RESUME_FIXTURE = "fixtures/s05_resume.json"  # what --resume replays offline
 
 
 def add_budget_flags(parser) -> None:
     """The limits, --resume, where the conversation and the trace go, and --no-stream."""
+    limits = [
+        ("--max-steps", int, MAX_STEPS, "model calls"),
+        ("--max-tokens-total", int, MAX_TOKENS_TOTAL, "input + output tokens over the run"),
+        ("--max-input-tokens", int, MAX_INPUT_TOKENS, "input tokens in any one request"),
+        ("--max-cost", float, MAX_COST, f"estimated dollars, with a warning at {COST_WARNING * 100:.0f}%%"),
+    ]
+    for flag, kind, default, what in limits:
+        parser.add_argument(
+            flag, type=kind, default=default, metavar="N", help=f"{what}, at most (default {default:,})"
+        )
     add = parser.add_argument
-    add(
-        "--max-steps",
-        type=int,
-        default=MAX_STEPS,
-        metavar="N",
-        help=f"model calls at most (default {MAX_STEPS})",
-    )
-    add(
-        "--max-tokens-total",
-        type=int,
-        default=MAX_TOKENS_TOTAL,
-        metavar="N",
-        help=f"input + output tokens over the run, at most (default {MAX_TOKENS_TOTAL:,})",
-    )
-    add(
-        "--max-input-tokens",
-        type=int,
-        default=MAX_INPUT_TOKENS,
-        metavar="N",
-        help=f"input tokens in any one request, at most (default {MAX_INPUT_TOKENS:,})",
-    )
-    add(
-        "--max-cost",
-        type=float,
-        default=MAX_COST,
-        metavar="DOLLARS",
-        help=f"estimated cost at most, warned at {COST_WARNING * 100:.0f}%% of it (default {MAX_COST:g})",
-    )
     add(
         "--resume",
         metavar="FILE",
@@ -1068,7 +1215,7 @@ def first_messages(run: replay.Run, resume: str | None) -> list:
         Path(resume) if Path(resume).exists() or not (replay.ROOT / resume).exists() else replay.ROOT / resume
     )
     saved = load_conversation(path)
-    console.print(f"[bold]resuming[/] {escape(str(path))}: {len(saved)} messages, then the instruction above")
+    console.print(f"[bold]resuming[/] {escape(str(path))}: {len(saved)} messages, then the task above")
     messages = continued(saved, run.task)
     recorded = run.fixture["exchanges"][0]["request"]["messages"] if run.fixture else None
     if recorded and replay.normalize_messages(recorded) != replay.normalize_messages(plain(messages)):
@@ -1077,6 +1224,34 @@ def first_messages(run: replay.Run, resume: str | None) -> list:
             "[yellow]note:[/] not the conversation this fixture was recorded from; replaying leniently"
         )
     return messages
+
+
+def load_conversation(path: Path) -> list:
+    """A saved conversation, checked against the API's rules; any problem is one line saying what to do."""
+    try:
+        messages = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise replay.WorkbookError(
+            f"{path}: no such file — give the path a run printed after its stop"
+        ) from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise replay.WorkbookError(f"{path}: not a saved conversation (not JSON)") from None
+    problems = replay.api_rule_problems(messages) if isinstance(messages, list) else ["it is not a list"]
+    if problems:
+        raise replay.WorkbookError(f"{path}: cannot continue this conversation — {problems[0]}")
+    return messages
+
+
+def continued(messages: list, instruction: str) -> list:
+    """A saved conversation with the user's new instruction added, ready to send."""
+    if messages[-1]["role"] == "user":  # it ends on tool results (a stop mid-task): the text goes after
+        content = messages[-1]["content"]
+        content = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        extra = [{"type": "text", "text": instruction}] if instruction else []
+        return messages[:-1] + [{"role": "user", "content": content + extra}]
+    if not instruction:
+        raise replay.WorkbookError("the conversation ended with the model's answer: give a new instruction")
+    return messages + [{"role": "user", "content": instruction}]
 
 
 def streaming(args, run: replay.Run) -> bool:
@@ -1088,7 +1263,7 @@ def streaming(args, run: replay.Run) -> bool:
 
 def keep(messages: list, path: Path) -> None:
     """Save the conversation, every tool_use answered, and say how to go on from it."""
-    answer_open_calls(messages, [])
+    answer_open_calls(messages)
     save_conversation(messages, path)
     console.print(f"[dim]conversation saved: {path}[/]", soft_wrap=True)
     console.print(

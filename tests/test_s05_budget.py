@@ -46,6 +46,12 @@ def usage(input_tokens=0, output_tokens=0, written=None, read=None) -> anthropic
     )
 
 
+def reply(used: anthropic.types.Usage) -> anthropic.types.Message:
+    return anthropic.types.Message.model_validate(
+        message([text("ok")], "tool_use") | {"usage": used.to_dict()}
+    )
+
+
 def fixture(name: str) -> dict:
     return replay.load_fixture(FIXTURES / f"s05_{name}.json")
 
@@ -87,10 +93,10 @@ def test_a_model_missing_from_the_price_table_is_priced_as_the_default(step):
 
 def test_the_cost_warning_comes_once_when_the_threshold_is_passed(step):
     budget = step.Budget(max_cost=0.01)
-    assert budget.spend(usage(1000, 100)) is None  # $0.0045, 45%
-    warning = budget.spend(usage(1000, 100))  # $0.0090, 90%
+    assert budget.spend(reply(usage(1000, 100))) is None  # $0.0045, 45%
+    warning = budget.spend(reply(usage(1000, 100)))  # $0.0090, 90%
     assert warning == "about $0.0090 spent, 90% of --max-cost $0.01"
-    assert budget.spend(usage(10, 1)) is None and budget.exceeded() is None
+    assert budget.spend(reply(usage(10, 1))) is None and budget.exceeded() == ""
 
 
 @pytest.mark.parametrize(
@@ -105,9 +111,9 @@ def test_the_cost_warning_comes_once_when_the_threshold_is_passed(step):
 def test_each_limit_stops_the_run_with_its_flag_in_the_reason(step, limits, spent, reason):
     budget = step.Budget(**limits)
     for used in spent[:-1]:
-        budget.spend(used)
-        assert budget.exceeded() is None
-    budget.spend(spent[-1])
+        budget.spend(reply(used))
+        assert budget.exceeded() == ""
+    budget.spend(reply(spent[-1]))
     assert budget.exceeded().startswith(reason)
     flag = "--" + next(iter(limits)).replace("_", "-")
     assert flag in budget.exceeded()
@@ -144,7 +150,7 @@ def test_each_limit_stops_the_growing_run_at_the_turn_it_is_reached(step, limits
 def test_the_token_budget_fixture_warns_about_cost_before_the_token_budget_stops_it(step):
     turns, budget, transport, _ = replay_loop(step, "token_budget", max_tokens_total=5000, max_cost=0.024)
     assert len(turns) == 4 and budget.warned and budget.reason.startswith("token budget")
-    assert [row[0] for row in budget.rows] == [439, 1010, 1639, 2187]  # input grows: history is resent
+    assert [row[1] for row in budget.rows] == [439, 1010, 1639, 2187]  # input grows: history is resent
     assert budget.cost == pytest.approx(0.0194, abs=5e-5) and budget.cost < 0.024
 
 
@@ -161,12 +167,14 @@ def result(content="same", is_error=False):
 
 
 def run_turns(guard, turns):
-    """Each turn: a list of (block, result content); returns what the guard said for every call."""
+    """Each turn: a list of (block, result content); returns what the guard said for every call
+    (None: it ran) and runs the calls it let through."""
     said = []
     for calls in turns:
-        verdicts = guard.screen([b for b, _ in calls])
-        guard.record([result(content) for _, content in calls])
-        said += verdicts
+        allowed = guard.screen([b for b, _ in calls])
+        outputs = {b.id: content for b, content in calls}
+        guard.merge([b for b, _ in calls], [result(outputs[b.id]) for b in allowed])
+        said += [guard.refused.get(b.id) for b, _ in calls]
     return said
 
 
@@ -181,6 +189,16 @@ def test_asking_again_after_the_refusal_stops_the_run(step):
     guard = step.RepeatGuard()
     said = run_turns(guard, [[(block(), "same")]] * 4)
     assert said[3].startswith("error: not run") and guard.stop.startswith("repeated call: read_file")
+
+
+def test_refusals_take_their_places_among_the_results_in_tool_use_order(step):
+    guard = step.RepeatGuard()
+    run_turns(guard, [[(block(tool_id="a"), "x")], [(block(tool_id="b"), "x")]])
+    calls = [block(tool_id="c"), block("list_files", {}, "d"), block("grep", {"pattern": "x"}, "e")]
+    allowed = guard.screen(calls)
+    merged = guard.merge(calls, [result("files") | {"tool_use_id": "d"}, result("x") | {"tool_use_id": "e"}])
+    assert [b.id for b in allowed] == ["d", "e"]
+    assert [(r["tool_use_id"], r["is_error"]) for r in merged] == [("c", True), ("d", False), ("e", False)]
 
 
 def test_the_same_call_with_a_new_result_each_time_is_not_a_repeat(step):
@@ -198,8 +216,8 @@ def test_another_call_in_between_breaks_the_run_of_repeats(step):
 
 def test_three_identical_calls_in_one_turn_the_third_is_refused(step):
     guard = step.RepeatGuard()
-    verdicts = guard.screen([block(tool_id="a"), block(tool_id="b"), block(tool_id="c")])
-    assert verdicts[:2] == [None, None] and verdicts[2].startswith("error: not run")
+    allowed = guard.screen([block(tool_id="a"), block(tool_id="b"), block(tool_id="c")])
+    assert [b.id for b in allowed] == ["a", "b"] and guard.refused["c"].startswith("error: not run")
 
 
 def test_different_input_is_a_different_call(step):
@@ -340,7 +358,7 @@ def interrupt_during_the_slow_command(tmp_path, second: bool = False) -> tuple[s
 def test_ctrl_c_during_a_slow_command_cancels_it_answers_every_call_and_saves(tmp_path):
     out, code, saved = interrupt_during_the_slow_command(tmp_path)
     assert code == 130 and "Traceback" not in out, out
-    assert "stopped: interrupted by the user (while tools ran" in out
+    assert "stopped: interrupted by the user (Ctrl-C while tools ran" in out
     assert replay.api_rule_problems(saved) == []
     answers = saved[-1]["content"]
     assert [a["is_error"] for a in answers] == [True, True]
@@ -602,5 +620,5 @@ def test_live_ctrl_c_during_a_model_call_drops_the_partial_reply(tmp_path):
         proc.send_signal(signal.SIGINT)
         out = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "Traceback" not in out, out
-    assert "interrupted by the user (during a model call: its partial reply is dropped)" in out
+    assert "interrupted by the user (during a model call: its partial reply was dropped)" in out
     assert json.loads(saved.read_text()) == [{"role": "user", "content": "say hi"}]
