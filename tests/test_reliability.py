@@ -231,3 +231,75 @@ def test_a_huge_text_block_is_fine_and_a_huge_error_line_is_cut(tmp_path):
     with pytest.raises(replay.FixtureError) as caught:
         replay.load_fixture(path)
     assert len(str(caught.value)) < 400
+
+
+# -- API faults at random turns: retried within bounds, or a documented fatal stop ----------------
+
+TRANSIENT = [
+    {
+        "status": 529,
+        "body": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    },
+    {
+        "status": 429,
+        "headers": {"retry-after": "1"},
+        "body": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+    },
+    {"status": 500, "body": {"type": "error", "error": {"type": "api_error", "message": "Internal error"}}},
+    {"error": "connect"},
+    {"error": "timeout"},
+]
+FATAL = [
+    {"status": 400, "body": {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}},
+    {"status": 401, "body": {"type": "error", "error": {"type": "authentication_error", "message": "key"}}},
+    {"status": 403, "body": {"type": "error", "error": {"type": "permission_error", "message": "no"}}},
+]
+
+
+@st.composite
+def faulty_fixtures(draw, names: list[str], attempts: int, endings) -> tuple[dict, bool]:
+    """Replies with random faults before random turns; whether the run must end in a fatal stop."""
+    exchanges, fatal = [], False
+    for body in draw(conversations(names, endings)):
+        if draw(st.integers(0, 5)) == 0:  # now and then, a fault the loop cannot fix
+            exchanges.append({"response": draw(st.sampled_from(FATAL))})
+            if draw(st.booleans()):  # ...or more transient faults than the attempts allow
+                exchanges[-1] = {"response": draw(st.sampled_from(TRANSIENT))}
+                exchanges += [{"response": draw(st.sampled_from(TRANSIENT))} for _ in range(attempts - 1)]
+            fatal = True
+            break
+        faults = draw(st.integers(0, attempts - 1))  # fewer than the attempts: must pass
+        exchanges += [{"response": draw(st.sampled_from(TRANSIENT))} for _ in range(faults)]
+        exchanges.append({"response": {"status": 200, "body": body}})
+    first = {"messages": [{"role": "user", "content": "go"}]}
+    return {"exchanges": [{"request": first, **e} for e in exchanges], "task": "go", "workspace": ""}, fatal
+
+
+@pytest.mark.parametrize("step_name", [s for s in STEPS if s >= "s03"])
+def test_random_api_faults_are_retried_within_bounds_or_stop_cleanly(
+    step_name, tmp_path_factory, monkeypatch
+):
+    import anthropic
+
+    step = importlib.import_module(step_name)
+    quiet(step, monkeypatch)
+    endings = (
+        ("end_turn", "stop_sequence") if step_name >= "s06" else ("end_turn", "max_tokens", "stop_sequence")
+    )
+
+    @given(case=faulty_fixtures(tool_names(step), step.MAX_ATTEMPTS, endings))
+    def run(case):
+        fixture, fatal = case
+        workspace, _ = sandboxed_workspace(tmp_path_factory.mktemp("faults"))
+        client, transport = replay.replay_client(fixture, "faults", strict=False, max_retries=0)
+        messages = [{"role": "user", "content": "go"}]
+        no_wait = step.Retry(sleep=lambda seconds: None)
+        if fatal:  # only the documented fatal stops escape, and what was built so far is valid
+            with pytest.raises((anthropic.APIStatusError, step.GaveUp)):
+                step.agent_loop(client, messages, workspace, retry=no_wait)
+            assert replay.api_rule_problems(step.plain(messages)) == []
+        else:
+            step.agent_loop(client, messages, workspace, retry=no_wait)
+        assert transport.cursor == len(fixture["exchanges"])  # every fault served, nothing skipped
+
+    run()
