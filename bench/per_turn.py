@@ -25,6 +25,7 @@ With `context_limit`, a request over that many (estimated) tokens is answered wi
 
 from __future__ import annotations
 
+import gc
 import inspect
 import json
 import tempfile
@@ -221,6 +222,7 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     transport = _TimedReplay(fixture, "long fixture", strict=True)
     transport.stamps, transport.checks = [], []
     turns = len(fixture["exchanges"])
+    gc.collect()  # every run starts with no collection owed by the one before
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, applied(what_if), gc_pauses(CPU) as gc_time:
         wall = time.perf_counter()
         with timing(module, timer=CPU) as clock:
@@ -250,6 +252,7 @@ def floor_run(fixture: dict) -> dict:
     first = exchanges[0]["request"]
     options = {k: v for k, v in first.items() if k not in ("messages", "stream")}
     messages = [first["messages"][0]]
+    gc.collect()
     with gc_pauses(CPU) as gc_time:
         wall = time.perf_counter()
         for n, exchange in enumerate(exchanges):

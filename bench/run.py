@@ -51,9 +51,10 @@ def machine() -> str:
     lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
     cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
     bytecode = "off (PYTHONDONTWRITEBYTECODE=1)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (
         f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
-        f"anthropic {anthropic.__version__}, bytecode cache {bytecode}"
+        f"anthropic {anthropic.__version__}, bytecode cache {bytecode}, load average {load}"
     )
 
 
