@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anthropic
@@ -283,10 +284,9 @@ def test_text_shows_as_it_arrives_and_a_tool_call_once_its_input_is_complete(ste
     assert "waiting for the model" not in text_
 
 
-def test_a_non_streamed_recording_replays_through_the_script_unstreamed():
-    done = run_script("s05_budget.py", "--replay", "fixtures/s03_fix_failing_test.json")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "ended: the model ended its turn (stop_reason end_turn)" in done.stdout
+def test_a_non_streamed_recording_replays_through_the_script_unstreamed(script):
+    code, out = script("--replay", "fixtures/s03_fix_failing_test.json")
+    assert code == 0 and "ended: the model ended its turn (stop_reason end_turn)" in out, out
 
 
 # -- the trace -------------------------------------------------------------------------------------
@@ -354,9 +354,63 @@ def interrupt_during_the_slow_command(tmp_path, second: bool = False) -> tuple[s
     return out, proc.returncode, json.loads(saved.read_text())
 
 
-@pytest.mark.skipif("s05_budget" not in STEPS, reason="s05 only")
-def test_ctrl_c_during_a_slow_command_cancels_it_answers_every_call_and_saves(tmp_path):
-    out, code, saved = interrupt_during_the_slow_command(tmp_path)
+def kill_after_the_first_call(tmp_path) -> str:
+    """Replay s05_interrupt and kill -9 it once the first model call is traced; the trace's text."""
+    proc, trace = start_script("--replay", "fixtures/s05_interrupt.json", tmp_path=tmp_path)
+    wait_for_line(proc, trace, "model_call")
+    proc.kill()
+    proc.communicate(timeout=60)
+    return trace.read_text()
+
+
+def interrupt_during_a_model_call(tmp_path) -> tuple[str, int, list]:
+    """Live against a stand-in that takes 30 s to answer; Ctrl-C once the request has arrived."""
+    slow = Reply(body=message([text("too late")]), delay=30)
+    saved = tmp_path / "c.json"
+    with StandIn(scripted(slow)) as api:
+        env = offline_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=api.url)
+        command = [
+            sys.executable,
+            "s05_budget.py",
+            "say hi",
+            "--workspace",
+            str(tmp_path),
+            "--save",
+            str(saved),
+        ]
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        deadline = time.monotonic() + 60
+        while not api.requests:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=60)[0]
+    return out, proc.returncode, json.loads(saved.read_text())
+
+
+@pytest.fixture(scope="module")
+def signalled(tmp_path_factory):
+    """The runs that need a real process of their own (signals, kill -9), started together."""
+    jobs = {
+        "once": interrupt_during_the_slow_command,
+        "twice": lambda tmp: interrupt_during_the_slow_command(tmp, second=True),
+        "kill -9": kill_after_the_first_call,
+        "model call": interrupt_during_a_model_call,
+        "as typed": lambda tmp: run_script("s05_budget.py", "--replay", "fixtures/s05_repeated_call.json"),
+    }
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        started = {name: pool.submit(job, tmp_path_factory.mktemp("run")) for name, job in jobs.items()}
+        return {name: future.result() for name, future in started.items()}
+
+
+S05_ONLY = pytest.mark.skipif("s05_budget" not in STEPS, reason="runs s05_budget.py itself")
+
+
+@S05_ONLY
+def test_ctrl_c_during_a_slow_command_cancels_it_answers_every_call_and_saves(signalled):
+    out, code, saved = signalled["once"]
     assert code == 130 and "Traceback" not in out, out
     assert "stopped: interrupted by the user (Ctrl-C while tools ran" in out
     assert replay.api_rule_problems(saved) == []
@@ -367,16 +421,40 @@ def test_ctrl_c_during_a_slow_command_cancels_it_answers_every_call_and_saves(tm
     assert saved == json.loads(SAVED.read_text())  # the conversation s05_resume.json was recorded from
 
 
-@pytest.mark.skipif("s05_budget" not in STEPS, reason="s05 only")
-def test_a_second_ctrl_c_stops_at_once_and_still_saves(tmp_path):
-    out, code, saved = interrupt_during_the_slow_command(tmp_path, second=True)
+@S05_ONLY
+def test_a_second_ctrl_c_stops_at_once_and_still_saves(signalled):
+    out, code, saved = signalled["twice"]
     assert code == 130 and "Traceback" not in out, out
     assert replay.api_rule_problems(saved) == [] and len(saved) == 3
     assert all(a["is_error"] and "interrupted by the user" in a["content"] for a in saved[-1]["content"])
     assert "12 checks passed" not in json.dumps(saved)
 
 
-def test_resume_continues_the_saved_conversation_with_the_new_instruction(step, tmp_path):
+@S05_ONLY
+def test_ctrl_c_during_a_model_call_drops_the_partial_reply(signalled):
+    out, code, saved = signalled["model call"]
+    assert code == 130 and "Traceback" not in out, out
+    assert "interrupted by the user (during a model call: its partial reply was dropped)" in out
+    assert saved == [{"role": "user", "content": "say hi"}]
+
+
+@S05_ONLY
+def test_the_trace_is_valid_json_lines_after_kill_9(signalled):
+    lines = [json.loads(line) for line in signalled["kill -9"].splitlines()]  # each line whole
+    assert [line["event"] for line in lines] == ["start", "model_call"]
+    first = replay.events_to_message(fixture("interrupt")["exchanges"][0]["response"]["stream"])
+    traced = anthropic.types.Message.model_validate(lines[1]["response"])
+    expected = anthropic.types.Message.model_validate(first)
+    assert traced.to_dict(exclude_none=True) == expected.to_dict(exclude_none=True)
+
+
+@S05_ONLY
+def test_the_script_runs_as_a_reader_types_it(signalled):
+    done = signalled["as typed"]
+    assert done.returncode == 0 and "ended: repeated call" in done.stdout, done.stdout + done.stderr
+
+
+def test_resume_continues_the_saved_conversation_with_the_new_instruction(step):
     recorded = fixture("resume")
     client, transport = replay.replay_client(recorded, "s05_resume.json", max_retries=0)  # strict
     messages = step.continued(step.load_conversation(SAVED), recorded["task"])
@@ -386,23 +464,28 @@ def test_resume_continues_the_saved_conversation_with_the_new_instruction(step, 
     assert len(turns) == 2 and budget.reason.startswith("the model ended its turn")
 
 
-def test_resume_from_the_command_line_after_a_real_ctrl_c(tmp_path):
-    out, code, saved = interrupt_during_the_slow_command(tmp_path)
-    assert code == 130
-    done = run_script("s05_budget.py", "--resume", str(tmp_path / "conversation.json"))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "offline replay of fixtures/s05_resume.json" in done.stdout
-    assert "leniently" not in done.stdout  # the same conversation the fixture holds: replayed strictly
-    assert "ended: the model ended its turn" in done.stdout
+def test_resume_of_the_saved_conversation_replays_the_resume_fixture_strictly(script):
+    code, out = script("--resume", str(SAVED))
+    assert code == 0 and "offline replay of fixtures/s05_resume.json" in out, out
+    assert "leniently" not in out and "ended: the model ended its turn" in out
 
 
-def test_resume_of_a_conversation_saved_at_another_moment_replays_leniently(tmp_path):
-    saved = json.loads(SAVED.read_text())[:1]  # Ctrl-C came during the first model call
+def test_resume_of_a_conversation_saved_at_another_moment_replays_leniently(script, tmp_path):
+    saved = json.loads(SAVED.read_text())[:1]  # as if Ctrl-C had come during the first model call
     path = tmp_path / "early.json"
     path.write_text(json.dumps(saved))
-    done = run_script("s05_budget.py", "--resume", str(path))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "replaying leniently" in done.stdout and "ended: the model ended its turn" in done.stdout
+    code, out = script("--resume", str(path))
+    assert code == 0 and "replaying leniently" in out and "ended: the model ended its turn" in out, out
+
+
+def test_a_resumed_conversation_that_ended_on_an_answer_needs_an_instruction(step):
+    finished = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+    ]
+    assert step.continued(finished, "and now?")[-1] == {"role": "user", "content": "and now?"}
+    with pytest.raises(replay.WorkbookError, match="give a new instruction"):
+        step.continued(finished, "")
 
 
 @pytest.mark.parametrize(
@@ -414,29 +497,31 @@ def test_resume_of_a_conversation_saved_at_another_moment_replays_leniently(tmp_
         ('[{"role": "assistant", "content": "hi"}]', "must come from the user"),
     ],
 )
-def test_a_bad_resume_file_is_one_line_saying_what_is_wrong(tmp_path, content, problem):
+def test_a_bad_resume_file_is_one_line_saying_what_is_wrong(script, tmp_path, content, problem):
     path = tmp_path / "c.json"
     if content is not None:
         path.write_text(content)
-    done = run_script("s05_budget.py", "--resume", str(path))
-    assert done.returncode == 1 and problem in done.stdout and "Traceback" not in done.stdout + done.stderr
-
-
-def test_the_trace_is_valid_json_lines_after_kill_9(tmp_path):
-    proc, trace = start_script("--replay", "fixtures/s05_interrupt.json", tmp_path=tmp_path)
-    wait_for_line(proc, trace, "model_call")
-    proc.kill()
-    proc.communicate(timeout=60)
-    lines = [json.loads(line) for line in trace.read_text().splitlines()]  # each line whole
-    assert [line["event"] for line in lines] == ["start", "model_call"]
-    first = replay.events_to_message(fixture("interrupt")["exchanges"][0]["response"]["stream"])
-    traced = anthropic.types.Message.model_validate(lines[1]["response"])
-    assert traced.to_dict(exclude_none=True) == anthropic.types.Message.model_validate(first).to_dict(
-        exclude_none=True
-    )
+    code, out = script("--resume", str(path))
+    assert code == 1 and problem in out and "Traceback" not in out
+    assert len([line for line in out.splitlines() if line.startswith("error:")]) == 1
 
 
 # -- the script, as a reader runs it ---------------------------------------------------------------
+
+
+@pytest.fixture
+def script(step, monkeypatch):
+    """Run the step's main() offline, in this process: (exit code, what it printed)."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(ROOT)
+
+    def run(*argv):
+        out = io.StringIO()
+        monkeypatch.setattr(step, "console", Console(file=out, width=200))
+        return step.main(list(argv)), out.getvalue()
+
+    return run
 
 
 REPLAYS = {  # fixture -> how the run ends
@@ -448,53 +533,39 @@ REPLAYS = {  # fixture -> how the run ends
 }
 
 
-@pytest.fixture(scope="module")
-def replays():
-    """Every s05 fixture but the slow interrupt one, replayed by the script, all started at once."""
-    started = {
-        name: subprocess.Popen(
-            [sys.executable, "s05_budget.py", "--replay", f"fixtures/{name}.json"],
-            cwd=ROOT,
-            env=offline_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for name in REPLAYS
-    }
-    return {name: (proc.communicate(timeout=120)[0], proc.returncode) for name, proc in started.items()}
-
-
 def test_every_s05_fixture_has_a_replay_test():
     assert sorted([*REPLAYS, "s05_interrupt"]) == sorted(p.stem for p in FIXTURES.glob("s05_*.json"))
 
 
 @pytest.mark.parametrize("name", sorted(REPLAYS))
-def test_each_fixture_replays_and_ends_for_its_reason(replays, name):
-    out, code = replays[name]
+def test_each_fixture_replays_with_its_own_flags_and_ends_for_its_reason(script, name):
+    code, out = script("--replay", f"fixtures/{name}.json")
     assert code == 0 and "Traceback" not in out, out
     assert REPLAYS[name] in out
     assert "cost (est.)" in out and "conversation saved:" in out
 
 
-def test_the_token_budget_replay_shows_the_cost_warning_and_the_summary_total(replays):
-    out, _ = replays["s05_token_budget"]
+def test_the_token_budget_replay_shows_the_cost_warning_and_the_summary_total(script):
+    code, out = script("--replay", "fixtures/s05_token_budget.json")
     assert "cost warning: about $0.0194 spent, 81% of --max-cost $0.024" in out
     assert re.search(r"total\s*│\s*│\s*5,275\s*│\s*240\s*│\s*\$0\.0194", out)
 
 
-def test_the_default_replay_is_the_streamed_fixture():
-    done = run_script("s05_budget.py")
-    assert done.returncode == 0 and "offline replay of fixtures/s05_streamed.json" in done.stdout
+def test_the_default_replay_is_the_streamed_fixture(script):
+    code, out = script()
+    assert code == 0 and "offline replay of fixtures/s05_streamed.json" in out
 
 
-def test_a_reader_who_lifts_the_limit_sees_the_recording_run_out():
-    done = run_script("s05_budget.py", "--replay", "fixtures/s05_max_steps.json", "--max-steps", "10")
-    assert done.returncode == 1 and "the loop did not stop when the recording did" in done.stdout
+def test_a_reader_who_lifts_the_limit_sees_the_recording_run_out(script):
+    code, out = script("--replay", "fixtures/s05_max_steps.json", "--max-steps", "10")
+    assert code == 1 and "the loop did not stop when the recording did" in out
 
 
-def test_help_names_every_limit_and_the_resume_flag():
-    done = run_script("s05_budget.py", "--help")
+def test_help_names_every_limit_and_the_resume_flag(step, capsys):
+    with pytest.raises(SystemExit) as done:
+        step.main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "s05_streamed.json" in out
     for flag in (
         "--max-steps",
         "--max-tokens-total",
@@ -503,8 +574,17 @@ def test_help_names_every_limit_and_the_resume_flag():
         "--resume",
         "--trace",
     ):
-        assert flag in done.stdout
-    assert "s05_streamed.json" in done.stdout
+        assert flag in out
+
+
+def test_a_fatal_error_is_the_last_layer_named_in_the_trace(script, tmp_path):
+    code, out = script("--replay", "fixtures/s03_bad_key.json", "--trace", str(tmp_path / "t.jsonl"))
+    assert code == 1 and "check ANTHROPIC_API_KEY" in out
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["start", "model_call", "stop"]
+    assert lines[1]["error"]["status"] == 401 and lines[2]["reason"].startswith(
+        "fatal error: the API refused"
+    )
 
 
 # -- live, over real HTTP: a model that repeats itself and runs long is stopped --------------------
@@ -523,11 +603,12 @@ def live(step, tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBOOK_NO_SLEEP", "1")
     monkeypatch.delenv("MODEL_ID", raising=False)
 
-    def run(brain, *flags):
+    def run(brain, *flags, task="do it"):
         saved = tmp_path / "conversation.json"
         with StandIn(brain) as api:
             monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-            code = step.main(["do it", "--workspace", str(workspace), "--save", str(saved), *flags])
+            argv = [task] if task else []
+            code = step.main([*argv, "--workspace", str(workspace), "--save", str(saved), *flags])
         assert not api.rule_problems
         assert all(r["body"].get("stream") is True for r in api.requests)
         return code, api.requests, out.getvalue(), json.loads(saved.read_text())
@@ -590,35 +671,10 @@ def test_live_the_cost_cap_warns_then_stops(live):
     assert "ended: cost limit: about $1.3200 spent (--max-cost $1)" in out
 
 
-@pytest.mark.skipif("s05_budget" not in STEPS, reason="s05 only")
-def test_live_ctrl_c_during_a_model_call_drops_the_partial_reply(tmp_path):
-    slow = Reply(body=message([text("too late")]), delay=30)
-    with StandIn(scripted(slow)) as api:
-        saved, trace = tmp_path / "c.json", tmp_path / "t.jsonl"
-        env = offline_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=api.url)
-        command = [
-            sys.executable,
-            "s05_budget.py",
-            "say hi",
-            "--workspace",
-            str(tmp_path),
-            "--save",
-            str(saved),
-        ]
-        proc = subprocess.Popen(
-            [*command, "--trace", str(trace)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        deadline = time.monotonic() + 60
-        while not api.requests:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        out = proc.communicate(timeout=60)[0]
-    assert proc.returncode == 130 and "Traceback" not in out, out
-    assert "interrupted by the user (during a model call: its partial reply was dropped)" in out
-    assert json.loads(saved.read_text()) == [{"role": "user", "content": "say hi"}]
+def test_live_resume_without_an_instruction_asks_the_model_to_continue(live, tmp_path):
+    code, requests, out, saved = live(
+        scripted(message([text("Carrying on.")])), "--resume", str(SAVED), task=None
+    )
+    last = requests[0]["body"]["messages"][-1]["content"]
+    assert code == 0 and last[-1] == {"type": "text", "text": "Continue where you left off."}
+    assert [block["type"] for block in last] == ["tool_result", "tool_result", "text"]
