@@ -62,7 +62,8 @@ def breakdown(step: str, reps: int = 1, what_if: str | None = None) -> dict:
         if done.returncode:
             return {"error": last_line(done.stderr) or f"exit {done.returncode}"}
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    return {key: median([r[key] for r in runs]) for key in runs[0]}
+    keys = dict.fromkeys(k for r in runs for k in r)  # a category a run never entered counts 0 there
+    return {key: median([r.get(key, 0.0) for r in runs]) for key in keys}
 
 
 # -- the child: one replay, timed by category ----------------------------------------------------------
