@@ -678,3 +678,16 @@ def test_live_resume_without_an_instruction_asks_the_model_to_continue(live, tmp
     last = requests[0]["body"]["messages"][-1]["content"]
     assert code == 0 and last[-1] == {"type": "text", "text": "Continue where you left off."}
     assert [block["type"] for block in last] == ["tool_result", "tool_result", "text"]
+
+
+def test_live_a_recorded_stream_replays_offline_streamed(live, step, tmp_path, monkeypatch):
+    recording = tmp_path / "recorded.json"
+    first = message([text("Looking."), tool_use("toolu_1", "list_files", {})], "tool_use")
+    code, requests, out, _ = live(scripted(first, message([text("Two lines.")])), "--record", str(recording))  # noqa: E501
+    fixture = replay.load_fixture(recording)
+    assert code == 0 and all("stream" in e["response"] for e in fixture["exchanges"])  # SSE kept as events
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    out = io.StringIO()
+    monkeypatch.setattr(step, "console", Console(file=out, width=200))
+    assert step.main(["--replay", str(recording)]) == 0, out.getvalue()
+    assert "model: Two lines." in out.getvalue() and "ended: the model ended its turn" in out.getvalue()
