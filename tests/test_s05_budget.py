@@ -683,7 +683,8 @@ def test_live_resume_without_an_instruction_asks_the_model_to_continue(live, tmp
 def test_live_a_recorded_stream_replays_offline_streamed(live, step, tmp_path, monkeypatch):
     recording = tmp_path / "recorded.json"
     first = message([text("Looking."), tool_use("toolu_1", "list_files", {})], "tool_use")
-    code, requests, out, _ = live(scripted(first, message([text("Two lines.")])), "--record", str(recording))  # noqa: E501
+    brain = scripted(first, message([text("Two lines.")]))
+    code, requests, out, _ = live(brain, "--record", str(recording))
     fixture = replay.load_fixture(recording)
     assert code == 0 and all("stream" in e["response"] for e in fixture["exchanges"])  # SSE kept as events
     monkeypatch.delenv("ANTHROPIC_API_KEY")
