@@ -133,6 +133,8 @@ def test_a_wrong_tool_call_is_answered_not_crashed(tmp_path):
 
 
 # -- the script as a reader runs it -----------------------------------------------------------------
+# One subprocess runs the script exactly as a reader types it; the other command-line behaviours run
+# main(argv) in-process through conftest's run_main (same argv, env and cwd; no ~2 s SDK import each).
 
 
 def test_no_key_replays_both_turns_with_their_token_figures():
@@ -142,9 +144,9 @@ def test_no_key_replays_both_turns_with_their_token_figures():
     assert "tokens in 114 / out 65" in done.stdout and "tokens in 671" in done.stdout
 
 
-def test_help_says_what_the_step_teaches_and_its_fixture():
-    done = run_script("s01_agent_loop.py", "--help")
-    assert done.returncode == 0 and "The agent loop" in done.stdout and "s01_hello_agent.json" in done.stdout
+def test_help_says_what_the_step_teaches_and_its_fixture(run_main):
+    code, out = run_main("s01_agent_loop", "--help")
+    assert code == 0 and "The agent loop" in out and "s01_hello_agent.json" in out
 
 
 @pytest.mark.parametrize(
@@ -154,27 +156,28 @@ def test_help_says_what_the_step_teaches_and_its_fixture():
         (json.dumps({"script": "s01_agent_loop"}), "missing field `scenario`"),
     ],
 )
-def test_a_bad_fixture_is_one_line_not_a_traceback(tmp_path, content, expected):
+def test_a_bad_fixture_is_one_line_not_a_traceback(run_main, tmp_path, content, expected):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    done = run_script("s01_agent_loop.py", "--replay", str(bad))
-    assert done.returncode == 1 and expected in done.stdout
-    assert "Traceback" not in done.stdout + done.stderr
-    assert len(done.stdout.strip().splitlines()) == 1
+    code, out = run_main("s01_agent_loop", "--replay", str(bad))  # a traceback would fail the test here
+    assert code == 1 and expected in out
+    assert "Traceback" not in out
+    assert len(out.strip().splitlines()) == 1
 
 
-def test_a_live_task_without_a_key_says_what_to_do():
-    done = run_script("s01_agent_loop.py", "list the files")
-    assert done.returncode == 1 and "ANTHROPIC_API_KEY" in done.stdout and "Traceback" not in done.stderr
+def test_a_live_task_without_a_key_says_what_to_do(run_main):
+    code, out = run_main("s01_agent_loop", "list the files")
+    assert code == 1 and "ANTHROPIC_API_KEY" in out and "Traceback" not in out
 
 
 # -- live mode, over real HTTP, against a stand-in for the API --------------------------------------
 
 
-def live(standin: StandIn, *args, timeout=60):
-    env = offline_env(ANTHROPIC_API_KEY="sk-test-secret", ANTHROPIC_BASE_URL=standin.url)
-    command = [sys.executable, "s01_agent_loop.py", *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+def live(run_main, standin: StandIn, *args) -> tuple[int, str]:
+    """s01's main with a key, pointed at the stand-in: the SDK reads both at call time."""
+    return run_main(
+        "s01_agent_loop", *args, ANTHROPIC_API_KEY="sk-test-secret", ANTHROPIC_BASE_URL=standin.url
+    )
 
 
 def live_session():
@@ -187,43 +190,46 @@ def live_session():
     )
 
 
-def test_live_mode_runs_the_loop_over_http(tmp_path):
+def test_live_mode_runs_the_loop_over_http(run_main, tmp_path):
     with StandIn(live_session()) as api:
-        done = live(api, "write live into out.txt", "--workspace", str(tmp_path))
-    assert done.returncode == 0, done.stdout + done.stderr
+        code, out = live(run_main, api, "write live into out.txt", "--workspace", str(tmp_path))
+    assert code == 0, out
     assert (tmp_path / "out.txt").read_text() == "live"
     assert len(api.requests) == 2 and not api.rule_problems
     headers = api.requests[0]["headers"]  # this SDK sends the key as a bearer token
     assert "sk-test-secret" in headers.get("x-api-key", "") + headers.get("authorization", "")
     assert api.requests[1]["body"]["messages"][2]["content"][0]["tool_use_id"] == "toolu_w"
-    assert "wrote live" in done.stdout and "live:" in done.stdout
+    assert "wrote live" in out and "live:" in out
 
 
-def test_record_then_replay_offline(tmp_path):
+def test_record_then_replay_offline(run_main, tmp_path):
     recording = tmp_path / "recorded.json"
     with StandIn(live_session()) as api:
-        done = live(api, "--record", str(recording), "write live", "--workspace", str(tmp_path))
-    assert done.returncode == 0, done.stdout + done.stderr
+        code, out = live(
+            run_main, api, "--record", str(recording), "write live", "--workspace", str(tmp_path)
+        )
+    assert code == 0, out
     saved = recording.read_text()
     assert "sk-test-secret" not in saved and "authorization" not in saved.lower()
     fixture = replay.load_fixture(recording)
     assert fixture["provenance"] == "recorded" and fixture["recorded"]["sdk"].startswith("anthropic ")
     assert len(fixture["exchanges"]) == 2
-    again = run_script("s01_agent_loop.py", "--replay", str(recording))
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert "wrote live" in again.stdout
+    again, out = run_main("s01_agent_loop", "--replay", str(recording))
+    assert again == 0, out
+    assert "wrote live" in out and "offline replay of" in out
 
 
-def test_a_401_live_is_one_clear_line(tmp_path):
+def test_a_401_live_is_one_clear_line(run_main, tmp_path):
     from standin import api_error
 
     with StandIn(lambda body, n: api_error(401, "authentication_error", "invalid x-api-key")) as api:
-        done = live(api, "anything", "--workspace", str(tmp_path))
-    assert done.returncode == 1 and "invalid x-api-key" in done.stdout
-    assert "Traceback" not in done.stdout + done.stderr
+        code, out = live(run_main, api, "anything", "--workspace", str(tmp_path))
+    assert code == 1 and "invalid x-api-key" in out
+    assert "Traceback" not in out
 
 
 def test_ctrl_c_while_waiting_on_the_model_exits_cleanly(tmp_path):
+    # A real SIGINT needs a process of its own: this one stays a subprocess.
     slow = Reply(body=message([text("too late")]), delay=20)
     with StandIn(lambda body, n: slow) as api:
         env = offline_env(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=api.url)
