@@ -454,6 +454,16 @@ def test_the_script_runs_as_a_reader_types_it(signalled):
     assert done.returncode == 0 and "ended: repeated call" in done.stdout, done.stdout + done.stderr
 
 
+@S05_ONLY
+def test_resume_from_the_command_line_after_a_real_ctrl_c(signalled, script, tmp_path):
+    out, code, saved = signalled["once"]
+    path = tmp_path / "conversation.json"
+    path.write_text(json.dumps(saved))
+    code, out = script("--resume", str(path))
+    assert code == 0 and "offline replay of fixtures/s05_resume.json" in out, out
+    assert "leniently" not in out and "ended: the model ended its turn" in out
+
+
 def test_resume_continues_the_saved_conversation_with_the_new_instruction(step):
     recorded = fixture("resume")
     client, transport = replay.replay_client(recorded, "s05_resume.json", max_retries=0)  # strict
