@@ -1272,13 +1272,20 @@ def differs(state: Recovery) -> dict:
     return fields | ({"tools": tools(state)} if state.web_search else {})
 
 
+def count(text: str) -> int:
+    """A whole number, 0 or more (for --stop-hook-retries); argparse turns the ValueError into one line."""
+    if not text.isdigit():
+        raise ValueError(text)
+    return int(text)
+
+
 def add_recovery_flags(parser) -> None:
     """The stop hook and the server-side search tool."""
     add = parser.add_argument
     add("--stop-hook", metavar="CMD", help="a shell command that must pass before the loop may stop")
     add(
         "--stop-hook-retries",
-        type=int,
+        type=count,
         default=STOP_HOOK_RETRIES,
         metavar="N",
         help=f"times a failing stop hook is fed back to the model (default {STOP_HOOK_RETRIES})",

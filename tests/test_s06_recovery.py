@@ -584,3 +584,12 @@ def test_a_trace_that_is_not_json_is_one_line(step, tmp_path):
     step.console = Console(file=shown, width=300)
     assert step.main(["--replay", str(tmp_path / "bad.jsonl")]) == 1
     assert "error:" in shown.getvalue() and "not a JSON-lines trace" in shown.getvalue()
+
+
+@pytest.mark.parametrize("bad", ["-1", "two", "1.5"])
+def test_a_bad_hook_retry_count_is_one_line(step, bad, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        step.main(["--stop-hook", "true", "--stop-hook-retries", bad])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and f"--stop-hook-retries: invalid count value: '{bad}'" in err
+    assert "Traceback" not in err
