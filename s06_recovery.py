@@ -1542,15 +1542,20 @@ RESUME_FIXTURE = "fixtures/s05_resume.json"  # what --resume replays offline
 def add_budget_flags(parser) -> None:
     """The limits, --resume, where the conversation and the trace go, and --no-stream."""
     limits = [
-        ("--max-steps", int, MAX_STEPS, "model calls"),
-        ("--max-tokens-total", int, MAX_TOKENS_TOTAL, "input + output tokens over the run"),
-        ("--max-input-tokens", int, MAX_INPUT_TOKENS, "input tokens in any one request"),
-        ("--max-cost", float, MAX_COST, f"estimated dollars, with a warning at {COST_WARNING * 100:.0f}%%"),
+        ("--max-steps", "N", int, MAX_STEPS, "model calls"),
+        ("--max-tokens-total", "N", int, MAX_TOKENS_TOTAL, "input + output tokens over the run"),
+        ("--max-input-tokens", "N", int, MAX_INPUT_TOKENS, "input tokens in one request"),
+        (
+            "--max-cost",
+            "DOLLARS",
+            float,
+            MAX_COST,
+            f"dollars, estimated; warned at {COST_WARNING * 100:.0f}%%",
+        ),
     ]
-    for flag, kind, default, what in limits:
-        parser.add_argument(
-            flag, type=kind, default=default, metavar="N", help=f"{what}, at most (default {default:,})"
-        )
+    for flag, metavar, kind, default, what in limits:
+        help_ = f"at most this many {what} (default {default:,})"
+        parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=help_)
     add = parser.add_argument
     add(
         "--resume",
