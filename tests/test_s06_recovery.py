@@ -593,3 +593,17 @@ def test_a_bad_hook_retry_count_is_one_line(step, bad, capsys):
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and f"--stop-hook-retries: invalid count value: '{bad}'" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.skipif("s05_budget" not in STEPS, reason="needs s05")
+def test_a_trace_written_by_s05_converts_to_its_exact_requests(step, tmp_path, monkeypatch):
+    s05 = importlib.import_module("s05_budget")
+    monkeypatch.setattr(s05, "console", Console(file=io.StringIO()))
+    fixture = replay.load_fixture(FIXTURES / "s05_streamed.json")
+    client, transport = replay.replay_client(fixture, "s05_streamed")
+    messages = [{"role": "user", "content": fixture["task"]}]
+    workspace = replay.copy_workspace(fixture["workspace"])
+    s05.agent_loop(client, messages, workspace, retry=no_wait(s05), trace_path=tmp_path / "s05.jsonl")
+    converted = step.trace_to_fixture(tmp_path / "s05.jsonl")
+    assert [e["request"] for e in converted["exchanges"]] == transport.seen
+    assert converted["task"] == fixture["task"] and replay.fixture_problems(converted) == []
