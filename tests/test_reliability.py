@@ -131,8 +131,14 @@ def test_random_conversations_keep_the_api_rules_and_the_sandbox(step_name, tmp_
         tmp = tmp_path_factory.mktemp("fuzz")
         workspace, outside = sandboxed_workspace(tmp)
         client, transport = replay.replay_client(as_fixture(replies), "generated", strict=False)
-        turns = step.agent_loop(client, [{"role": "user", "content": "go"}], workspace)
-        assert len(transport.seen) == len(replies) == len(turns)  # ended exactly when the model stopped
+        budget = {"budget": step.Budget()} if hasattr(step, "Budget") else {}  # s05 on: why it ended
+        turns = step.agent_loop(client, [{"role": "user", "content": "go"}], workspace, **budget)
+        if budget and budget["budget"].reason.startswith("repeated call:"):
+            # From s05 on, the repeat brake may stop a model that asks again for a refused call (the
+            # same call and result three times in a row, then once more): before the model stops.
+            assert len(transport.seen) == len(turns) < len(replies)
+        else:
+            assert len(transport.seen) == len(replies) == len(turns)  # ended exactly when the model stopped
         assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
         assert (outside / "secret.txt").read_text() == "secret"
         assert sorted(p.name for p in tmp.iterdir()) == ["outside", "workspace"]
