@@ -292,6 +292,12 @@ def test_a_non_streamed_recording_replays_through_the_script_unstreamed(script):
 # -- the trace -------------------------------------------------------------------------------------
 
 
+def traced(path: Path) -> list[dict]:
+    """The trace's lines of the kinds s05 writes (a later step may add kinds of its own)."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [line for line in lines if line["event"] in ("start", "model_call", "tools", "stop")]
+
+
 def rebuilt_requests(lines: list[dict]) -> list[dict]:
     """Every request body the run sent, rebuilt from the trace alone (what s06 does)."""
     start, messages, bodies = lines[0], [], []
@@ -307,7 +313,7 @@ def rebuilt_requests(lines: list[dict]) -> list[dict]:
 
 def test_the_trace_rebuilds_every_request_and_response_exactly(step, tmp_path):
     turns, budget, transport, _ = replay_loop(step, "streamed", tmp_path=tmp_path)
-    lines = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    lines = traced(tmp_path / "trace.jsonl")
     events = [line["event"] for line in lines]
     assert events == ["start", "model_call", "tools", "model_call", "tools", "model_call", "stop"]
     assert rebuilt_requests(lines) == transport.seen
@@ -561,9 +567,9 @@ def test_the_token_budget_replay_shows_the_cost_warning_and_the_summary_total(sc
     assert re.search(r"total\s*│\s*│\s*5,275\s*│\s*240\s*│\s*\$0\.0194", out)
 
 
-def test_the_default_replay_is_the_streamed_fixture(script):
+def test_the_default_replay_is_the_streamed_fixture(step, script):
     code, out = script()
-    assert code == 0 and "offline replay of fixtures/s05_streamed.json" in out
+    assert code == 0 and f"offline replay of {step.DEFAULT_FIXTURE}" in out
 
 
 def test_a_reader_who_lifts_the_limit_sees_the_recording_run_out(script):
@@ -575,7 +581,7 @@ def test_help_names_every_limit_and_the_resume_flag(step, capsys):
     with pytest.raises(SystemExit) as done:
         step.main(["--help"])
     out = capsys.readouterr().out
-    assert done.value.code == 0 and "s05_streamed.json" in out
+    assert done.value.code == 0 and step.DEFAULT_FIXTURE in out
     for flag in (
         "--max-steps",
         "--max-tokens-total",
@@ -590,7 +596,7 @@ def test_help_names_every_limit_and_the_resume_flag(step, capsys):
 def test_a_fatal_error_is_the_last_layer_named_in_the_trace(script, tmp_path):
     code, out = script("--replay", "fixtures/s03_bad_key.json", "--trace", str(tmp_path / "t.jsonl"))
     assert code == 1 and "check ANTHROPIC_API_KEY" in out
-    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    lines = traced(tmp_path / "t.jsonl")
     assert [line["event"] for line in lines] == ["start", "model_call", "stop"]
     assert lines[1]["error"]["status"] == 401 and lines[2]["reason"].startswith(
         "fatal error: the API refused"
