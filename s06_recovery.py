@@ -1204,7 +1204,9 @@ def recover(
 def trace_to_fixture(path: Path) -> dict:
     """A trace as a fixture: each model_call line becomes an exchange, its request rebuilt from the
     start line and the messages the call added, so any traced run replays offline (`--replay run.jsonl`).
-    Live tool output differs from machine to machine, so requests are compared by structure."""
+    The tools run again, in the workspace the `run` line names (a fixture's, when the trace came from a
+    replay; a live run's folder is not copied: put its files in fixtures/workspace/<name>/ and set
+    `workspace`). Live tool output differs from machine to machine, so requests are compared by structure."""
     try:
         lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
