@@ -204,17 +204,18 @@ def timing(step_module, targets=TIMED, timer=time.perf_counter):
 
 @contextlib.contextmanager
 def gc_pauses(timer=time.perf_counter):
-    """Yield a one-item list that ends up holding the seconds the garbage collector ran meanwhile."""
-    total, started = [0.0], [0.0]
+    """Yield [seconds the garbage collector ran meanwhile, how many of its runs were full collections]."""
+    totals, started = [0.0, 0], [0.0]
 
     def callback(phase, info):
         if phase == "start":
             started[0] = timer()
         else:
-            total[0] += timer() - started[0]
+            totals[0] += timer() - started[0]
+            totals[1] += info["generation"] == 2
 
     gc.callbacks.append(callback)
     try:
-        yield total
+        yield totals
     finally:
         gc.callbacks.remove(callback)

@@ -25,6 +25,7 @@ With `context_limit`, a request over that many (estimated) tokens is answered wi
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import inspect
 import json
@@ -46,10 +47,8 @@ STUB_TARGETS = ("run_bash",)  # the step's tool handler, looked up by global nam
 LOOP_KWARGS: dict[
     str, dict
 ] = {}  # extra keyword arguments for a step's agent_loop, e.g. {"s06_recovery": {...}}
-STEP_LIMITS = (
-    "max_steps",
-    "max_turns",
-)  # if agent_loop takes one of these, it is set above the fixture's length
+STEP_LIMITS = ("max_steps", "max_turns")  # agent_loop parameters set above the fixture's length
+BUDGET = "Budget"  # s05's limits object (agent_loop's `budget`): built with every max_* field unlimited
 
 
 def estimate_tokens(body) -> int:
@@ -157,6 +156,8 @@ def run_loop(module, http_client, workspace: Path, turns: int, console_class=Non
     kwargs = dict(LOOP_KWARGS.get(module.__name__, {}))
     params = inspect.signature(module.agent_loop).parameters
     kwargs |= {name: turns + 5 for name in STEP_LIMITS if name in params and name not in kwargs}
+    if "budget" in params and "budget" not in kwargs and hasattr(module, BUDGET):
+        kwargs["budget"] = unlimited(getattr(module, BUDGET))
     if "workspace" in params:
         kwargs["workspace"] = workspace
     target = next((name for name in STUB_TARGETS if hasattr(module, name)), None)
@@ -164,6 +165,13 @@ def run_loop(module, http_client, workspace: Path, turns: int, console_class=Non
     with quiet(module, console_class), replaced(module, target, memo) if target else _nothing():
         module.agent_loop(client, [{"role": "user", "content": TASK}], **kwargs)
     return memo
+
+
+def unlimited(budget_class):
+    """A step's budget with every max_* limit out of reach: the benchmark measures, it must not be stopped."""
+    fields = dataclasses.fields(budget_class) if dataclasses.is_dataclass(budget_class) else []
+    huge = {f.name: type(f.default)(10**12) for f in fields if f.name.startswith("max_")}
+    return budget_class(**{name: value for name, value in huge.items() if isinstance(value, int | float)})
 
 
 class _nothing:
@@ -234,6 +242,7 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
         "checks": transport.checks,
         "categories": clock.totals,
         "gc": gc_time[0],
+        "full_gc": gc_time[1],
         "stubbed": bool(memo and memo.calls),
     }
 
@@ -265,7 +274,7 @@ def floor_run(fixture: dict) -> dict:
             if n + 1 < len(exchanges):
                 messages.append(exchanges[n + 1]["request"]["messages"][-1])  # the recorded tool results
         end, wall = CPU(), time.perf_counter() - wall
-    return {"stamps": stamps + [end], "wall": wall, "gc": gc_time[0]}
+    return {"stamps": stamps + [end], "wall": wall, "gc": gc_time[0], "full_gc": gc_time[1]}
 
 
 def measure(
@@ -329,6 +338,8 @@ def measure(
         "categories": categories,
         "gc_loop": best["gc"] / n * 1000,
         "gc_floor": best_floor["gc"] / n * 1000,
+        "full_gc_loop": best["full_gc"],
+        "full_gc_floor": best_floor["full_gc"],
         "overhead_without_gc": (
             (best["stamps"][-1] - best["stamps"][0] - best["gc"])
             - (best_floor["stamps"][-1] - best_floor["stamps"][0] - best_floor["gc"])

@@ -167,8 +167,9 @@ def section_per_turn(turns: int, reps: int, which: list[str], what_if: str | Non
             )
             console.print(f"   loop's time per turn by category (ms): {parts}")
             console.print(
-                f"   garbage collector per turn: loop {r['gc_loop']:.2f} ms, floor {r['gc_floor']:.2f} ms; "
-                f"overhead without the collector: {r['overhead_without_gc']:.2f} ms per turn"
+                f"   garbage collector per turn: loop {r['gc_loop']:.2f} ms, floor {r['gc_floor']:.2f} ms "
+                f"(full collections: {r['full_gc_loop']} and {r['full_gc_floor']}); "
+                f"overhead without it: {r['overhead_without_gc']:.2f} ms per turn"
             )
             stubbed = "" if r["tool_stubbed"] else " (tool not stubbed: includes tool time)"
             first, last = r["windows"][0]["overhead"], r["windows"][-1]["overhead"]
@@ -243,9 +244,14 @@ def section_tokens(turns: int, summary: Table) -> None:
         "quadratic" if g["doubling"] > 3 else "",
     )
     if collapsed:
-        saved = 1 - g["collapsed_total"] / total
+        n, plain_n, squeezed_n = g["common_turns"], g["plain_common"], g["collapsed_common"]
+        saved = 1 - squeezed_n / plain_n
         summary.add_row(
-            "4", "with s06 collapse", f"{g['collapsed_total']:,} ({saved:.0%} less)", "measured", ""
+            "4",
+            "with s06 collapse",
+            f"{squeezed_n:,} against {plain_n:,} over {n} turns ({saved:.0%} less)",
+            "measured",
+            "" if n == g["turns"] else f"s06 stopped after {n} turns",
         )
     else:
         summary.add_row("4", "with s06 collapse", note(how), "measured", "")

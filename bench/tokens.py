@@ -46,12 +46,15 @@ def growth(fixture: dict, collapsed: dict | None = None, checkpoints=CHECKPOINTS
             row["collapsed"] = squeezed_total[turn - 1] if turn <= len(squeezed) else None
         rows.append(row)
     half = len(total) // 2
+    common = min(len(plain), len(squeezed))  # compare like with like: the turns both runs made
     return {
         "rows": rows,
         "turns": len(plain),
         "doubling": total[-1] / total[half - 1] if half else float("nan"),  # 2 if linear, 4 if quadratic
-        "collapsed_total": squeezed_total[-1] if squeezed_total else None,
         "collapsed_turns": len(squeezed),
+        "common_turns": common,
+        "plain_common": total[common - 1] if common else None,
+        "collapsed_common": squeezed_total[common - 1] if common else None,
     }
 
 

@@ -1,5 +1,7 @@
 """The benchmarks run on tiny inputs and return sane structures. Smoke tests only: no timing is asserted."""
 
+import dataclasses
+import gc
 import threading
 import types
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +56,23 @@ def test_per_turn_measure_reports_every_window_and_category(long_fixture):
 def scripted_client(model: per_turn.ScriptedModel) -> anthropic.Anthropic:
     http = anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(model))
     return anthropic.Anthropic(api_key="bench", http_client=http, max_retries=0)
+
+
+def test_unlimited_budget_puts_every_max_limit_out_of_reach():
+    @dataclasses.dataclass
+    class Budget:
+        max_steps: int = 50
+        max_cost: float = 5.0
+        model: str = "m"
+
+    budget = per_turn.unlimited(Budget)
+    assert budget.max_steps > 10**9 and budget.max_cost > 10**9 and budget.model == "m"
+
+
+def test_gc_pauses_counts_full_collections():
+    with common.gc_pauses() as totals:
+        gc.collect()
+    assert totals[1] == 1 and isinstance(totals[0], float)
 
 
 def test_scripted_model_answers_prompt_too_long_above_its_context_limit():
