@@ -488,10 +488,18 @@ def test_live_main_end_to_end_with_a_stop_hook(step, tmp_path, monkeypatch):
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
         argv = ["make it green", "--workspace", str(tmp_path), "--permission", "auto"]
-        assert step.main([*argv, "--stop-hook", "grep -q green flag"]) == 0
+        trace = ["--trace", str(tmp_path / "live.jsonl")]
+        assert step.main([*argv, *trace, "--stop-hook", "grep -q green flag"]) == 0
     assert api.rule_problems == [] and len(api.requests) == 3
     assert "→ hook_retry" in shown.getvalue() and "stop hook passed" in shown.getvalue()
     assert all(r["body"]["stream"] is True for r in api.requests)
+    # the live run becomes a lesson: its trace replays offline, with no server, to the same transitions
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    again = io.StringIO()
+    step.console = Console(file=again, width=200)
+    assert step.main(["--replay", str(tmp_path / "live.jsonl")]) == 0
+    arrows = [line.split()[1] for line in again.getvalue().splitlines() if line.startswith("→")]
+    assert arrows == ["hook_retry", "next_turn", "done"]
 
 
 def live_loop(step, brain, workspace, **recovery):
