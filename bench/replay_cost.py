@@ -30,9 +30,18 @@ GOAL = 1.15  # a replay should cost at most 15 % more than importing the SDK
 RICH_MODULES = ("rich.console", "rich.markup", "rich.table", "rich.status", "rich.live", "rich.spinner")
 
 
-def measure(reps: int = 7, names: list[str] | None = None) -> dict:
-    """Medians of the floor and each step's replay (wall and CPU), interleaved, with ratios to the floor."""
-    commands = {"floor": FLOOR} | {n: [sys.executable, str(ROOT / f"{n}.py")] for n in names or steps()}
+def measure(reps: int = 7, names: list[str] | None = None, what_if: str | None = None) -> dict:
+    """Medians of the floor and each step's replay (wall and CPU), interleaved, with ratios to the floor.
+
+    With `what_if`, the first and last step also run through bench/launch.py twice, alone ("NAME
+    (launcher)") and with the change ("NAME + what_if"), so the change is compared like with like.
+    """
+    names = names or steps()
+    commands = {"floor": FLOOR} | {n: [sys.executable, str(ROOT / f"{n}.py")] for n in names}
+    for n in sorted({names[0], names[-1]}) if what_if else []:
+        launch = [sys.executable, "-m", "bench.launch"]
+        commands[f"{n} (launcher)"] = [*launch, "none", f"{n}.py"]
+        commands[f"{n} + {what_if}"] = [*launch, what_if, f"{n}.py"]
     raw = interleaved(commands, reps, offline_env())
     floor_wall, floor_cpu = median(raw["floor"]["wall"]), median(raw["floor"]["cpu"])
     out = {}
@@ -44,8 +53,15 @@ def measure(reps: int = 7, names: list[str] | None = None) -> dict:
             "ratio": wall / floor_wall,
             "cpu_ratio": cpu / floor_cpu,
             "error": f"exit {r['rc']}: {r['error']}" if r["rc"] else "",
+            "command": shown(commands[name]),
         }
     return out
+
+
+def shown(argv: list[str]) -> str:
+    """A command as a reader would type it: `python`, paths relative to the repo, code quoted."""
+    words = ["python"] + [os.path.relpath(a, ROOT) if a.startswith(str(ROOT)) else a for a in argv[1:]]
+    return " ".join(f'"{w}"' if " " in w else w for w in words)
 
 
 def breakdown(step: str, reps: int = 1, what_if: str | None = None) -> dict:

@@ -2,7 +2,7 @@
 
 Each is a context manager that patches `replay` (or the process) for the duration; replay.py itself is
 untouched. `python bench/run.py --what-if NAME` measures the table's rows with it applied, next to
-the rows without it.
+the rows without it; for whole processes, `python -m bench.launch NAME sNN_x.py` runs a step with it.
 
 - diff-fast-path: `request_diff` returns None at once when the request equals the recorded one (one C
   level dict comparison); only a request that differs is normalised and walked for a readable diff.
@@ -14,7 +14,8 @@ the rows without it.
 - no-pydantic-check: the fixture loader skips `Message.model_validate` of every 200 body (the SDK
   parses the body anyway; only the error message for a malformed body would be less precise).
 - gc-freeze: `gc.freeze()` once the fixture is loaded, so the collector stops re-scanning the SDK's
-  types and the fixture (every request holds the whole history: quadratic in the turns) each turn.
+  types and the fixture (every request holds the whole history: quadratic in the turns) each turn,
+  and the interpreter's last collection at exit skips them too.
 - proposed: identical-fast-path and gc-freeze together, the two the measurements support.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 
 import replay
 from bench.common import replaced
@@ -66,13 +68,13 @@ def no_pydantic_check():
 
 @contextlib.contextmanager
 def gc_freeze():
-    gc.collect()
     gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
-        gc.collect()  # pay the unfrozen objects' collection here, not in whatever is measured next
+        if not sys.is_finalizing():  # at exit (bench/launch.py) the frozen objects are simply left
+            gc.unfreeze()
+            gc.collect()  # pay the unfrozen objects' collection here, not in whatever is measured next
 
 
 @contextlib.contextmanager

@@ -149,6 +149,12 @@ def test_replay_cost_child_times_a_whole_replay_in_process():
     assert all(v >= 0 for v in ms.values())
 
 
+def test_commands_are_shown_as_a_reader_would_type_them():
+    argv = [replay_cost.sys.executable, str(common.ROOT / "s01_agent_loop.py")]
+    assert replay_cost.shown(argv) == "python s01_agent_loop.py"
+    assert replay_cost.shown(replay_cost.FLOOR) == 'python -c "import anthropic"'
+
+
 def test_interleaved_runs_every_command_the_same_number_of_times():
     commands = {
         "a": [replay_cost.sys.executable, "-c", "pass"],
