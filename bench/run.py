@@ -185,7 +185,8 @@ def section_per_turn(turns: int, reps: int, which: list[str], what_if: str | Non
             summary.add_row(
                 "2",
                 f"per-turn overhead, {label}",
-                f"{r['overhead']:.2f} ms/turn CPU (turns 1-50: {first:.1f}, last 50: {last:.1f}), "
+                f"{r['overhead']:.2f} ms/turn CPU (turns {r['windows'][0]['turns']}: {first:.1f}, "
+                f"{r['windows'][-1]['turns']}: {last:.1f}), "
                 f"{r['wall_overhead']:.2f} wall{stubbed}",
                 f"<= {PER_TURN_GOAL} ms",
                 verdict(r["overhead"], PER_TURN_GOAL),
@@ -244,10 +245,12 @@ def section_tokens(turns: int, summary: Table) -> None:
     console.print(t)
     console.print(f"   with collapse: {note(how, 100)}\n")
     total = g["rows"][-1]["cumulative"]
+    n = g["turns"]
+    half = n // 2
     summary.add_row(
         "4",
         f"token growth over {g['turns']} turns",
-        f"{total:,} in all; turns 101-200 cost {g['doubling'] - 1:.2f}x turns 1-100",
+        f"{total:,} in all; turns {half + 1}-{n} cost {g['doubling'] - 1:.2f}x turns 1-{half}",
         "measured",
         "quadratic" if g["doubling"] > 3 else "",
     )

@@ -40,7 +40,7 @@ def growth(fixture: dict, collapsed: dict | None = None, checkpoints=CHECKPOINTS
     squeezed = per_turn_tokens(collapsed) if collapsed else []
     squeezed_total = cumulative(squeezed)
     rows = []
-    for turn in (t for t in checkpoints if t <= len(plain)):
+    for turn in sorted({t for t in checkpoints if t <= len(plain)} | {len(plain)}):  # and the last
         row = {"turn": turn, "tokens": plain[turn - 1], "cumulative": total[turn - 1]}
         if collapsed:
             row["collapsed"] = squeezed_total[turn - 1] if turn <= len(squeezed) else None
