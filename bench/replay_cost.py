@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 if __package__ in (None, ""):
@@ -67,17 +68,18 @@ def shown(argv: list[str]) -> str:
 def breakdown(step: str, reps: int = 1, what_if: str | None = None) -> dict:
     """Where one replay's time goes, in ms per category (median over `reps` fresh child processes)."""
     runs = []
-    for _ in range(reps):
-        done = subprocess.run(
-            [sys.executable, "-m", "bench.replay_cost", step, *([what_if] if what_if else [])],
-            cwd=ROOT,
-            env=offline_env(),
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode:
-            return {"error": last_line(done.stderr) or f"exit {done.returncode}"}
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:  # the replays' workspace copies go here
+        for _ in range(reps):
+            done = subprocess.run(
+                [sys.executable, "-m", "bench.replay_cost", step, *([what_if] if what_if else [])],
+                cwd=ROOT,
+                env=offline_env(TMPDIR=tmp),
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode:
+                return {"error": last_line(done.stderr) or f"exit {done.returncode}"}
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     keys = dict.fromkeys(k for r in runs for k in r)  # a category a run never entered counts 0 there
     return {key: median([r.get(key, 0.0) for r in runs]) for key in keys}
 

@@ -2,6 +2,7 @@
 
 import dataclasses
 import gc
+import tempfile
 import threading
 import types
 from concurrent.futures import ThreadPoolExecutor
@@ -143,7 +144,8 @@ def test_timing_puts_every_wrapped_function_back(long_fixture):
     assert (replay.ReplayTransport.__call__, s01_agent_loop.run_tool, replay.load_fixture) == before
 
 
-def test_replay_cost_child_times_a_whole_replay_in_process():
+def test_replay_cost_child_times_a_whole_replay_in_process(monkeypatch, tmp_path):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the replay's workspace copy lands here
     ms = replay_cost.child("s01_agent_loop")
     assert {"main", "SDK", "transport", "tools", "rendering", "import rich"} <= set(ms)
     assert all(v >= 0 for v in ms.values())
