@@ -203,3 +203,14 @@ def test_the_cli_checks_fixtures(tmp_path):
     assert replay.main(["check", str(ROOT / "fixtures" / "s01_hello_agent.json")]) == 0
     (tmp_path / "bad.json").write_text("[]")
     assert replay.main(["check", str(tmp_path / "bad.json")]) == 1
+
+
+def test_the_fast_path_for_checked_fixtures_still_catches_every_difference():
+    fixture = good()
+    client, transport = replay.replay_client(fixture, "t", checked=True)
+    first = fixture["exchanges"][0]["request"]
+    client.messages.create(**first)  # identical to the recording: served without a diff
+    sent = {**first, "messages": first["messages"]}  # the same opening again, where turn 2 is due
+    with pytest.raises(replay.ReplayMismatch, match="turn 2: expected 3 messages, got 1"):
+        client.messages.create(**sent)
+    assert transport.cursor == 1
