@@ -66,7 +66,9 @@ class StandIn:
         self.requests: list[dict] = []  # {"body": ..., "headers": ...} in arrival order
         self.rule_problems: list[str] = []  # API-rule violations seen in any request
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def url(self) -> str:
