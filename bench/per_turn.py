@@ -6,8 +6,9 @@ fixture, alternated:
 - floor: the least any loop must do with the real SDK — `client.messages.create` with the whole
   history (the SDK builds and serialises the request and parses the reply), append the reply, append
   the recorded tool results — over a bare transport that only hands back the next response;
-- loop: the step's `agent_loop` over replay's strict ReplayTransport (request JSON parsed, the API's
-  rules and the diff against the recording checked every turn), with its rich output rendered to
+- loop: the step's `agent_loop` over replay's strict ReplayTransport as a replay builds it (request
+  JSON parsed; a request identical to its already-checked recording is served at once, any other is
+  checked against the API's rules and diffed against the recording), with its rich output rendered to
   memory and the tool stubbed (the first real call's output is reused), so tool time does not count.
 
 overhead per turn = (loop - floor) / turns, also per window of turns to show how it grows: the
@@ -227,7 +228,8 @@ class _TimedReplay(replay.ReplayTransport):
 def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     """One run of the step's loop over replay's strict transport: per-turn stamps, checks, categories."""
     module = load_step(step)
-    transport = _TimedReplay(fixture, "long fixture", strict=True)
+    assert not replay.fixture_problems(fixture)  # what load_fixture checks, so checked=True as in a replay
+    transport = _TimedReplay(fixture, "long fixture", strict=True, checked=True)
     transport.stamps, transport.checks = [], []
     turns = len(fixture["exchanges"])
     gc.collect()  # every run starts with no collection owed by the one before
