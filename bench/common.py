@@ -219,3 +219,16 @@ def gc_pauses(timer=time.perf_counter):
         yield totals
     finally:
         gc.callbacks.remove(callback)
+
+
+@contextlib.contextmanager
+def frozen():
+    """`gc.freeze()`, as a replay does once its fixture is loaded (replay._start_replay); then undone.
+
+    The undoing unfreezes every object, so the next measurement starts from a collector that sees all.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

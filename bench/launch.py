@@ -1,4 +1,4 @@
-"""Run a step script as `python sNN_x.py` does, with a proposed change from bench/whatif.py applied.
+"""Run a step script as `python sNN_x.py` does, with a change from bench/whatif.py applied.
 
     python -m bench.launch NAME sNN_x.py [args...]     NAME is a what-if, or `none` for the launcher alone
 

@@ -8,11 +8,12 @@ fixture, alternated:
   the recorded tool results — over a bare transport that only hands back the next response;
 - loop: the step's `agent_loop` over replay's strict ReplayTransport as a replay builds it (request
   JSON parsed; a request identical to its already-checked recording is served at once, any other is
-  checked against the API's rules and diffed against the recording), with its rich output rendered to
-  memory and the tool stubbed (the first real call's output is reused), so tool time does not count.
+  checked against the API's rules and diffed against the recording; `gc.freeze()` once the fixture is
+  there), with its rich output rendered to memory and the tool stubbed (the first real call's output
+  is reused), so tool time does not count.
 
-overhead per turn = (loop - floor) / turns, also per window of turns to show how it grows: the
-transport re-checks the whole history every turn, so its cost per turn grows with the turn number.
+overhead per turn = (loop - floor) / turns, also per window of turns to show how it grows (the SDK
+serialises the whole history every turn; anything else linear in the history would show here too).
 Figures are this process's CPU time, best of the runs (on a shared machine, other people's work
 inflates wall time and only ever adds); the wall-time overhead is reported beside it.
 
@@ -39,7 +40,7 @@ import anthropic
 import httpx2
 
 import replay
-from bench.common import gc_pauses, load_step, quiet, replaced, timing
+from bench.common import frozen, gc_pauses, load_step, quiet, replaced, timing
 from bench.whatif import applied
 
 TASK = "Run the command once per turn until you have run it enough times, then say done."
@@ -233,7 +234,13 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     transport.stamps, transport.checks = [], []
     turns = len(fixture["exchanges"])
     gc.collect()  # every run starts with no collection owed by the one before
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, applied(what_if), gc_pauses(CPU) as gc_time:
+    # A replay freezes what exists once its fixture is loaded (replay._start_replay): so does this run.
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+        frozen(),
+        applied(what_if),
+        gc_pauses(CPU) as gc_time,
+    ):
         wall = time.perf_counter()
         with timing(module, timer=CPU) as clock:
             memo = run_loop(module, transport.http_client(), Path(tmp), turns)
@@ -292,8 +299,8 @@ def measure(
     Per-turn figures are CPU time of this process (all threads), the best of `reps` runs; `wall` and
     `floor_wall` are the same runs' wall time, for comparison. Also where the loop's time goes per
     turn (exclusive categories: transport, SDK, tools, rendering, spinner, the rest of the loop) and
-    the garbage collector's pauses. `what_if` (see bench/whatif.py) applies a proposed replay.py
-    change to the loop runs only: the floor is always the plain SDK.
+    the garbage collector's pauses. `what_if` (see bench/whatif.py) applies a replay.py change not made
+    to the loop runs only: the floor is always the plain SDK.
     """
     fixture = fixture or make_long_fixture(turns, step)
     if any(e["response"]["status"] != 200 for e in fixture["exchanges"]):

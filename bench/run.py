@@ -3,7 +3,7 @@
     python bench/run.py                  replay cost, per-turn overhead, parallel speedup, token growth
     python bench/run.py --quick          the same with fewer repetitions
     python bench/run.py --suite          also time the README's test command (`pytest`, slow)
-    python bench/run.py --what-if NAME   also measure a proposed replay.py change (see bench/whatif.py)
+    python bench/run.py --what-if NAME   also measure a replay.py change not made (see bench/whatif.py)
 
 Benchmarks print figures; nothing here asserts a timing. Results and how to read them: docs/benchmarks.md.
 """
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--suite", action="store_true", help="also time the whole test suite (slow)")
     parser.add_argument(
-        "--what-if", choices=sorted(WHAT_IFS), help="also measure a proposed replay.py change"
+        "--what-if", choices=sorted(WHAT_IFS), help="also measure a replay.py change not made"
     )
     parser.add_argument(
         "--turns", type=int, default=200, help="length of the generated fixture (default 200)"
