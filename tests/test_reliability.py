@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+import standin
 from conftest import ROOT, STEPS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -63,17 +64,7 @@ def test_a_json_recording_serves_a_streaming_loop_and_back():
 
 
 def message_body(content: list, stop_reason: str) -> dict:
-    usage = {"input_tokens": 100, "output_tokens": 20}
-    return {
-        "id": "msg_gen",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-5",
-        "content": content,
-        "stop_reason": stop_reason,
-        "stop_sequence": None,
-        "usage": usage,
-    }
+    return standin.message(content, stop_reason, input_tokens=100, output_tokens=20)
 
 
 @st.composite
