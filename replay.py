@@ -200,12 +200,12 @@ def _count_diff(want: list, got: list) -> str:
     return f"{line} — missing messages[{k}] ({missing['role']}: {kinds}): {hint}"
 
 
-def _block_diff(want: dict, got: dict, structure_only: bool, loose: bool = False) -> str | None:
+def _block_diff(want: dict, got: dict, structure_only: bool, conversation_only: bool = False) -> str | None:
     """How one content block differs: type first, then ids, then (unless structure-only) text."""
     if want.get("type") != got.get("type"):
         return f"expected a {want.get('type')} block, got {got.get('type')}"
     keys = {"tool_use": ("id", "name"), "tool_result": ("tool_use_id", "is_error")}.get(want["type"], ())
-    if loose:  # a student's tools may fail where the recording's did not: is_error is theirs
+    if conversation_only:  # a student's tools may fail where the recording's did not: is_error is theirs
         keys = tuple(k for k in keys if k != "is_error")
     if not structure_only:
         keys = sorted(set(want) | set(got))
