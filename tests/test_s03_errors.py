@@ -331,6 +331,7 @@ def test_live_really_sleeps_the_wait_when_not_told_otherwise(live, step, capsys,
 
 REPLAYS = {  # fixture -> the exit code a reader should see
     "s03_fix_failing_test": 0,
+    "s03_fix_with_retry": 0,
     "s03_overloaded_then_ok": 0,
     "s03_bad_key": 1,
     "s03_tool_raises": 0,
@@ -372,6 +373,17 @@ def test_fix_failing_test_really_fails_then_really_passes(replays):
     failed = out.index("FAIL  test_user_names_are_not_case_sensitive: grace / hopper was refused")
     assert failed < out.index("3 passed, 0 failed\n[exit code 0]")
     assert "[exit code 1]" in out and "end_turn" in out
+
+
+def test_fix_with_retry_shows_both_retries_then_the_same_fix(replays):
+    out = replay_s03(replays, "s03_fix_with_retry")
+    lines = [re.sub(r"\d+\.\d s", "N s", line) for line in out.splitlines() if "retrying in" in line]
+    assert lines == [
+        "overloaded (529) — retrying in N s, attempt 2 of 5",
+        "rate limited (429) — retrying in N s (as the server asked), attempt 2 of 5",
+    ]
+    assert out.index("overloaded (529)") < out.index("turn 1 ") < out.index("rate limited (429)")
+    assert out.index("rate limited (429)") < out.index("turn 5 ") < out.index("3 passed, 0 failed")
 
 
 def test_overloaded_then_ok_shows_every_attempt_and_completes(replays):
