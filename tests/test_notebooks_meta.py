@@ -114,3 +114,26 @@ def test_a_plain_console_shows_the_loop_without_spinner_frames(monkeypatch):
     assert "tokens in 114 / out 65" in text and "tokens in 671 / out 22" in text
     assert "waiting for the model" not in text
     assert "\x1b" not in text and "\r" not in text
+
+
+SEED = re.compile(r"\bseeds?\b", re.IGNORECASE)  # "seed 002", "the seed reports"; not "seeded"
+
+
+def reader_facing_texts():
+    """What a reader reads: the notebooks' cells, both READMEs, every fixture's description and note."""
+    for path in NOTEBOOKS:
+        yield path.name, "\n".join(source(cell) for cell in json.loads(path.read_text())["cells"])
+    for name in ("README.md", "README.zh-CN.md"):
+        yield name, (ROOT / name).read_text()
+    for path in sorted((ROOT / "fixtures").glob("*.json")):
+        fixture = json.loads(path.read_text())
+        yield path.name, f"{fixture.get('description', '')}\n{fixture.get('provenance_note', '')}"
+
+
+READER_TEXTS = dict(reader_facing_texts())
+
+
+@pytest.mark.parametrize("name", sorted(READER_TEXTS))
+def test_no_reader_is_sent_to_a_seed_they_do_not_have(name):
+    found = SEED.search(READER_TEXTS[name])
+    assert not found, f"{name}: {found.group(0)!r} — cite the article by its title instead"
