@@ -302,6 +302,11 @@ def run_lines(
 # -- what the notebooks call -----------------------------------------------------------------------
 
 
+def show_wrapped(text: str, width: int = 100, prefix: str = "") -> None:
+    """Print a long text (a fixture's description, a list of names) wrapped to `width` columns."""
+    print(textwrap.fill(text, width, initial_indent=prefix, subsequent_indent=" " * len(prefix)))
+
+
 def show_run(requests: list[dict], responses: list | None = None, new_only: bool = False, only=None) -> None:
     """Print every request (and response) of a run, one line per block."""
     print("\n".join(run_lines(requests, responses, new_only, only)))

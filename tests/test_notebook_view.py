@@ -194,6 +194,13 @@ def test_what_a_transport_saw_with_the_sdks_messages_reads_as_the_recording():
     assert view.response_lines(2, messages[1]) == view.response_lines(2, recorded["exchanges"][1]["response"])
 
 
+def test_long_prose_is_wrapped_under_its_label(capsys):
+    view.show_wrapped("word " * 60, width=50, prefix="note: ")
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 5 and max(map(len, lines)) <= 50
+    assert lines[0].startswith("note: word") and lines[1].startswith("      word")
+
+
 # -- charts ----------------------------------------------------------------------------------------
 
 
