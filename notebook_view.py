@@ -324,6 +324,11 @@ def show_transport(transport, new_only: bool = False, only=None) -> None:
     show_run(transport.seen, responses, new_only, only)
 
 
+def show_messages(messages: list) -> None:
+    """Print a messages list alone, one line per block (a recorded request's, or what a loop built)."""
+    print("\n".join(message_lines(messages)))
+
+
 def show_exchange(transport, n: int, new_only: bool = False) -> None:
     """Print request n that a replay transport saw (compared with request n-1), and its response."""
     before = transport.seen[n - 2] if n > 1 else None

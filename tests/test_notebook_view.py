@@ -194,6 +194,14 @@ def test_what_a_transport_saw_with_the_sdks_messages_reads_as_the_recording():
     assert view.response_lines(2, messages[1]) == view.response_lines(2, recorded["exchanges"][1]["response"])
 
 
+def test_a_messages_list_alone_shows_as_in_a_request(capsys):
+    request = fixture("s01_hello_agent")["exchanges"][1]["request"]
+    view.show_messages(request["messages"])
+    shown = capsys.readouterr().out.splitlines()
+    assert shown == [line for line in request_block(lines_of("s01_hello_agent"), 2) if line.startswith("   ")
+                     or line.startswith("  [")]  # fmt: skip
+
+
 def test_long_prose_is_wrapped_under_its_label(capsys):
     view.show_wrapped("word " * 60, width=50, prefix="note: ")
     lines = capsys.readouterr().out.splitlines()
