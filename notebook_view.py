@@ -389,11 +389,18 @@ def png(figure) -> bytes:
     return out.getvalue()
 
 
-def long_run_tokens(turns: int, step: str, context_limit: int | None = None) -> list[int]:
-    """Input tokens of every answered request in a long scripted run of `step`'s own loop: one bash call
-    per turn whose output is about 1.9 kB (bench/per_turn.py builds it, as the token benchmark does).
-    With `context_limit`, a request over it gets the API's 400 "prompt is too long" (for s06)."""
+def long_run(turns: int, step: str, context_limit: int | None = None) -> dict:
+    """A long scripted run of `step`'s own loop: one bash call per turn whose output is about 1.9 kB
+    (bench/per_turn.py builds it, as the token benchmark does). With `context_limit`, a request over it
+    gets the API's 400 "prompt is too long" (for s06). Returns the input tokens of every answered
+    request, and how many requests were refused as too long or asked for a summary (compaction)."""
     from bench.per_turn import make_long_fixture
     from bench.tokens import COMMAND, per_turn_tokens
 
-    return per_turn_tokens(make_long_fixture(turns, step, context_limit=context_limit, command=COMMAND))
+    fixture = make_long_fixture(turns, step, context_limit=context_limit, command=COMMAND)
+    exchanges = fixture["exchanges"]
+    return {
+        "tokens": per_turn_tokens(fixture),
+        "refused": sum(e["response"].get("status") == 400 for e in exchanges),
+        "summaries": sum((e["request"].get("tool_choice") or {}).get("type") == "none" for e in exchanges),
+    }

@@ -229,13 +229,20 @@ def test_the_chart_has_a_line_per_series_in_both_panels_and_a_stable_png():
 
 
 def test_a_long_run_resends_its_history_and_collapse_keeps_it_under_the_limit():
-    plain = view.long_run_tokens(12, "s01_agent_loop")
-    steps = [b - a for a, b in zip(plain, plain[1:])]
-    assert len(plain) == 12 and min(steps) > 400  # each request carries every output before it
-    limit = plain[-1] // 2
-    collapsed = view.long_run_tokens(12, "s06_recovery", context_limit=limit)
-    assert max(collapsed) <= limit < max(plain)
-    assert sum(collapsed) < sum(plain)
+    plain = view.long_run(12, "s01_agent_loop")
+    steps = [b - a for a, b in zip(plain["tokens"], plain["tokens"][1:])]
+    assert len(plain["tokens"]) == 12 and min(steps) > 400  # each request carries every output before it
+    assert plain["refused"] == plain["summaries"] == 0
+    limit = plain["tokens"][-1] // 2
+    collapsed = view.long_run(12, "s06_recovery", context_limit=limit)
+    assert max(collapsed["tokens"]) <= limit < max(plain["tokens"]) and collapsed["refused"] >= 1
+    assert sum(collapsed["tokens"]) < sum(plain["tokens"])
+
+
+def test_a_tight_limit_makes_s06_compact_as_well():
+    run = view.long_run(40, "s06_recovery", context_limit=3000)
+    assert run["summaries"] >= 1 and run["refused"] > run["summaries"]
+    assert max(run["tokens"]) <= 3000
 
 
 def test_the_view_reads_fixtures_without_changing_them():
