@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 import textwrap
+from pathlib import Path
 
 WIDTH = 200  # no line this module prints is wider
 TEXT_LIMIT = 110  # characters of a text block shown on its one line
@@ -390,17 +392,36 @@ def png(figure) -> bytes:
 
 
 def long_run(turns: int, step: str, context_limit: int | None = None) -> dict:
-    """A long scripted run of `step`'s own loop: one bash call per turn whose output is about 1.9 kB
-    (bench/per_turn.py builds it, as the token benchmark does). With `context_limit`, a request over it
-    gets the API's 400 "prompt is too long" (for s06). Returns the input tokens of every answered
-    request, and how many requests were refused as too long or asked for a summary (compaction)."""
-    from bench.per_turn import make_long_fixture
+    """A long scripted run of `step`'s own loop, built as the token benchmark builds it (bench/): one
+    bash call per turn whose output is about 1.9 kB. With `context_limit`, a request over it gets the
+    API's 400 "prompt is too long" (for s06). Returns the input tokens of every answered request, and
+    how many requests were refused as too long or asked for a summary (compaction)."""
+    from bench.common import load_step
+    from bench.per_turn import ScriptedModel, run_loop, scripted_responses
     from bench.tokens import COMMAND, per_turn_tokens
 
-    fixture = make_long_fixture(turns, step, context_limit=context_limit, command=COMMAND)
-    exchanges = fixture["exchanges"]
+    model = ScriptedModel(scripted_responses(turns, COMMAND), context_limit)
+    http = anthropic_client(model)
+    with tempfile.TemporaryDirectory(prefix="long-run-") as workspace:
+        run_loop(load_step(step), http, Path(workspace), turns, console_class=plain_console)
+    exchanges = model.exchanges
     return {
-        "tokens": per_turn_tokens(fixture),
+        "tokens": per_turn_tokens({"exchanges": exchanges}),
         "refused": sum(e["response"].get("status") == 400 for e in exchanges),
         "summaries": sum((e["request"].get("tool_choice") or {}).get("type") == "none" for e in exchanges),
     }
+
+
+def anthropic_client(handler):
+    """The HTTP client the SDK takes, with `handler` answering every request (no network)."""
+    import anthropic
+    import httpx2
+
+    return anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(handler))
+
+
+def plain_console(**options):
+    """A rich Console that writes where it is told, even inside Jupyter (where rich would draw cells)."""
+    from rich.console import Console
+
+    return Console(force_jupyter=False, **options)

@@ -245,6 +245,15 @@ def test_a_tight_limit_makes_s06_compact_as_well():
     assert max(run["tokens"]) <= 3000
 
 
+def test_a_long_run_inside_jupyter_still_prints_nothing(monkeypatch, capsys):
+    import rich.console
+
+    monkeypatch.setattr(rich.console, "_is_jupyter", lambda: True)  # as inside a notebook's kernel
+    assert rich.console.Console().is_jupyter and not view.plain_console().is_jupyter
+    view.long_run(3, "s01_agent_loop")
+    assert capsys.readouterr().out == ""
+
+
 def test_the_view_reads_fixtures_without_changing_them():
     recorded = fixture("s06_collapse_then_compact")
     before = json.dumps(recorded, sort_keys=True)
