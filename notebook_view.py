@@ -355,10 +355,12 @@ def running_sum(values: list[int]) -> list[int]:
     return sums
 
 
-def tokens_chart(series: dict[str, list[int]], title: str):
-    """Two panels for each series of per-request input tokens: per request, and their running sum
-    (what is billed). Returns the matplotlib Figure; a notebook shows it inline."""
+def tokens_chart(series: dict[str, list[int]], title: str, limit: int | None = None):
+    """Two panels for each series of per-request input tokens: per request (with the context `limit`
+    as a dashed line, if given), and their running sum, which is what is billed. Returns the
+    matplotlib Figure; `show_chart` shows it inline."""
     from matplotlib.figure import Figure  # only the charts need matplotlib
+    from matplotlib.ticker import FuncFormatter
 
     figure = Figure(figsize=(10, 3.6), dpi=80)
     per_turn, total = figure.subplots(1, 2)
@@ -366,11 +368,13 @@ def tokens_chart(series: dict[str, list[int]], title: str):
         turns = range(1, len(values) + 1)
         per_turn.plot(turns, values, label=label)
         total.plot(turns, running_sum(values), label=label)
+    if limit:
+        per_turn.axhline(limit, color="grey", linestyle="--", linewidth=1, label=f"context limit {limit:,}")
     per_turn.set(title="input tokens of each request", xlabel="request", ylabel="tokens")
     total.set(title="sum so far: what is billed", xlabel="request", ylabel="tokens")
     for axes in (per_turn, total):
         axes.grid(alpha=0.3)
-        axes.ticklabel_format(axis="y", style="plain")
+        axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
         axes.legend(loc="upper left", fontsize="small")
     figure.suptitle(title)
     figure.tight_layout()

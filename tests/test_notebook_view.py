@@ -223,6 +223,8 @@ def test_the_chart_has_a_line_per_series_in_both_panels_and_a_stable_png():
     per_turn, total = figure.axes
     assert [list(line.get_ydata()) for line in per_turn.lines] == [[1, 2, 3], [1, 2, 1]]
     assert [list(line.get_ydata()) for line in total.lines] == [[1, 3, 6], [1, 3, 4]]
+    with_limit = view.tokens_chart({"collapsed": [1, 2, 1]}, "title", limit=2)
+    assert [list(line.get_ydata()) for line in with_limit.axes[0].lines][-1] == [2, 2]  # the dashed limit
     png = view.png(figure)
     assert png.startswith(b"\x89PNG") and png == view.png(figure)
     assert b"Matplotlib version" not in png
