@@ -27,10 +27,11 @@ Run: python s04_parallel.py                        offline replay: four reads an
      python s04_parallel.py "task"                 live, with ANTHROPIC_API_KEY
 """
 
+import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anthropic
@@ -136,6 +137,70 @@ def run_tools(
     ]
 
 
+# -- new in s04: the repeat brake — the same call, with the same result, again and again ---------------
+
+REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is refused
+
+
+@dataclass
+class RepeatGuard:
+    """The brake on a model going round in circles. It sees every call in the order asked: a call is
+    refused (an is_error asking for another approach) when the REPEAT_LIMIT - 1 calls just before it
+    were the same tool with the same input and gave the same result; asking again stops the run."""
+
+    limit: int = REPEAT_LIMIT
+    recent: list = field(default_factory=list)  # [call, result] of the latest calls; None: not run yet
+    refused: dict = field(default_factory=dict)  # this turn's refusals: tool_use id -> the answer
+    turn: list = field(default_factory=list)  # this turn's entries in `recent`, in tool_use order
+    stop: str = ""  # set when the model asks again after a refusal: why the run stops
+
+    def screen(self, calls: list) -> list:
+        """The calls that may run; the others get their answer in self.refused."""
+        self.refused, self.turn = {}, []
+        for block in calls:
+            answer = self.check(block.name, json.dumps(block.input, sort_keys=True, ensure_ascii=False))
+            if answer:
+                self.refused[block.id] = answer
+        return [block for block in calls if block.id not in self.refused]
+
+    def check(self, name: str, data: str) -> str | None:
+        """None to let this call (a tool and its input as JSON) run, or the error that answers it instead."""
+        call = f"{name} {data}"
+        before = self.recent[-(self.limit - 1) :]
+        results = {result for _, result in before if result is not None}  # None: asked earlier this turn
+        answer = None
+        if before and before[-1] == [call, "refused"]:
+            self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
+            answer = "error: not run: refused again, so this run stops here."
+        elif len(before) == self.limit - 1 and {c for c, _ in before} == {call} and len(results) <= 1:
+            answer = (
+                f"error: not run: this is the same {name} call with the same input {self.limit} times in a "
+                "row, and it gave the same result each time, so another gives nothing new. Change approach: "
+                "other input, another tool, or stop and report what you found."
+            )
+        entry = [call, "refused" if answer else None]
+        self.recent, self.turn = (self.recent + [entry])[-self.limit :], self.turn + [entry]
+        return answer
+
+    def merge(self, calls: list, results: list[dict]) -> list[dict]:
+        """All the turn's tool_results in tool_use order, refusals in their places; results remembered."""
+        ran = iter(results)
+        merged = [
+            {
+                "type": "tool_result",
+                "tool_use_id": block.id,
+                "content": self.refused[block.id],
+                "is_error": True,
+            }
+            if block.id in self.refused
+            else next(ran)
+            for block in calls
+        ]
+        for entry, result in zip(self.turn, merged):
+            entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
+        return merged
+
+
 def seconds(text) -> float:
     """A --read-latency value: seconds, from 0 to 60 (argparse reports a ValueError in one line)."""
     value = float(text)
@@ -157,8 +222,9 @@ def agent_loop(
     retry: Retry | None = None,  # s03: how call_model waits between attempts (default: really)
     read_latency: float = 0.0,  # s04: seconds added to each read-only call (--read-latency)
 ) -> list:
-    """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
-    turns = []  # every response, in order
+    """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or
+    until the model asks again for a call the repeat brake refused."""
+    turns, guard = [], RepeatGuard()  # every response, in order; the brake on repeated calls
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    call_model() retries what may pass and raises what cannot (s03).
@@ -183,16 +249,19 @@ def agent_loop(
         if response.stop_reason != "tool_use":
             return turns
 
-        # 4. Run the tool calls, reads side by side and the rest one at a time, and answer each id
-        #    exactly once, in the order asked, all in one user message. Each call still goes
-        #    through execute(), so whatever fails is an is_error result, never a missing one.
+        # 4. (new in s04) Run the tool calls, reads side by side and the rest one at a time, and
+        #    answer each id exactly once, in the order asked, all in one user message. The repeat
+        #    brake answers the calls it holds back; each other call still goes through execute().
         calls = [block for block in response.content if block.type == "tool_use"]
-        timeline = []  # when each call ran: shown to the reader, never sent to the model
-        results = run_tools(calls, workspace, permission, audit, timeline, read_latency=read_latency)
-        for block, result in zip(calls, results):
-            support.show_tool(block, result["content"])
-        support.show_timeline(timeline)
+        timeline, allowed = [], guard.screen(calls)  # when each call ran: shown, never sent
+        results = guard.merge(
+            calls, run_tools(allowed, workspace, permission, audit, timeline, read_latency=read_latency)
+        )
+        support.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
+        if guard.stop:  # asked again after a refusal: going round once more would change nothing
+            support.say(f"stopped: {guard.stop}", "bold")
+            return turns
 
 
 def add_flags(parser) -> None:

@@ -1,34 +1,27 @@
-"""s05_budget.py — Knowing when to stop: limits, a repeat brake, streaming, a Ctrl-C that keeps the work.
+"""s05_budget.py — Knowing when to stop, and never losing the work.
 
-Adds over s04: every run ends for a named reason, with a conversation that can be resumed. A Budget
-checks --max-steps, --max-tokens-total, --max-input-tokens and --max-cost (from a price table) before
-each call; a RepeatGuard refuses the third identical call in a row. Replies stream. A Ctrl-C lets the
-running tool finish and answers every call; a second stops at once. The conversation is saved however
-the run ends (--resume FILE goes on from it), and a JSON-lines trace survives even kill -9.
+Adds over s04: a Budget checks --max-steps, --max-tokens-total, --max-input-tokens and --max-cost (from
+a price table) before every call, and the first limit reached ends the run, named. Replies stream. A
+first Ctrl-C lets the running tool finish and answers every call; a second stops at once. However the
+run ends, the conversation is saved (--resume FILE goes on from it) and a JSON-lines trace survives.
 
     user task, or --resume FILE + a new instruction
         v
-    +=================+  a limit reached: stop, named   +----------------------------------------+
-    | Budget.exceeded | ------------------------------> | conversation saved (Ctrl-C too); trace |
-    +=================+                                 +----------------------------------------+
-        v                                                 ^ asked again after a refusal, or Ctrl-C
-    +--------------+  stop_reason != tool_use   +------+  |
-    | call_model() | -------------------------> | done |  |
-    |  (streamed)  |                            +------+  |
-    +--------------+     +============================================+
-        ^      |-------> | RepeatGuard refuses a 3rd identical call;  | -+
-        +--------------- | run_tools(); Ctrl-C answers every call     |
-                         +============================================+
-Run: python s05_budget.py                       offline replay: a streamed run that ends normally
-     python s05_budget.py --replay fixtures/s05_max_steps.json       stopped by --max-steps 3
-     python s05_budget.py --replay fixtures/s05_token_budget.json    a cost warning, then the token budget
-     python s05_budget.py --replay fixtures/s05_repeated_call.json   the repeat brake
-     python s05_budget.py --replay fixtures/s05_interrupt.json       press Ctrl-C during ./slow_check.sh,
-     python s05_budget.py --resume FILE                              then go on from the file it saved
-     python s05_budget.py "task" --max-cost 0.50                     live, with ANTHROPIC_API_KEY
+    +=================+ a limit is reached  +----------------------------------------------------+
+    | Budget.exceeded | ------------------> | stop, the reason named; conversation saved; trace |
+    +=================+                     +----------------------------------------------------+
+        v room for one more call                         ^ Ctrl-C while tools ran: all answered
+    +--------------+  stop_reason != tool_use   +------+ |
+    | call_model() | -------------------------> | done | |
+    |  (streamed)  | <--- s04's run_tools() -------------+
+    +--------------+
+
+Run: python s05_budget.py                 offline replay: a streamed run that ends normally
+     python s05_budget.py --replay fixtures/s05_max_steps.json    (also s05_token_budget, s05_interrupt)
+     python s05_budget.py --resume FILE   go on from the conversation a run saved (Ctrl-C included)
+     python s05_budget.py "task" --max-cost 0.50                  live, with ANTHROPIC_API_KEY
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -41,7 +34,6 @@ from functools import partial
 from pathlib import Path
 
 import anthropic
-from rich.markup import escape
 
 import replay
 import s02_tools as s02
@@ -50,7 +42,8 @@ import s04_parallel as s04
 import support
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError
-from s03_errors import CLIENT_OPTIONS, GaveUp, Retry, fatal_line, status_of
+from s03_errors import CLIENT_OPTIONS, GaveUp, Retry, fatal_line
+from s04_parallel import RepeatGuard
 
 DEFAULT_FIXTURE = "fixtures/s05_streamed.json"
 
@@ -62,18 +55,15 @@ MAX_TOKENS_TOTAL = 2_000_000  # input + output tokens summed over the run, cache
 MAX_INPUT_TOKENS = 150_000  # one request's input: history only grows, so the next request is larger
 MAX_COST = 5.00  # dollars, estimated (--max-cost); a warning comes first, at COST_WARNING of it
 COST_WARNING = 0.8
-# Dollars per million tokens, (input, output): Anthropic's list price for its Sonnet models, as
-# published on anthropic.com/pricing. Prompt-cache writes cost 1.25x the input price, cache reads 0.1x.
-# These are estimates: prices change, and the invoice is the truth. A model not listed is priced as MODEL.
+# Dollars per million tokens (input, output): the list price on anthropic.com/pricing; cache writes cost
+# 1.25x the input price, reads 0.1x. An estimate: the invoice is the truth. Unlisted models: as MODEL.
 PRICES = {"claude-sonnet-5": (3.00, 15.00)}
 CACHE_WRITE, CACHE_READ = 1.25, 0.10
-REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is refused
 INTERRUPT_GRACE = 1.0  # seconds a running command still gets after Ctrl-C, before its group is killed
 INTERRUPTED = "error: interrupted by the user"  # how every answer to a call stopped by Ctrl-C begins
+CANCELLED = "interrupted by the user: the command was cancelled, its process group killed"
 INTERRUPT = threading.Event()  # set by a first Ctrl-C while tools run: finish, answer, save, stop
-CTRL_C_IN_TOOLS = (
-    "interrupted by the user (Ctrl-C while tools ran: the calls that finished keep their results)"
-)
+CTRL_C_IN_TOOLS = "interrupted by the user (Ctrl-C while tools ran: the calls that finished keep theirs)"
 
 
 def tokens_in(usage) -> int:
@@ -114,9 +104,8 @@ class Budget:
     def spend(self, response) -> str | None:
         """Count one response; the first time the cost passes COST_WARNING of the cap, say so."""
         usage = response.usage
-        self.rows.append(
-            (response.stop_reason, tokens_in(usage), usage.output_tokens, cost(usage, self.model))
-        )
+        row = (response.stop_reason, tokens_in(usage), usage.output_tokens, cost(usage, self.model))
+        self.rows.append(row)
         if self.warned or self.cost < COST_WARNING * self.max_cost:
             return None
         self.warned = True
@@ -126,86 +115,23 @@ class Budget:
 
     def exceeded(self) -> str:
         """The first limit reached, named with its flag; "" while there is room for another call."""
-        last_in, steps = (self.rows[-1][1] if self.rows else 0), len(self.rows)
-        reached = [
-            (steps >= self.max_steps, f"max steps: {steps} model calls made (--max-steps {self.max_steps})"),
-            (
-                self.tokens >= self.max_tokens_total,
-                f"token budget: {self.tokens:,} tokens in and out (--max-tokens-total {self.max_tokens_total:,})",
-            ),
-            (
-                last_in >= self.max_input_tokens,
+        last_in = self.rows[-1][1] if self.rows else 0
+        if len(self.rows) >= self.max_steps:
+            return f"max steps: {len(self.rows)} model calls made (--max-steps {self.max_steps})"
+        if self.tokens >= self.max_tokens_total:
+            limit = f"--max-tokens-total {self.max_tokens_total:,}"
+            return f"token budget: {self.tokens:,} tokens in and out ({limit})"
+        if last_in >= self.max_input_tokens:
+            return (
                 f"input limit: the last request sent {last_in:,} input tokens, the next sends more "
-                f"(--max-input-tokens {self.max_input_tokens:,})",
-            ),
-            (
-                self.cost >= self.max_cost,
-                f"cost limit: about ${self.cost:.4f} spent (--max-cost ${self.max_cost:g})",
-            ),
-        ]
-        return next((why for hit, why in reached if hit), "")
+                f"(--max-input-tokens {self.max_input_tokens:,})"
+            )
+        if self.cost >= self.max_cost:
+            return f"cost limit: about ${self.cost:.4f} spent (--max-cost ${self.max_cost:g})"
+        return ""
 
     def spent(self) -> dict:
         return {"steps": len(self.rows), "tokens": self.tokens, "cost": round(self.cost, 6)}
-
-
-@dataclass
-class RepeatGuard:
-    """The brake on a model going round in circles. It sees every call in the order asked: a call is
-    refused (an is_error asking for another approach) when the REPEAT_LIMIT - 1 calls just before it
-    were the same tool with the same input and gave the same result; asking again stops the run."""
-
-    limit: int = REPEAT_LIMIT
-    recent: list = field(default_factory=list)  # [call, result] of the latest calls; None: not run yet
-    refused: dict = field(default_factory=dict)  # this turn's refusals: tool_use id -> the answer
-    turn: list = field(default_factory=list)  # this turn's entries in `recent`, in tool_use order
-    stop: str = ""  # set when the model asks again after a refusal: why the run stops
-
-    def screen(self, calls: list) -> list:
-        """The calls that may run; the others get their answer in self.refused."""
-        self.refused, self.turn = {}, []
-        for block in calls:
-            answer = self.check(block.name, json.dumps(block.input, sort_keys=True, ensure_ascii=False))
-            if answer:
-                self.refused[block.id] = answer
-        return [block for block in calls if block.id not in self.refused]
-
-    def check(self, name: str, data: str) -> str | None:
-        """None to let this call (a tool and its input as JSON) run, or the error that answers it instead."""
-        call = f"{name} {data}"
-        before = self.recent[-(self.limit - 1) :]
-        results = {result for _, result in before if result is not None}  # None: asked earlier this turn
-        answer = None
-        if before and before[-1] == [call, "refused"]:
-            self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
-            answer = "error: not run: refused again, so this run stops here."
-        elif len(before) == self.limit - 1 and {c for c, _ in before} == {call} and len(results) <= 1:
-            answer = (
-                f"error: not run: this is the same {name} call with the same input {self.limit} times in a "
-                "row, and it gave the same result each time, so another gives nothing new. Change approach: "
-                "other input, another tool, or stop and report what you found."
-            )
-        entry = [call, "refused" if answer else None]
-        self.recent, self.turn = (self.recent + [entry])[-self.limit :], self.turn + [entry]
-        return answer
-
-    def merge(self, calls: list, results: list[dict]) -> list[dict]:
-        """All the turn's tool_results in tool_use order, refusals in their places; results remembered."""
-        ran = iter(results)
-        merged = [
-            {
-                "type": "tool_result",
-                "tool_use_id": block.id,
-                "content": self.refused[block.id],
-                "is_error": True,
-            }
-            if block.id in self.refused
-            else next(ran)
-            for block in calls
-        ]
-        for entry, result in zip(self.turn, merged):
-            entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
-        return merged
 
 
 # -- new in s05: a Ctrl-C keeps the work — the running call finishes, every call is answered ----------
@@ -230,9 +156,7 @@ def wait_for(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
                 grace_until = grace_until or now + INTERRUPT_GRACE
                 if now >= grace_until:
                     os.killpg(process.pid, signal.SIGKILL)
-                    raise Cancelled(
-                        "interrupted by the user: the command was cancelled, its process group killed"
-                    ) from None
+                    raise Cancelled(CANCELLED) from None
         except KeyboardInterrupt:  # a second Ctrl-C: the command goes at once, with the run
             os.killpg(process.pid, signal.SIGKILL)
             raise
@@ -263,23 +187,22 @@ def ctrl_c_lets_tools_finish():
     """While tools run, a first Ctrl-C only sets INTERRUPT: the running call finishes (a long command
     is cancelled), the calls not started are answered as interrupted, and the loop stops after the
     turn. A second Ctrl-C raises KeyboardInterrupt at once."""
+    INTERRUPT.clear()  # a new turn of tools: no Ctrl-C yet
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may handle signals; elsewhere Ctrl-C keeps its default
         return
-
-    def on_ctrl_c(signum, frame):
-        if INTERRUPT.is_set():
-            raise KeyboardInterrupt
-        INTERRUPT.set()
-        support.console.print(
-            "\n[yellow]Ctrl-C:[/] letting the running tool finish, then saving (Ctrl-C again: now)"
-        )
-
-    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    previous = signal.signal(signal.SIGINT, first_ctrl_c)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def first_ctrl_c(signum, frame) -> None:
+    if INTERRUPT.is_set():
+        raise KeyboardInterrupt
+    INTERRUPT.set()
+    support.say("\nCtrl-C: letting the running tool finish, then saving (Ctrl-C again: now)", "yellow")
 
 
 def call_model(client: anthropic.Anthropic, retry: Retry | None, stream: bool = False, **request):
@@ -302,38 +225,37 @@ def answer_open_calls(messages: list) -> bool:
     asked = [b["id"] for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
     if last.get("role") != "assistant" or not asked:
         return False
-    missed = {
-        "type": "tool_result",
-        "content": f"{INTERRUPTED}: stopped before it had a result",
-        "is_error": True,
-    }
-    messages.append({"role": "user", "content": [missed | {"tool_use_id": tool_id} for tool_id in asked]})
+    note = f"{INTERRUPTED}: stopped before it had a result"
+    messages.append({"role": "user", "content": [support.tool_result(i, note, True) for i in asked]})
     return True
 
 
-def stopped(turns: list, budget: Budget, trace_path: Path | None) -> list:
+def start_trace(path: Path | None, script: str, model: str, stream: bool, budget: Budget, about=None) -> None:
+    """The trace's first line: what every request of the run shares, and the run's limits."""
+    shared = dict(model=model, system=SYSTEM, tools=TOOLS, max_tokens=MAX_TOKENS, stream=stream)
+    support.trace_start(path, script, shared, budget, about)
+
+
+def stopped(turns: list, budget: Budget, trace_path: Path | None, reason: str = "") -> list:
     """The end of a run, whatever ended it: the reason on screen and as the trace's last line."""
-    support.console.print(f"[bold]stopped:[/] {escape(budget.reason)}", soft_wrap=True)
+    budget.reason = reason or budget.reason
+    support.say(f"stopped: {budget.reason}", "bold")
     support.trace(trace_path, "stop", reason=budget.reason, **budget.spent())
     return turns
 
 
 def interrupted(messages: list, budget: Budget, trace_path: Path | None) -> None:
     """A Ctrl-C that ended the run at once: answer what was open, and say where it came."""
-    if answer_open_calls(messages):
-        budget.reason = "interrupted by the user (a second Ctrl-C while tools ran: open calls answered)"
-    else:
-        budget.reason = "interrupted by the user (during a model call: its partial reply was dropped)"
-    stopped([], budget, trace_path)
+    where = "a second Ctrl-C while tools ran: open calls answered"
+    where = where if answer_open_calls(messages) else "during a model call: its partial reply was dropped"
+    stopped([], budget, trace_path, f"interrupted by the user ({where})")
 
 
 def failed(budget: Budget, trace_path: Path | None, err: Exception) -> None:
     """A fatal error, the last of the six ways a run ends: named, and kept in the trace."""
     budget.reason = f"fatal error: {fatal_line(err)}"
     cause = err.__cause__ if isinstance(err, GaveUp) else err
-    status = status_of(cause) if isinstance(cause, anthropic.APIError) else None
-    error = {"status": status, "body": getattr(cause, "body", None), "message": str(err)}
-    support.trace(trace_path, "model_call", step=len(budget.rows) + 1, error=error)
+    support.trace_error(trace_path, len(budget.rows) + 1, cause, str(err))
     support.trace(trace_path, "stop", reason=budget.reason, **budget.spent())
 
 
@@ -356,16 +278,14 @@ def agent_loop(
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or a
     limit, the repeat brake or a Ctrl-C stops it (budget.reason says which). A Ctrl-C during a model
     call raises KeyboardInterrupt, the conversation as it was: main keeps it."""
-    turns, guard, logged = [], RepeatGuard(), []  # every response; the repeat brake; what the trace has
+    turns, guard, trace = [], RepeatGuard(), support.Trace(trace_path)  # responses; the brake; the trace
     budget, request = budget or Budget(model=model), dict(model=model, system=SYSTEM, tools=TOOLS)
-    support.trace_start(trace_path, "s05_budget", dict(request, max_tokens=MAX_TOKENS, stream=stream), budget)
-    INTERRUPT.clear()
+    start_trace(trace_path, "s05_budget", model, stream, budget)
     while True:
         # 0. (new in s05) Before paying for another call, check every limit: the first one reached
         #    ends the run, and the conversation is whole (it ends on the last turn's tool results).
-        budget.reason = budget.exceeded()
-        if budget.reason:
-            return stopped(turns, budget, trace_path)
+        if budget.exceeded():
+            return stopped(turns, budget, trace_path, budget.exceeded())
 
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    call_model() retries what may pass, raises what cannot (s03), and streams (s05).
@@ -375,7 +295,7 @@ def agent_loop(
         turns.append(response)
         support.show_turn(len(turns), response, stream)
         support.show_spend(budget, budget.spend(response))
-        logged = support.trace_call(trace_path, len(turns), messages, logged, response, started, budget)
+        trace.call(len(turns), messages, response, started, budget)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
@@ -386,9 +306,9 @@ def agent_loop(
             budget.reason = f"the model ended its turn (stop_reason {response.stop_reason})"
             return stopped(turns, budget, trace_path)
 
-        # 4. Run the tool calls, reads side by side (s04), and answer each id once, in order, in one
-        #    user message. (new in s05) The repeat brake answers the calls it holds back; a first
-        #    Ctrl-C lets the running call finish, answers the rest as interrupted, and ends the run.
+        # 4. Run the tool calls as s04 does: reads side by side, the repeat brake, each id answered once,
+        #    in order, in one user message. (new in s05) A first Ctrl-C lets the running call finish,
+        #    answers the rest as interrupted, and ends the run after this turn.
         calls = [block for block in response.content if block.type == "tool_use"]
         timeline, allowed, started = [], guard.screen(calls), time.monotonic()
         with ctrl_c_lets_tools_finish():
@@ -397,7 +317,7 @@ def agent_loop(
         support.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         budget.reason = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop
-        support.trace_tools(trace_path, len(turns), calls, results, started, budget.reason)
+        trace.tools(len(turns), calls, results, started, budget.reason)
         if budget.reason:
             return stopped(turns, budget, trace_path)
 
@@ -412,36 +332,13 @@ def add_flags(parser) -> None:
     """The limits, --resume, where the conversation and the trace go, and --no-stream."""
     add = parser.add_argument
     add("--max-steps", type=int, default=MAX_STEPS, metavar="N", help=f"model calls (default {MAX_STEPS})")
-    add(
-        "--max-tokens-total", type=int, default=MAX_TOKENS_TOTAL, metavar="N", help="tokens in + out, the run"
-    )
-    add(
-        "--max-input-tokens",
-        type=int,
-        default=MAX_INPUT_TOKENS,
-        metavar="N",
-        help="input tokens, one request",
-    )
-    add(
-        "--max-cost",
-        type=float,
-        default=MAX_COST,
-        metavar="DOLLARS",
-        help="dollars, estimated (warned at 80%%)",
-    )
-    add("--resume", metavar="FILE", help="continue a saved conversation; a task given is the new instruction")
+    add("--max-tokens-total", type=int, default=MAX_TOKENS_TOTAL, metavar="N", help="tokens in + out")
+    add("--max-input-tokens", type=int, default=MAX_INPUT_TOKENS, metavar="N", help="input, one request")
+    add("--max-cost", type=float, default=MAX_COST, metavar="DOLLARS", help="estimated (warned at 80%%)")
+    add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
-    add("--trace", metavar="FILE", help="where to write the JSON-lines trace (default: beside the audit log)")
+    add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
     add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s04 do")
-
-
-def resume_mode(args):
-    """Offline, --resume replays RESUME_FIXTURE; live with no new instruction, it adds RESUME_INSTRUCTION."""
-    if args.resume and not args.replay and not os.environ.get("ANTHROPIC_API_KEY"):
-        args.default_fixture = RESUME_FIXTURE
-    elif args.resume and not args.replay and not args.task:
-        args.task = RESUME_INSTRUCTION
-    return args
 
 
 def first_messages(run: replay.Run, resume: str | None) -> list:
@@ -470,50 +367,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
     for add in (s02.add_flags, s04.add_flags, add_flags):
         add(parser)
-    args = resume_mode(parser.parse_args(argv))
+    args = support.resume_mode(parser.parse_args(argv), RESUME_FIXTURE, RESUME_INSTRUCTION)
     body = lambda run: run_task(run, support.with_fixture_flags(parser, argv, run))  # noqa: E731
     return support.run_step(args, MODEL, "s05_budget", body, **CLIENT_OPTIONS)
 
 
 def run_task(run: replay.Run, args, loop=agent_loop, script: str = "s05_budget", **options) -> int:
-    """Run `loop` (s06 passes its own) with the flags' limits; whatever ends it, keep the conversation."""
-    permission, audit, retry, latency = s04.settings(args, run, script[:3])
-    trace_path, saved = Path(args.trace or audit.parent / "trace.jsonl"), audit.parent / "conversation.json"
+    """Run `loop` (s06 passes its own) within the flags' limits; whatever ends it, keep the conversation."""
+    settings = s04.settings(args, run, script[:3])  # (permission, audit log, retry policy, read latency)
+    trace_path = Path(args.trace or settings[1].parent / "trace.jsonl")
+    saved = Path(args.save or settings[1].parent / "conversation.json")
     limits = (args.max_steps, args.max_tokens_total, args.max_input_tokens, args.max_cost)
     messages, budget = first_messages(run, args.resume), Budget(*limits, run.model)
-    stream = support.streaming(args, run)
     try:
-        loop(
-            run.client,
-            messages,
-            run.workspace,
-            run.model,
-            permission,
-            audit,
-            retry,
-            latency,
-            budget,
-            trace_path,
-            stream,
-            **options,
-        )
+        stream = support.streaming(args, run)
+        loop(run.client, messages, run.workspace, run.model, *settings, budget, trace_path, stream, **options)
     except (anthropic.APIError, GaveUp) as err:  # s03: what retrying cannot fix; s05: named in the trace
         failed(budget, trace_path, err)
-        return s03.stop_cleanly(err, messages, Path(args.save or saved))
+        return s03.stop_cleanly(err, messages, saved)
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one: keep the work
         interrupted(messages, budget, trace_path)
     support.show_budget(budget)
-    support.say(f"audit log: {audit}; trace: {trace_path}")
-    keep(messages, Path(args.save or saved), script)
+    answer_open_calls(messages)  # a conversation to resume must answer every tool_use
+    support.save_conversation(messages, saved)
+    support.say(f"audit log: {settings[1]}; trace: {trace_path}\nconversation saved: {saved}")
+    support.say(f'continue it: python {script}.py --resume {saved} "new instruction"')
     return 130 if budget.reason.startswith("interrupted") else 0
-
-
-def keep(messages: list, path: Path, script: str) -> None:
-    """Save the conversation, every tool_use answered, and say how to go on from it."""
-    answer_open_calls(messages)
-    support.save_conversation(messages, path)
-    support.say(f"conversation saved: {path}")
-    support.say(f'continue it: python {script}.py --resume {path} "new instruction"')
 
 
 if __name__ == "__main__":

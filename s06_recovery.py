@@ -5,9 +5,6 @@ the cut reply; retry at 64k, then continue at most 3 times. "prompt is too long"
 results, then compact the history into a summary, once a turn. pause_turn goes back unchanged.
 --stop-hook CMD must pass before the loop may stop. A trace replays as a fixture (--replay run.jsonl).
 
-    user task
-        |
-        v
     +--------------+  stop_reason  +=========================================+
     | call model   | ------------> | next_transition(): what happens next?   |  new in s06
     +--------------+               +=========================================+
@@ -17,8 +14,7 @@ results, then compact the history into a summary, once a turn. pause_turn goes b
         |  +-------------------------| pause_turn      -> resume_pause: echo the content unchanged
         +----------------------------| end_turn        -> stop hook fails? hook_retry : done
                                      | refusal         -> done, saying so
-Run: python s06_recovery.py            offline replay of its fixture, no key needed
-     python s06_recovery.py --replay fixtures/s06_stop_hook.json   (each s06_* fixture is one path)
+Run: python s06_recovery.py --replay fixtures/s06_stop_hook.json   (each s06_* fixture is one path)
      python s06_recovery.py --trace run.jsonl "task"   then   --replay run.jsonl
 """
 
@@ -29,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anthropic
-from rich.markup import escape
 
 import replay
 import s02_tools as s02
@@ -39,17 +34,8 @@ import s05_budget as s05
 import support
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError, truncate
-from s03_errors import CLIENT_OPTIONS, Retry, api_message, status_of
-from s05_budget import (
-    CTRL_C_IN_TOOLS,
-    INTERRUPT,
-    Budget,
-    RepeatGuard,
-    call_model,
-    ctrl_c_lets_tools_finish,
-    run_tools,
-    stopped,
-)
+from s03_errors import CLIENT_OPTIONS, Retry, api_message
+from s05_budget import CTRL_C_IN_TOOLS, INTERRUPT, Budget, RepeatGuard, call_model, run_tools, stopped
 
 DEFAULT_FIXTURE = "fixtures/s06_truncated_tool_use.json"
 
@@ -113,10 +99,7 @@ class Recovery:
 
 def next_transition(response, state: Recovery, messages: list, hook: tuple | None = None) -> tuple[str, str]:
     """(transition, why): what the loop does next, from how the call ended and what was tried already.
-
-    `response` is None when the API refused the request as too long; `hook` is (passed, output) when
-    the stop hook ran.
-    """
+    `response` is None when the request was too long; `hook` is (passed, output) if the stop hook ran."""
     stop = response.stop_reason if response is not None else "prompt_too_long"
     if stop in ("prompt_too_long", "model_context_window_exceeded"):
         if not state.collapsed and collapsible(messages):
@@ -150,7 +133,7 @@ def show_transition(state: Recovery, transition: str, why: str, trace_path: Path
     state.log.append((transition, why))
     support.trace(trace_path, "transition", name=transition, why=why)
     colour = {"done": "green", "fail": "red", "next_turn": "dim"}.get(transition, "magenta")
-    support.console.print(f"[{colour}]→ {transition}[/] [dim]{escape(why)}[/]")
+    support.console.print(f"[{colour}]→ {transition}[/] [dim]{support.escape(why)}[/]")
 
 
 def context_chars(messages: list) -> int:
@@ -202,13 +185,11 @@ def compact(client, retry, model: str, messages: list, state: Recovery, trace_pa
     """Ask the model to summarize the history before the last turn; keep summary + last turn only."""
     cut = split_point(messages)
     older, recent = messages[:cut], messages[cut:]
-    ask = older[:-1] + [
-        {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
-    ]
+    last = {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
+    ask = older[:-1] + [last]
     request = dict(model=model, system=SYSTEM, tools=tools(state), tool_choice={"type": "none"})
     response = call_model(client, retry, False, messages=ask, max_tokens=MAX_TOKENS, **request)
-    sent = {"messages_count": len(ask), "new_from": 0, "new_messages": ask, "tool_choice": {"type": "none"}}
-    support.trace(trace_path, "model_call", step=0, request=sent | {"stream": False}, response=response)
+    support.Trace(trace_path).call(0, ask, response, 0, None, tool_choice={"type": "none"}, stream=False)
     summary = "".join(b.text for b in response.content if b.type == "text").strip()
     task = messages[0]["content"] if isinstance(messages[0]["content"], str) else "(see the summary)"
     opening = f"{task}\n\n[The earlier part of this session was compacted into this summary:]\n{summary}"
@@ -220,9 +201,7 @@ def continue_cut(messages: list, response) -> None:
     """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
     the model to go on. Answering keeps the reply verbatim and tells the model exactly what happened."""
     results = [
-        {"type": "tool_result", "tool_use_id": b.id, "content": TRUNCATED_CALL, "is_error": True}
-        for b in response.content
-        if b.type == "tool_use"
+        support.tool_result(b.id, TRUNCATED_CALL, True) for b in response.content if b.type == "tool_use"
     ]
     messages.append({"role": "user", "content": [*results, {"type": "text", "text": CONTINUE_PROMPT}]})
 
@@ -255,34 +234,39 @@ def tools(state: Recovery) -> list:
     return TOOLS + SERVER_TOOLS if state.web_search else TOOLS
 
 
-def prompt_too_long(err: anthropic.APIError) -> bool:
-    """The API's words for a request over the window: "prompt is too long: 213000 tokens > 200000 maximum"."""
-    return status_of(err) == 400 and "prompt is too long" in api_message(err).lower()
-
-
 def call_unless_too_long(client, retry, stream: bool, messages: list, model: str, state: Recovery) -> tuple:
-    """s05's call_model() with the recovery state's max_tokens and tools, as (response, None); a 400
-    "prompt is too long" is (None, the error) instead of raised, for the loop to recover from."""
+    """s05's call_model() with the recovery state's max_tokens and tools, as (response, response); a
+    400 "prompt is too long" is (None, the error) instead of raised, for the loop to recover from."""
     request = dict(model=model, system=SYSTEM, tools=tools(state), max_tokens=state.max_tokens)
     try:
-        return call_model(client, retry, stream, messages=messages, **request), None
+        response = call_model(client, retry, stream, messages=messages, **request)
+        return response, response
     except anthropic.BadRequestError as err:
-        if not prompt_too_long(err):
+        if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
             raise
-        support.console.print(f"[yellow]400[/] {escape(api_message(err))}")
+        support.say(f"400 {api_message(err)}", "yellow")
         return None, {"status": 400, "body": err.body}
+
+
+def tally(turns: list, response, budget: Budget, streamed: bool) -> None:
+    """A reply is a turn: shown, and its tokens and cost spent (s05). None (too long) is not."""
+    if response is not None:
+        turns.append(response)
+        support.show_turn(len(turns), response, streamed)
+        support.show_spend(budget, budget.spend(response))
+
+
+def ended(response) -> bool:
+    return response is not None and response.stop_reason == "end_turn"
 
 
 def ended_because(transition: str, why: str, response) -> str:
     """Why the run ended, for budget.reason: the model's own stop, or recovery giving up."""
-    if transition == "fail":
-        return f"recovery gave up: {why}"
-    return f"the model ended its turn (stop_reason {response.stop_reason})"
+    stop = f"the model ended its turn (stop_reason {response.stop_reason})" if transition == "done" else ""
+    return stop or f"recovery gave up: {why}"
 
 
-def recover(
-    transition: str, client, retry, model: str, messages: list, response, state: Recovery, hook, trace_path
-):
+def recover(transition: str, client, retry, model: str, messages: list, response, state, hook, trace_path):
     """Carry out a recovery transition on the conversation; the loop then sends it again.
     Returns the summary's response after a compaction, else None."""
     if transition == "escalate":
@@ -302,25 +286,17 @@ def recover(
         else:
             state.compacted = True
             summary = compact(client, retry, model, messages, state, trace_path)
-            tokens = f"tokens in {summary.usage.input_tokens} / out {summary.usage.output_tokens}"
-            support.console.print(f"[bold]summary:[/] {escape(messages[0]['content'])}\n[dim]{tokens}[/]")
-        support.trace(
-            trace_path, "context", transition=transition, before=before, after=context_chars(messages)
-        )
-        support.console.print(f"[dim]context {before:,} → {context_chars(messages):,} characters[/]")
+        support.show_context(transition, before, context_chars(messages), trace_path)
         return summary
     return None
 
 
 def run_line(run: replay.Run, args) -> dict:
-    """The trace's `run` line, before the loop's `start`: what a replay of the trace needs besides the
-    requests — the task, the workspace, and the s06 flags that change what the loop does."""
+    """The trace's `run` line: what a replay of the trace needs besides the requests (support.py)."""
     flags = ["--web-search"] if args.web_search else []
     if args.stop_hook:
         flags += ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
-    fixture = run.fixture or {}
-    where = fixture.get("workspace", "")
-    return dict(task=run.task, workspace=where, provenance=fixture.get("provenance", "recorded"), args=flags)
+    return support.run_line(run, flags)
 
 
 def differs(state: Recovery) -> dict:
@@ -329,24 +305,11 @@ def differs(state: Recovery) -> dict:
     return fields | ({"tools": tools(state)} if state.web_search else {})
 
 
-def count(text: str) -> int:
-    """A whole number, 0 or more (for --stop-hook-retries); argparse turns the ValueError into one line."""
-    if not text.isdigit():
-        raise ValueError(text)
-    return int(text)
-
-
 def add_flags(parser) -> None:
     """The stop hook and the server-side search tool."""
     add = parser.add_argument
     add("--stop-hook", metavar="CMD", help="a shell command that must pass before the loop may stop")
-    add(
-        "--stop-hook-retries",
-        type=count,
-        default=STOP_HOOK_RETRIES,
-        metavar="N",
-        help="times a failing hook is fed back",
-    )
+    add("--stop-hook-retries", type=support.count, default=STOP_HOOK_RETRIES, metavar="N", help="(default 2)")
     add("--web-search", action="store_true", help="offer the API's server-side web search tool")
 
 
@@ -367,67 +330,50 @@ def agent_loop(
     stream: bool = True,  # s05: stream each reply; False waits for it whole, as s01-s04 do
     recovery: Recovery | None = None,  # s06: the stop hook, --web-search, and the transitions taken
 ) -> list:
-    """s05's loop, where every iteration ends in a named transition: recovery repairs what it can
-    (a cut reply, a prompt too long, a pause, a failed stop hook) and goes round again."""
-    turns, guard, logged = [], RepeatGuard(), []  # every response; the repeat brake; what the trace has
+    """s05's loop, each iteration ending in a named transition: recovery repairs what it can, goes on."""
+    turns, guard, trace = [], RepeatGuard(), support.Trace(trace_path)  # responses; the brake; the trace
     budget, state = budget or Budget(model=model), recovery or Recovery()  # state: what recovery tried
-    shared = dict(model=model, system=SYSTEM, tools=TOOLS, max_tokens=MAX_TOKENS, stream=stream)
-    support.trace_start(trace_path, "s06_recovery", shared, budget, about=state.about)
-    INTERRUPT.clear()
+    s05.start_trace(trace_path, "s06_recovery", model, stream, budget, state.about)
     while True:
         # 0. Before paying for another call, check every limit (s05).
-        budget.reason = budget.exceeded()
-        if budget.reason:
-            return stopped(turns, budget, trace_path)
+        if budget.exceeded():
+            return stopped(turns, budget, trace_path, budget.exceeded())
 
-        # 1. Send the whole history. (new in s06) max_tokens and tools come from the recovery state,
-        #    and "prompt is too long" comes back as an outcome to recover from, not an exception.
+        # 1. Send the whole history. (new in s06) Recovery sets max_tokens and tools; too long is no crash.
         started, live = time.monotonic(), stream or state.max_tokens > MAX_TOKENS  # 64k must stream
         with support.waiting(len(turns) + 1, live):
-            response, too_long = call_unless_too_long(client, retry, live, messages, model, state)
-        if response is not None:
-            turns.append(response)
-            support.show_turn(len(turns), response, live)
-            support.show_spend(budget, budget.spend(response))
-        logged = support.trace_call(
-            trace_path, len(turns), messages, logged, response or too_long, started, budget, **differs(state)
-        )
+            response, outcome = call_unless_too_long(client, retry, live, messages, model, state)
+        tally(turns, response, budget, live)
+        trace.call(len(turns), messages, outcome, started, budget, **differs(state))
 
-        # 2. (new in s06) Name the transition: how the call ended, given what recovery has tried this
-        #    turn. A stop hook, if any, runs at end_turn and can send the model back to work.
-        ended = response is not None and response.stop_reason == "end_turn"
-        hook = run_stop_hook(state.stop_hook, workspace) if state.stop_hook and ended else None
+        # 2. (new in s06) Name the transition: how the call ended, what recovery tried, the stop hook.
+        hook = run_stop_hook(state.stop_hook, workspace) if state.stop_hook and ended(response) else None
         transition, why = next_transition(response, state, messages, hook)
         show_transition(state, transition, why, trace_path)
 
-        # 3. Append the reply verbatim, unless the transition throws it away (an escalated retry writes
-        #    it again; a failure ends the run).
+        # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
         if transition in KEEPS_REPLY:
             append_reply(messages, response.content)
 
-        # 4. done and fail end the loop. A recovery transition repairs the conversation and goes round
-        #    again: a reply cut off by max_tokens is never executed, its last tool_use may be cut.
+        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
         if transition in ("done", "fail"):
-            budget.reason = ended_because(transition, why, response)
-            return stopped(turns, budget, trace_path)
+            return stopped(turns, budget, trace_path, ended_because(transition, why, response))
         if transition != "next_turn":
             summary = recover(transition, client, retry, model, messages, response, state, hook, trace_path)
-            if summary:  # a compaction's summary is a model call too: it costs tokens and a step
-                turns.append(summary)
-                support.show_spend(budget, budget.spend(summary))
+            tally(turns, summary, budget, False)  # a compaction's summary is a model call: it costs a step
             continue
 
         # 5. Run the tool calls as s05 does: reads side by side, the repeat brake, Ctrl-C keeps the work.
         calls = [block for block in response.content if block.type == "tool_use"]
         timeline, allowed, started = [], guard.screen(calls), time.monotonic()
-        with ctrl_c_lets_tools_finish():
+        with s05.ctrl_c_lets_tools_finish():
             ran = run_tools(allowed, workspace, permission, audit, timeline, read_latency=read_latency)
         results = guard.merge(calls, ran)
         support.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
         budget.reason = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop
-        support.trace_tools(trace_path, len(turns), calls, results, started, budget.reason)
+        trace.tools(len(turns), calls, results, started, budget.reason)
         if budget.reason:
             return stopped(turns, budget, trace_path)
 
@@ -437,16 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
     for add in (s02.add_flags, s04.add_flags, s05.add_flags, add_flags):
         add(parser)
-    args = s05.resume_mode(parser.parse_args(argv))
+    args = support.resume_mode(parser.parse_args(argv), s05.RESUME_FIXTURE, s05.RESUME_INSTRUCTION)
     body = lambda run: run_task(run, support.with_fixture_flags(parser, argv, run))  # noqa: E731
-    return support.run_step(args, MODEL, "s06_recovery", body, trace_as_fixture, **CLIENT_OPTIONS)
-
-
-def trace_as_fixture(args):
-    """--replay run.jsonl: a trace replays as a fixture."""
-    if args.replay and args.replay.endswith(".jsonl"):
-        args.replay = support.fixture_file(args.replay, "s06_recovery")
-    return args
+    return support.run_step(args, MODEL, "s06_recovery", body, support.trace_as_fixture, **CLIENT_OPTIONS)
 
 
 def run_task(run: replay.Run, args) -> int:

@@ -32,6 +32,11 @@ RUNS = replay.ROOT / "runs"  # live runs keep their audit log, trace and convers
 # -- the terminal ----------------------------------------------------------------------------------
 
 
+def tool_result(tool_use_id: str, content: str, is_error: bool = False) -> dict:
+    """One tool_result block, as the next user message carries it."""
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}
+
+
 def say(text: str, style: str = "dim") -> None:
     """One line of plain text (never read as markup), in a style."""
     console.print(text, style=style, markup=False, soft_wrap=True)
@@ -138,6 +143,12 @@ def show_tools(calls: list, results: list[dict], timeline: list) -> None:
     show_timeline(timeline)
 
 
+def show_context(transition: str, before: int, after: int, path: Path | None) -> None:
+    """s06: what collapse or compaction made of the context, on screen and in the trace."""
+    trace(path, "context", transition=transition, before=before, after=after)
+    say(f"context {before:,} → {after:,} characters")
+
+
 def show_event(event) -> None:
     """s05: one streamed event as the reader sees it: text at once, a tool call once its input is whole."""
     if event.type == "content_block_start" and event.content_block.type == "text":
@@ -181,6 +192,37 @@ def run_step(args, model: str, script: str, body, prepare=None, **client_options
         note = run.finish() if run else None
         if note:
             say(note)
+
+
+def resume_mode(args, fixture: str, instruction: str):
+    """s05's --resume: offline it replays `fixture`; live with no new instruction, it sends `instruction`."""
+    if args.resume and not args.replay and not os.environ.get("ANTHROPIC_API_KEY"):
+        args.default_fixture = fixture
+    elif args.resume and not args.replay and not args.task:
+        args.task = instruction
+    return args
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more, for a flag; argparse turns the ValueError into one line."""
+    if not text.isdigit():
+        raise ValueError(text)
+    return int(text)
+
+
+def trace_as_fixture(args):
+    """s06's --replay run.jsonl: a trace replays as a fixture, converted first."""
+    if args.replay and args.replay.endswith(".jsonl"):
+        args.replay = fixture_file(args.replay, "s06_recovery")
+    return args
+
+
+def run_line(run: replay.Run, flags: list) -> dict:
+    """The trace's `run` line (s06), before `start`: what a replay of the trace needs besides the
+    requests — the task, the workspace, and the flags that change what the loop does."""
+    fixture = run.fixture or {}
+    where, provenance = fixture.get("workspace", ""), fixture.get("provenance", "recorded")
+    return dict(task=run.task, workspace=where, provenance=provenance, args=flags)
 
 
 def with_fixture_flags(parser, argv: list[str] | None, run: replay.Run):
@@ -302,25 +344,36 @@ def trace_start(path: Path | None, script: str, shared: dict, budget, about: dic
     trace(path, "start", script=script, **shared, limits=limits)
 
 
-def trace_call(
-    path, step: int, messages: list, logged: list, outcome, started: float, budget, **extra
-) -> list:
-    """The line for one model call: what it added to the messages, the reply (or, s06, the error) and
-    what the run has spent. Returns the messages it sent, so that the next line logs only what is new."""
-    new = next((i for i, (a, b) in enumerate(zip(logged, messages)) if a is not b), len(logged))
-    sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:], **extra}
-    spent = {"tokens": budget.tokens, "cost": round(budget.cost, 6)}
-    ms = round((time.monotonic() - started) * 1000)
-    result = {"error": outcome} if isinstance(outcome, dict) else {"response": outcome}
-    trace(path, "model_call", step=step, request=sent, **result, ms=ms, spent=spent)
-    return list(messages)
+class Trace:
+    """s05's trace as a loop writes it: one line per model call and per turn of tools. It remembers the
+    messages its last model_call line sent, so that each line logs only what is new."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.logged = path, []
+
+    def call(self, step: int, messages: list, outcome, started: float, budget, **extra) -> None:
+        """The line for one model call: what it added to the messages, the reply (or, s06, the error)
+        and what the run has spent. `extra`: what this request has that the start line does not."""
+        new = next((i for i, (a, b) in enumerate(zip(self.logged, messages)) if a is not b), len(self.logged))
+        sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:], **extra}
+        spent = {"spent": {"tokens": budget.tokens, "cost": round(budget.cost, 6)}} if budget else {}
+        ms = {"ms": round((time.monotonic() - started) * 1000)} if budget else {}
+        result = {"error": outcome} if isinstance(outcome, dict) else {"response": outcome}
+        trace(self.path, "model_call", step=step, request=sent, **result, **ms, **spent)
+        self.logged = list(messages)
+
+    def tools(self, step: int, calls: list, results: list, started: float, stop: str) -> None:
+        """The line for one turn's tool calls: what ran, what came back, whether the loop goes on."""
+        ran = [result | {"name": block.name, "input": block.input} for block, result in zip(calls, results)]
+        ms = round((time.monotonic() - started) * 1000)
+        trace(self.path, "tools", step=step, results=ran, ms=ms, next="stop" if stop else "continue")
 
 
-def trace_tools(path: Path | None, step: int, calls: list, results: list, started: float, stop: str) -> None:
-    """The line for one turn's tool calls: what ran, what came back, whether the loop goes on."""
-    ran = [result | {"name": block.name, "input": block.input} for block, result in zip(calls, results)]
-    ms = round((time.monotonic() - started) * 1000)
-    trace(path, "tools", step=step, results=ran, ms=ms, next="stop" if stop else "continue")
+def trace_error(path: Path | None, step: int, cause: Exception, message: str) -> None:
+    """The line for a model call that failed for good: its status and body, when the API sent them."""
+    status = getattr(cause, "status_code", None)
+    error = {"status": status, "body": getattr(cause, "body", None), "message": message}
+    trace(path, "model_call", step=step, error=error)
 
 
 def trace_to_fixture(path: Path, script: str = "s06_recovery") -> dict:

@@ -122,9 +122,11 @@ def test_random_conversations_keep_the_api_rules_and_the_sandbox(step_name, tmp_
         workspace, outside = sandboxed_workspace(tmp)
         client, transport = replay.replay_client(as_fixture(replies), "generated", strict=False)
         budget = {"budget": step.Budget()} if hasattr(step, "Budget") else {}  # s05 on: why it ended
-        turns = step.agent_loop(client, [{"role": "user", "content": "go"}], workspace, **budget)
-        if budget and budget["budget"].reason.startswith("repeated call:"):
-            # From s05 on, the repeat brake may stop a model that asks again for a refused call (the
+        messages = [{"role": "user", "content": "go"}]
+        turns = step.agent_loop(client, messages, workspace, **budget)
+        last = messages[-1]["content"] if messages[-1]["role"] == "user" else []
+        if any("refused again" in str(block.get("content")) for block in last if isinstance(block, dict)):
+            # From s04 on, the repeat brake may stop a model that asks again for a refused call (the
             # same call and result three times in a row, then once more): before the model stops.
             assert len(transport.seen) == len(turns) < len(replies)
         else:
