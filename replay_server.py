@@ -293,7 +293,7 @@ class Classroom:
         for s in students[:most]:
             turn = f"{s['turn']}/{s['turns']}" + (" done" if s["turn"] == s["turns"] else "")
             counts = (str(s["requests"]), str(s["mistakes"]), str(s["restarts"]))
-            name, last = printable(s["student"])[:24], printable(s["last"])[:70]
+            name, last = printable(s["student"])[:32], printable(s["last"])[:70]
             rows.append((name, s["fixture"], turn, *counts, last))
         if len(rows) == 1:
             return "no student has sent a request yet"
@@ -565,7 +565,7 @@ class Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("authorization", "")
         if not key and auth.lower().startswith("bearer "):
             key = auth[len("bearer ") :]
-        key, most = key.strip(), self.server.limits.key_chars
+        key, most = utf8(key).strip(), self.server.limits.key_chars
         if not key:
             problem, logged = "x-api-key header is required", "401 no API key"
         elif key.startswith(REAL_KEY_PREFIX):  # never printed: an API key never reaches a log
@@ -718,6 +718,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # the teacher's log replaces http.server's own
         pass
+
+
+def utf8(header: str) -> str:
+    """A header value as the client wrote it: http.server reads headers as latin-1, curl sends UTF-8."""
+    try:
+        return header.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return header
 
 
 def parse_json(raw: bytes):
