@@ -597,7 +597,7 @@ class Handler(BaseHTTPRequestHandler):
         while size := self.chunk_size():
             total += size
             if total > limits.body_bytes:
-                raise Refusal(too_large(f"the chunks sent so far add up to {total:,} bytes"))
+                raise Refusal(too_large(limits.body_bytes, f"the chunks so far add up to {total:,} bytes"))
             chunks.append(self.rfile.read(size))
             self.rfile.readline(64)
         while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):  # trailers, then the blank line
@@ -613,9 +613,8 @@ class Handler(BaseHTTPRequestHandler):
         if not re.fullmatch(r"[0-9]+", value):
             raise Refusal(bad_request(f"content-length: must be a whole number of bytes, got {value[:20]!r}"))
         if len(value) > 12 or int(value) > self.server.limits.body_bytes:
-            raise Refusal(
-                too_large(f"this one says content-length: {int(value[:12]):,}" + "…" * (len(value) > 12))
-            )
+            claim = f"{int(value[:12]):,}" + ("…" if len(value) > 12 else "")
+            raise Refusal(too_large(self.server.limits.body_bytes, f"this one says content-length: {claim}"))
         return int(value)
 
     def chunk_size(self) -> int:
@@ -642,7 +641,8 @@ class Handler(BaseHTTPRequestHandler):
         The client may still be sending that body: read and drop it for a bounded time, or closing
         with unread bytes would reset the connection before the client reads the answer.
         """
-        self.server.classroom.log("?", "-", "", f"{reply.status} {reply.body['error']['message']}")
+        message = reply.body["error"]["message"]
+        self.server.classroom.log("?", "-", "", f"{self.client_address[0]}: {reply.status} {message}")
         self.send(Reply(reply.status, reply.headers | {"connection": "close"}, reply.body))
         try:
             self.wfile.flush()
@@ -729,24 +729,29 @@ def utf8(header: str) -> str:
 
 
 def parse_json(raw: bytes):
-    """The body as JSON. A big body is parsed with a Python hook per object, so the parse lets other
-    threads run now and then: one student's 17 MB request never freezes everyone else's for its whole
-    parse (json.loads alone holds the interpreter for all of it, about 150 ms here)."""
+    """The body as JSON. json.loads holds the interpreter for the whole parse (about 150 ms for a
+    17 MB body of small blocks here), and every other student's thread waits; a hook written in
+    Python, called for each object, lets the interpreter switch threads as it goes."""
     if len(raw) < 256 * 1024:
         return json.loads(raw)
-    return json.loads(raw, object_pairs_hook=lambda pairs: dict(pairs))
+    return json.loads(raw, object_pairs_hook=object_in_python)
+
+
+def object_in_python(pairs: list) -> dict:
+    return dict(pairs)
 
 
 def bad_request(message: str) -> Reply:
     return api_error(400, "invalid_request_error", message)
 
 
-def too_large(detail: str) -> Reply:
-    """The API's answer to a request over its 32 MB, with what to do about it."""
+def too_large(limit: int, detail: str) -> Reply:
+    """The API's answer to a request over its limit (32 MB), with what to do about it."""
+    most = f"{limit // 2**20} MB" if limit % 2**20 == 0 else f"{limit:,} bytes"
     return api_error(
         413,
         "request_too_large",
-        f"Request exceeds the maximum allowed number of bytes: the most is 32 MB ({detail}). "
+        f"Request exceeds the maximum allowed number of bytes: the most is {most} ({detail}). "
         "Send less: shorten long tool output before it goes into a tool_result.",
     )
 

@@ -538,13 +538,13 @@ def test_a_body_over_32_mb_is_a_413_answered_before_the_body_is_read(serve):
     assert data["type"] == "error" and data["error"]["type"] == "request_too_large"
     assert "32 MB" in data["error"]["message"] and "41,943,040" in data["error"]["message"]
     assert b"connection: close" in received.lower()
-    assert "413 Request exceeds" in log.getvalue()
+    assert "127.0.0.1: 413 Request exceeds" in log.getvalue()
 
 
 def test_a_client_that_sends_a_body_too_large_whole_still_reads_the_413(serve):
     server, _ = serve(limits=replay_server.Limits(body_bytes=2000))
     client = anthropic.Anthropic(api_key="alice", base_url=server.url, max_retries=0)
-    with pytest.raises(anthropic.RequestTooLargeError, match="the most is 32 MB"):
+    with pytest.raises(anthropic.RequestTooLargeError, match="the most is 2,000 bytes"):
         client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x" * 50_000}])
     # http.client stops at the first failed write: the server must drain the body it refused, or
     # closing on unread bytes resets the connection and the student sees a broken pipe, not the 413
