@@ -34,6 +34,7 @@ Run: python replay.py serve fixtures/s01_hello_agent.json [MORE.json ...] [--por
 from __future__ import annotations
 
 import argparse
+import gc
 import html
 import io
 import json
@@ -898,6 +899,10 @@ def main(argv: list[str]) -> int:
         print(f"error: cannot listen on {args.host}:{args.port} ({err.strerror}) — {fix}", file=sys.stderr)
         return 1
     print(banner(server, args.host), flush=True)
+    # Everything loaded so far (the SDK, the fixtures: a few hundred thousand objects) lives until
+    # exit: move it out of the collector's sight. A full collection, which holds up every student's
+    # thread, then walks only what requests made; during a 17 MB request, ten times less pause.
+    gc.freeze()
     if interactive():
         threading.Thread(target=print_table_on_enter, args=(server.classroom,), daemon=True).start()
     try:
