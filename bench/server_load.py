@@ -2,6 +2,7 @@
 
     python -m bench.server_load              1, 10 and 50 students, plus connect storms and a big request
     python -m bench.server_load --quick      fewer requests per student
+    python -m bench.server_load --root DIR   the server of another checkout (before -> after), same clients
 
 The server runs as a teacher runs it, `python replay.py serve fixtures/s01_hello_agent.json --port 0`,
 in a process of its own. Each student is a thread here, on one kept-alive HTTP/1.1 connection, sending
@@ -55,11 +56,11 @@ def turns() -> list[bytes]:
 
 
 @contextmanager
-def server(argv: list[str]):
+def server(argv: list[str], cwd: Path = ROOT):
     """Start a server process that prints its URL on its first line; yield the URL; stop it after."""
     proc = subprocess.Popen(
         [sys.executable, *argv],
-        cwd=ROOT,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -75,8 +76,9 @@ def server(argv: list[str]):
         proc.wait(timeout=10)
 
 
-def replay_server():
-    return server(["replay.py", "serve", str(FIXTURE.relative_to(ROOT)), "--port", "0"])
+def replay_server(root: Path = ROOT):
+    """The classroom server as a teacher starts it, from this checkout or another."""
+    return server(["replay.py", "serve", str(FIXTURE.relative_to(ROOT)), "--port", "0"], cwd=root)
 
 
 def floor_server():
@@ -261,12 +263,14 @@ def too_large(url: str, megabytes: int = TOO_BIG_MB) -> dict:
         return {"megabytes": megabytes, "answer": first, "ms": (time.perf_counter() - began) * 1000}
 
 
-def measure(requests: int = REQUESTS, students=STUDENTS, storms=STORMS, big_mb: int = BIG_MB) -> dict:
+def measure(
+    requests: int = REQUESTS, students=STUDENTS, storms=STORMS, big_mb: int = BIG_MB, root: Path = ROOT
+) -> dict:
     """Every figure of this benchmark: the floor and the server at each class size, storms, stall, 413."""
     result = {"levels": [], "storms": []}
     with floor_server() as url:
         floor = {n: load(url, n, requests) for n in students}
-    with replay_server() as url:
+    with replay_server(root) as url:
         load(url, 1, 20)  # warm: imports done, first replies built
         for n in students:
             level = load(url, n, requests)
@@ -281,15 +285,20 @@ def measure(requests: int = REQUESTS, students=STUDENTS, storms=STORMS, big_mb: 
 
 
 def report(result: dict) -> str:
-    lines = [
-        "students  requests  requests/s  floor req/s  server/floor  p50 ms  p99 ms  floor p50  errors",
-    ]
+    """The whole result as the terminal shows it: a line per class size, then what a class does."""
+    lines = ["students  requests  requests/s  floor req/s  server/floor  p50 ms  p99 ms  floor p50  errors"]
     for r in result["levels"]:
         lines.append(
             f"{r['students']:>8}  {r['requests']:>8}  {r['per_s']:>10.0f}  {r['floor_per_s']:>11.0f}  "
             f"{r['ratio']:>12.2f}  {r['p50']:>6.2f}  {r['p99']:>6.1f}  {r['floor_p50']:>9.2f}  "
             f"{r['errors']:>6}  statuses {r['statuses']}"
         )
+    return "\n".join(lines + what_a_class_does(result))
+
+
+def what_a_class_does(result: dict) -> list[str]:
+    """The storms, the big request and the refused one, a line each."""
+    lines = []
     for s in result["storms"]:
         dropped, slowest = s["dropped"], s["slowest"]
         lines.append(
@@ -303,7 +312,7 @@ def report(result: dict) -> str:
     )
     t = result["too_large"]
     lines.append(f"headers claiming {t['megabytes']} MB, no body: {t['answer']!r} after {t['ms']:.1f} ms")
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,11 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("what", nargs="?", choices=["floor"], help="floor: run the floor server alone")
     parser.add_argument("--quick", action="store_true", help="fewer requests per student")
+    parser.add_argument(
+        "--root", type=Path, default=ROOT, help="serve from this checkout (default: this one)"
+    )
     args = parser.parse_args(argv)
     if args.what == "floor":
         floor_main()
         return 0
-    print(report(measure(100 if args.quick else 2000)))
+    print(report(measure(100 if args.quick else 2000, root=args.root.resolve())))
     return 0
 
 
