@@ -19,6 +19,7 @@ timing (tests/test_replay_server.py runs this on tiny inputs).
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
 import json
 import re
@@ -38,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 FIXTURE = ROOT / "fixtures" / "s01_hello_agent.json"
 STUDENTS = (1, 10, 50)
-REQUESTS = 400  # per level, shared among its students (at least 4 each)
+REQUESTS = 2000  # per class size, shared among its students (at least 4 each)
 STORMS = (50, 200)  # connections opened at once
 BIG_MB = 17  # legal: the API's limit is 32 MB
 TOO_BIG_MB = 40
@@ -263,8 +264,76 @@ def too_large(url: str, megabytes: int = TOO_BIG_MB) -> dict:
         return {"megabytes": megabytes, "answer": first, "ms": (time.perf_counter() - began) * 1000}
 
 
+def longest_pause(work, tick: float = 0.0005) -> float:
+    """Run `work` while another thread ticks every `tick` s: the longest that thread waited, in ms."""
+    gaps, stop = [0.0], threading.Event()
+
+    def ticker():
+        last = time.perf_counter()
+        while not stop.is_set():
+            time.sleep(tick)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    time.sleep(0.02)
+    try:
+        work()
+    finally:
+        stop.set()
+        thread.join()
+    return max(gaps) * 1000
+
+
+PARSES = ("json.loads", "parse_json", "frozen")
+
+
+def parse_pause(variant: str, megabytes: int = BIG_MB) -> float:
+    """In a process set up as the server is (its modules, the fixture loaded): the longest pause of
+    another thread while one big body is parsed by `variant`, one of PARSES ("frozen": parse_json
+    after gc.freeze(), as `replay.py serve` does once serving)."""
+    import replay_server
+
+    replay_server.load_fixtures([str(FIXTURE)])
+    raw = big_request(megabytes)
+    if variant == "frozen":
+        gc.freeze()
+    parse = json.loads if variant == "json.loads" else replay_server.parse_json
+    return longest_pause(lambda: parse(raw))
+
+
+def parse_pauses(megabytes: int = BIG_MB, reps: int = 3) -> dict:
+    """parse_pause of each variant, each in a fresh process, `reps` times interleaved: the worst of each.
+
+    A fresh process each time, because whether a parse meets a full collection of everything the
+    imports left depends on what came before it: the server's first big request meets one.
+    """
+    worst = dict.fromkeys(PARSES, 0.0)
+    for _ in range(reps):
+        for variant in PARSES:
+            argv = [
+                sys.executable,
+                "-m",
+                "bench.server_load",
+                "pause",
+                variant,
+                "--megabytes",
+                str(megabytes),
+            ]
+            done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+            worst[variant] = max(worst[variant], float(done.stdout.strip() or "nan"))
+    return {"megabytes": megabytes, "reps": reps} | worst
+
+
 def measure(
-    requests: int = REQUESTS, students=STUDENTS, storms=STORMS, big_mb: int = BIG_MB, root: Path = ROOT
+    requests: int = REQUESTS,
+    students=STUDENTS,
+    storms=STORMS,
+    big_mb: int = BIG_MB,
+    root: Path = ROOT,
+    pause_reps: int = 3,
 ) -> dict:
     """Every figure of this benchmark: the floor and the server at each class size, storms, stall, 413."""
     result = {"levels": [], "storms": []}
@@ -281,6 +350,7 @@ def measure(
         result["storms"] = [storm(url, n) for n in storms]
         result["stall"] = stall(url, big_mb)
         result["too_large"] = too_large(url)
+    result["pauses"] = parse_pauses(big_mb, pause_reps) if pause_reps else None
     return result
 
 
@@ -312,6 +382,15 @@ def what_a_class_does(result: dict) -> list[str]:
     )
     t = result["too_large"]
     lines.append(f"headers claiming {t['megabytes']} MB, no body: {t['answer']!r} after {t['ms']:.1f} ms")
+    p = result["pauses"]
+    if p is None:
+        return lines
+    lines.append(
+        f"longest pause of other threads while a {p['megabytes']} MB body is parsed (worst of "
+        f"{p['reps']}): json.loads "
+        f"{p['json.loads']:.0f} ms, the server's parse_json {p['parse_json']:.0f} ms, "
+        f"and after gc.freeze() {p['frozen']:.0f} ms"
+    )
     return lines
 
 
@@ -319,16 +398,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", nargs="?", choices=["floor"], help="floor: run the floor server alone")
+    parser.add_argument(
+        "what", nargs="*", help="`floor`: the floor server alone; `pause VARIANT`: one parse_pause"
+    )
+    parser.add_argument("--megabytes", type=int, default=BIG_MB, help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="fewer requests per student")
     parser.add_argument(
         "--root", type=Path, default=ROOT, help="serve from this checkout (default: this one)"
     )
     args = parser.parse_args(argv)
-    if args.what == "floor":
+    if args.what == ["floor"]:
         floor_main()
         return 0
-    print(report(measure(100 if args.quick else 2000, root=args.root.resolve())))
+    if args.what[:1] == ["pause"] and args.what[1:] and args.what[1] in PARSES:
+        print(parse_pause(args.what[1], args.megabytes))
+        return 0
+    if args.what:
+        parser.error(f"unknown {' '.join(args.what)!r}: give `floor`, `pause {'|'.join(PARSES)}`, or nothing")
+    quick = {"requests": 100, "pause_reps": 1} if args.quick else {}
+    print(report(measure(**quick, root=args.root.resolve())))
     return 0
 
 

@@ -768,10 +768,12 @@ def test_a_key_longer_than_a_name_is_refused(serve):
 def test_the_load_benchmark_runs_on_tiny_inputs():
     from bench import server_load
 
-    result = server_load.measure(requests=8, students=(1, 2), storms=(3,), big_mb=1)
+    result = server_load.measure(requests=8, students=(1, 2), storms=(3,), big_mb=1, pause_reps=0)
     assert [r["students"] for r in result["levels"]] == [1, 2]
     assert all(r["errors"] == 0 and r["statuses"] == [200] and r["requests"] >= 8 for r in result["levels"])
     assert result["storms"] == [result["storms"][0] | {"n": 3, "dropped": 0}]
     assert result["stall"]["big"] == [200, 200, 200]
     assert result["too_large"]["answer"].startswith("HTTP/1.1 413")
+    assert result["pauses"] is None  # each pause is a process of its own: measured just below
+    assert server_load.parse_pause("parse_json", megabytes=1) >= 0
     assert "students  requests  requests/s" in server_load.report(result)
