@@ -416,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.what:
         parser.error(f"unknown {' '.join(args.what)!r}: give `floor`, `pause {'|'.join(PARSES)}`, or nothing")
     quick = {"requests": 100, "pause_reps": 1} if args.quick else {}
+    if args.root.resolve() != ROOT:  # the parse pauses use this checkout's parse_json: not the other's
+        quick["pause_reps"] = 0
     print(report(measure(**quick, root=args.root.resolve())))
     return 0
 
