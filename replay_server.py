@@ -25,7 +25,8 @@ The rules, in one place (docs/teaching.md explains them to a class):
 
 A class at once (the limits are `Limits`, below): each student's checks run under that student's own
 lock, so one student's big request never waits on, or holds up, another's; a body above the API's
-32 MB is a 413 before it is read; slow clients time out; names reach the teacher's terminal escaped.
+32 MB is a 413 before it is read; slow clients time out; students and connections are capped; names
+reach the teacher's terminal escaped.
 The recorded replies are recordings: they do not read a student's tool output (the front page says so).
 
 Run: python replay.py serve fixtures/s01_hello_agent.json [MORE.json ...] [--port 8765] [--host 0.0.0.0]
@@ -92,6 +93,7 @@ class Limits:
     students: int = 500  # distinct API keys kept; one more gets a 403 that says to ask the teacher
     key_chars: int = 64  # a name, not an essay: longer keys get a 401
     listed: int = 100  # rows of the class table on the front page and on Enter (/replay/status has all)
+    connections: int = 1000  # open at once, each a thread; one more is closed at once
     idle: float = 120.0  # seconds a kept-alive connection may wait for its next request
     headers: float = 10.0  # seconds from a request's first byte to the end of its headers
     body: float = 10.0  # seconds for a body to arrive, plus one per body_rate bytes it holds
@@ -782,7 +784,26 @@ class ReplayServer(ThreadingHTTPServer):
     ):
         self.limits = limits or Limits()
         self.classroom = Classroom(fixtures, out, self.limits.students)
+        self.open_connections, self.counting = 0, threading.Lock()
         super().__init__((host, port), Handler)
+
+    def process_request(self, request, client_address) -> None:
+        """A thread for the connection, unless `limits.connections` are open already: then close it."""
+        with self.counting:
+            full = self.open_connections >= self.limits.connections
+            self.open_connections += not full
+        if full:
+            self.classroom.log(
+                "?", "-", "", f"{client_address[0]}: closed, {self.limits.connections} open already"
+            )
+            request.close()
+            return
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request) -> None:
+        super().shutdown_request(request)
+        with self.counting:
+            self.open_connections -= 1
 
     def handle_error(self, request, client_address) -> None:
         """A student who hangs up mid-request is not news; anything else is one line in the log."""

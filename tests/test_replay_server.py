@@ -621,6 +621,23 @@ def test_an_idle_kept_alive_connection_is_closed_after_its_limit(serve):
     assert raw_exchange(server.url, b"") == b""
 
 
+def test_connections_past_the_limit_are_closed_and_counted_back_when_others_end(serve):
+    server, log = serve(limits=replay_server.Limits(connections=2))
+    parts = urlsplit(server.url)
+    first, second = (socket.create_connection((parts.hostname, parts.port), timeout=10) for _ in "ab")
+    first.sendall(head("GET /", connection="keep-alive"))
+    assert first.recv(65536).startswith(b"HTTP/1.1 200")  # both are being served, and held open
+    assert raw_exchange(server.url, b"") == b""  # a third: closed at once, without a thread
+    assert "closed, 2 open already" in log.getvalue()
+    first.close()
+    second.close()
+    for _ in range(100):  # the server notices both are gone (bounded: each check is one request)
+        if server.open_connections == 0:
+            break
+        threading.Event().wait(0.05)
+    assert raw_exchange(server.url, head("GET /", connection="close")).startswith(b"HTTP/1.1 200")
+
+
 def test_kept_alive_connection_serves_many_requests_each_reply_in_one_write(serve):
     writes = []
 
