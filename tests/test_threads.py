@@ -9,6 +9,7 @@ as the API does, so the runner completes a recorded fixture with its defaults, J
 import gc
 import io
 import json
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import anthropic
 import httpx2
 import pytest
+import test_notebooks_meta as meta
 from anthropic import beta_tool
 from conftest import ROOT
 
@@ -343,3 +345,26 @@ def test_the_transport_keeps_each_request_as_bytes_the_collector_never_scans():
     client.messages.create(**messages)
     assert [type(raw) for raw in transport.sent] == [bytes] and not gc.is_tracked(transport.sent[0])
     assert transport.seen == [messages]  # parsed only when asked
+
+
+# -- the epilogue notebook keeps every notebook's rules (test_notebooks_meta globs sNN_ files only) -----
+
+EPILOGUE = ROOT / "notebooks" / "epilogue_tool_runner.ipynb"
+
+
+def test_the_epilogue_notebook_keeps_the_rules_every_notebook_keeps():
+    meta.test_outputs_are_committed_from_one_top_to_bottom_run(EPILOGUE)
+    meta.test_no_committed_output_is_an_error(EPILOGUE)
+    meta.test_outputs_hold_nothing_that_changes_between_runs_or_machines(EPILOGUE)
+    first = meta.source(meta.cells(EPILOGUE, "markdown")[0])
+    assert first.startswith("# Epilogue to s06") and "[epilogue]" in first
+    code = "\n".join(meta.source(cell) for cell in meta.cells(EPILOGUE, "code"))
+    assert "import s01_agent_loop" in code and "inspect.getsource(s01_agent_loop.agent_loop)" in code
+    assert "tool_runner(" in code and 'match="shape"' in code
+
+
+def test_the_epilogue_shows_a_continue_carrying_only_the_new_messages():
+    text = meta.output_text(EPILOGUE)
+    assert "tool_runner:        REQUEST 2  thread: continue from msg_01HzF7…" in text
+    assert re.search(r"REQUEST 2  thread: continue .*\n  messages: 1 ", text)
+    assert re.search(r"hand-written loop:  REQUEST 2  no thread .*\n  messages: 3 ", text)
