@@ -10,6 +10,8 @@ Replay is the real `anthropic.Anthropic` client with a mock HTTP transport under
 own request building, parsing, typed objects, retries and SSE streaming all run as they would live.
 The transport serves the recorded responses in order and compares every request the loop sends
 with the recorded one: a loop that breaks the conversation stops at the turn it broke, with a diff.
+A loop with its own prompt and tools (the SDK's tool runner, a student's) replays with
+`replay_client(..., match="shape")`; server-held threads are served in every mode (threads.py).
 
 Command line (for fixture authors and teachers):
     python replay.py check fixtures/*.json     check fixtures against the format and the API's rules
