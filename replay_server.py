@@ -173,6 +173,8 @@ class Classroom:
         if not broken and self.starts_over(name, cursor, body["messages"]):
             cursor.served, note = 0, "restart · "
             cursor.restarts += 1
+        if thread:  # the teacher's log shows which turns came as a thread
+            note += f"thread {thread['type']} · "
         turn, recorded = cursor.served + 1, None
         if cursor.served < len(exchanges):
             recorded = exchanges[cursor.served]

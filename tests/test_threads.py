@@ -158,6 +158,8 @@ def test_tool_runner_completes_a_fixture_against_the_server(server, name, stream
     assert all("system" not in body and "tools" not in body for body in bodies[1:])  # the thread keeps them
     [student] = server.classroom.status()["students"]
     assert (student["turn"], student["mistakes"]) == (len(fixture["exchanges"]), 0)
+    log = server.classroom.out.getvalue()
+    assert log.count("thread create · 200") == 1 and log.count("thread continue · 200") == len(bodies) - 1
 
 
 def test_the_sdk_sends_the_threads_beta_header():
