@@ -131,6 +131,17 @@ class Threads:
             self.held.pop(previous, None)
             self.continued.add(previous)
         fields = {name: request[name] for name in HELD_BY_THREAD if name in request}
-        answer = {"role": "assistant", "content": reply.get("content", [])}
         self.continued.discard(reply["id"])  # a replay restarted from turn 1 hands out the same ids again
-        self.held[reply["id"]] = Held(fields, [*request["messages"], answer])
+        self.held[reply["id"]] = Held(fields, with_reply(request["messages"], reply.get("content", [])))
+
+
+def with_reply(messages: list, content: list) -> list:
+    """The conversation with the reply appended. A conversation that ends on the assistant (a turn
+    paused with pause_turn, resumed by a continue with no new messages) is continued by the reply, so
+    its content joins that message, as the API holds one turn."""
+    last = messages[-1] if messages else {}
+    if last.get("role") != "assistant":
+        return [*messages, {"role": "assistant", "content": content}]
+    before = last.get("content")
+    before = [{"type": "text", "text": before}] if isinstance(before, str) else list(before or [])
+    return [*messages[:-1], {"role": "assistant", "content": before + content}]

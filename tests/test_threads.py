@@ -27,7 +27,8 @@ import threads
 
 S01 = replay.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
 S02 = replay.load_fixture(ROOT / "fixtures" / "s02_fix_divide_by_zero.json")  # six turns, one parallel
-FIXTURES = {"s01_hello_agent": S01, "s02_fix_divide_by_zero": S02}
+PAUSED = replay.load_fixture(ROOT / "fixtures" / "s06_pause_turn.json")  # a turn paused twice, resumed
+FIXTURES = {"s01_hello_agent": S01, "s02_fix_divide_by_zero": S02, "s06_pause_turn": PAUSED}
 MODEL = "claude-sonnet-5"
 
 
@@ -143,7 +144,9 @@ def test_tool_runner_completes_a_fixture_in_process(name, stream):
     assert thread_kinds(sent) == ["create"] + ["continue"] * (len(sent) - 1)
     continued_from = [body["thread"]["previous_message_id"] for body in sent[1:]]
     assert continued_from == recorded_ids(fixture)[:-1]  # each continues from the reply before it
-    assert [len(body["messages"]) for body in sent] == [1] * len(sent)  # only the new message is sent
+    # Only what is new: the task, then each turn's tool results; nothing at all to resume a paused turn.
+    new = [1] + [1 if stop == "tool_use" else 0 for stop in recorded_stops(fixture)[:-1]]
+    assert [len(body["messages"]) for body in sent] == new
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
