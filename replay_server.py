@@ -20,6 +20,8 @@ The rules, in one place (docs/teaching.md explains them to a class):
   - the first fixture on the command line is the default; `model: "replay:NAME"` or the header
     `x-replay-fixture: NAME` picks another;
   - `stream: true` gets SSE and a plain request gets JSON, whichever way the fixture was recorded;
+  - server-held threads (the SDK tool runner's default) work: a `continue` is checked as the whole
+    conversation it stands for (threads.py); what replay cannot hold is refused so the SDK falls back;
   - recorded errors (429, 529 ...) are served as recorded, headers included; a recorded
     connection failure or timeout closes the connection without an answer.
 
@@ -45,13 +47,14 @@ import sys
 import textwrap
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import replay
+import threads
 
 DEFAULT_PORT = 8765
 LOOPBACK = "127.0.0.1"
@@ -105,9 +108,15 @@ class Limits:
 class Mistake(Exception):
     """A request answered with an API-style error: the status, the error type, a teaching message."""
 
-    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error"):
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        kind: str = "invalid_request_error",
+        details: dict | None = None,
+    ):
         super().__init__(message)
-        self.status, self.kind = status, kind
+        self.status, self.kind, self.details = status, kind, details  # details: {"error_code": ...}
 
 
 @dataclass
@@ -119,6 +128,7 @@ class Cursor:
     mistakes: int = 0
     restarts: int = 0
     last: str = ""  # the last result, e.g. "200 tool_use" or "400 messages[2]: ..."
+    threads: threads.Threads = field(default_factory=threads.Threads)  # conversations held for this student
 
 
 @dataclass
@@ -132,9 +142,10 @@ class Reply:
     drop: bool = False
 
 
-def api_error(status: int, kind: str, message: str) -> Reply:
-    """An error in the API's own shape."""
-    return Reply(status, {}, {"type": "error", "error": {"type": kind, "message": message}})
+def api_error(status: int, kind: str, message: str, details: dict | None = None) -> Reply:
+    """An error in the API's own shape; `details` carries an error_code the SDK acts on."""
+    error = {"type": kind, "message": message} | ({"details": details} if details else {})
+    return Reply(status, {}, {"type": "error", "error": error})
 
 
 # -- the classroom: fixtures, cursors, the teacher's log (no HTTP here) ----------------------------
@@ -163,7 +174,7 @@ class Classroom:
                 name = self.pick(body, chosen)
             except Mistake as mistake:
                 self.log(student, "-", "", f"{mistake.status} {mistake}")
-                return api_error(mistake.status, mistake.kind, str(mistake))
+                return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
             cursor = self.cursor(student, name)
             cursor.requests += 1
             try:
@@ -172,7 +183,7 @@ class Classroom:
                 cursor.mistakes += 1
                 cursor.last = f"{mistake.status} {mistake}"
                 self.log(student, name, self.turn(name, cursor.served + 1), cursor.last)
-                return api_error(mistake.status, mistake.kind, str(mistake))
+                return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
             cursor.last = describe(reply)
             self.log(student, name, self.turn(name, cursor.served), note + cursor.last)
             return reply
@@ -218,11 +229,17 @@ class Classroom:
     def serve(self, name: str, cursor: Cursor, body) -> tuple[Reply, str]:
         """Check the request, move the cursor, and return the recorded reply (and a log note)."""
         check_request(body)
+        try:  # a thread request becomes the whole conversation again, then is checked like any other
+            body, thread = cursor.threads.expand(body)
+        except threads.Refusal as refusal:
+            raise Mistake(str(refusal), refusal.status, refusal.kind, refusal.details) from None
         exchanges, note = self.fixtures[name]["exchanges"], ""
         broken = rule_problem(body["messages"])  # what the API itself would reject
         if not broken and self.starts_over(name, cursor, body["messages"]):
             cursor.served, note = 0, "restart · "
             cursor.restarts += 1
+        if thread:  # the teacher's log shows which turns came as a thread
+            note += f"thread {thread['type']} · "
         turn, recorded = cursor.served + 1, None
         if cursor.served < len(exchanges):
             recorded = exchanges[cursor.served]
@@ -234,6 +251,7 @@ class Classroom:
         if diff:
             raise Mistake(f"{name}, turn {turn}: your request differs from the recording: {diff}")
         cursor.served += 1
+        cursor.threads.hold(thread, body, replay.recorded_message(recorded["response"]))
         return recorded_reply(recorded["response"], body.get("stream") is True), note
 
     def starts_over(self, name: str, cursor: Cursor, messages: list) -> bool:
