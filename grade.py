@@ -395,7 +395,8 @@ def stopped_early(exchanges: list, reached: int, out: Outcome) -> str:
     """The program ended (or was refused) before the recording did: what it met last, and its last words."""
     said = f" (exit {out.code}" + (f": {out.last_line}" if out.last_line else "") + ")"
     if not out.seen:
-        heard = f"; the server logged: {out.server_log[-1].split(None, 1)[-1]}" if out.server_log else ""
+        logged = re.search(r"\b[1-5]\d\d\b.*", out.server_log[-1]) if out.server_log else None
+        heard = f"; the server logged: {logged.group(0)}" if logged else ""
         return f"your program sent no request the replay server could answer{said}{heard}"
     response = exchanges[reached - 1]["response"]
     if "error" in response:
