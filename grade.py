@@ -35,6 +35,7 @@ import replay_server
 
 DEFAULT_TIMEOUT = 60.0  # seconds per rung; retry waits in the rungs are tiny (retry-after 0, 20 ms)
 STUDENT = "grader"  # the API key the program gets: the replay server's name for this student
+RUNNING: set[subprocess.Popen] = set()  # the programs being graded right now: Ctrl-C ends them all
 
 
 class GradeError(replay.WorkbookError):
@@ -196,14 +197,25 @@ def run_program(argv: list[str], workspace: Path, url: str, timeout: float) -> t
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    RUNNING.add(proc)
     try:
         output, _ = proc.communicate(timeout=timeout)
         code = proc.returncode
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        end(proc)
         output, _ = proc.communicate()
         code = None
+    finally:
+        RUNNING.discard(proc)
     return code, last_line(output.decode("utf-8", errors="replace"))
+
+
+def end(proc: subprocess.Popen) -> None:
+    """Kill a graded program and everything it started (its own process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it had already finished
 
 
 def last_line(output: str) -> str:
@@ -504,14 +516,23 @@ def show(results: list[Result], command: list[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """Grade the command on the rungs asked for; print the table (or JSON); 0 only if all pass."""
     try:
         args, command = parse(argv)
         rungs, command = pick_rungs(args.only), resolve(command)
     except GradeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))  # rungs run side by side
+    try:
         results = list(pool.map(lambda rung: grade_rung(rung, command, args.timeout), rungs))
+    except KeyboardInterrupt:
+        for proc in list(RUNNING):
+            end(proc)
+        print("interrupted: the programs being graded were stopped", file=sys.stderr)
+        return 130
+    finally:
+        pool.shutdown(cancel_futures=True)
     if args.json:
         rows = [
             {"name": r.rung.name, "step": r.rung.step, "passed": r.passed, "reason": r.reason}
