@@ -6,7 +6,8 @@ Each rung is one recording (fixtures/grade_*.json) that tests one step's mechani
 the program. For each rung the grader starts a private classroom replay server (replay_server.py)
 on a free loopback port, copies the rung's workspace into a fresh temp folder, and runs
 `CMD ARGS... "<the rung's task>"` there, with the task also in AGENT_TASK, ANTHROPIC_BASE_URL
-pointing at that server, ANTHROPIC_API_KEY set, stdin closed and a timeout.
+pointing at that server, ANTHROPIC_API_KEY set to a stand-in (a real key in the teacher's
+environment is never passed on), stdin closed and a timeout.
 
 A rung passes when the program walked the whole recording (or, for a rung about stopping, stopped
 within its bounds), no request broke the API's rules, the assistant's replies went back verbatim,
@@ -50,8 +51,7 @@ class Rung:
     step: str
     fixture: str  # a file under fixtures/, without .json
     checks: str
-    least: int | None = None  # fewest requests to pass (default: every recorded exchange)
-    most: int | None = None  # most requests allowed (default: every recorded exchange)
+    least: int | None = None  # fewest requests to pass (default: all); more than recorded never passes
     exit: str = "zero"  # how the program must exit: "zero", "nonzero" or "any"
     must_fail: dict = field(default_factory=dict)  # tool_use id -> why its tool_result needs is_error
 
@@ -231,19 +231,17 @@ def last_line(output: str) -> str:
 def judge(rung: Rung, fixture: dict, out: Outcome) -> str | None:
     """The first mistake of the run, in the student's terms; None when the rung passes."""
     exchanges = fixture["exchanges"]
-    least, most = rung.least or len(exchanges), rung.most or len(exchanges)
+    least = rung.least or len(exchanges)
     reached = 0  # the last recorded turn the program got an answer for
     for n, request in enumerate(out.seen, 1):
         if request.mistake is not None and request.turn <= len(exchanges):
             return explain_mistake(request, exchanges)
         if request.mistake is not None or request.turn <= reached:  # past the end, or started over
-            return asked_too_often(rung, exchanges, reached, n) if reached >= least else started_over(reached)
+            return asked_too_often(exchanges, reached, n) if reached >= least else started_over(reached)
         problem = reply_not_verbatim(request, exchanges) or error_not_returned(rung, request)
         if problem:
             return problem
         reached = request.turn
-        if reached > most:
-            return asked_too_often(rung, exchanges, most, n)
     if out.code is None:
         return f"your program did not finish in time; it had reached turn {reached} of {len(exchanges)}"
     if reached < least:
@@ -380,8 +378,8 @@ def started_over(reached: int) -> str:
     )
 
 
-def asked_too_often(rung: Rung, exchanges: list, reached: int, requests: int) -> str:
-    """A request past the recording's end (or the rung's bound): what the program should have done."""
+def asked_too_often(exchanges: list, reached: int, requests: int) -> str:
+    """A request past the recording's end: what the program should have done instead."""
     last = exchanges[reached - 1]["response"]
     status = last.get("status")
     if status in (400, 401, 403, 404, 413):
@@ -389,7 +387,7 @@ def asked_too_often(rung: Rung, exchanges: list, reached: int, requests: int) ->
             f"turn {reached}: the API answered {status} and your program sent the request again; a {status} "
             "fails the same way every time: stop with a clear message"
         )
-    if status is not None and status != 200 or "error" in last:
+    if "error" in last or status != 200:  # a recorded failure it kept retrying
         return f"your program kept retrying: {requests} attempts, where this rung allows at most {reached}"
     stop = stop_reason(last)
     if stop == "tool_use":
@@ -441,7 +439,7 @@ def wrong_exit(rung: Rung, exchanges: list, out: Outcome) -> str | None:
 
 def passed_reason(rung: Rung, fixture: dict, out: Outcome) -> str:
     turns = max((s.turn for s in out.seen), default=0)
-    if rung.least or rung.most:
+    if rung.least:
         return f"stopped by itself after {turns} requests (exit {out.code})"
     return f"walked the whole recording: {turns} turn{'s' * (turns != 1)} (exit {out.code})"
 
