@@ -488,7 +488,14 @@ class Parser(argparse.ArgumentParser):
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     split = argv.index("--") if "--" in argv else len(argv)
-    parser = Parser(prog="python replay.py grade", description=__doc__.split("\n\n")[2])
+    rungs = "\n".join(f"  {r.step} {r.name:<13} {r.checks}" for r in RUNGS)
+    parser = Parser(
+        prog="python replay.py grade",
+        usage="%(prog)s [--json] [--only RUNG] [--timeout S] -- CMD [ARGS...]",
+        description=__doc__.split("\n\n")[2],
+        epilog=f"rungs (--only takes a rung or a step):\n{rungs}\n\nTeachers: docs/teaching.md, Grading.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--only", action="append", default=[], metavar="RUNG", help="a rung or a step (s03)")
     parser.add_argument(
