@@ -297,6 +297,17 @@ def test_each_recording_keeps_the_rule_it_grades_replies_go_back_verbatim(rung):
                 assert grade.without_nulls(replay.normalize_messages([message])) in replies
 
 
+@pytest.mark.parametrize("rung", grade.RUNGS, ids=lambda r: r.name)
+def test_each_recording_replays_offline_through_its_own_step(rung, run_main):
+    """The rung's step, replaying the rung strictly, sends the recorded requests: the recording is its own."""
+    path = f"fixtures/{rung.fixture}.json"
+    fixture = replay.load_fixture(ROOT / path)
+    code, out = run_main(fixture["script"], "--replay", path)
+    assert "Traceback" not in out and f"error: {path}" not in out, out
+    ends_in_error = fixture["exchanges"][-1]["response"].get("status") != 200
+    assert code == (1 if ends_in_error else 0), out
+
+
 def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
     fixture = replay.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
     classroom = replay_server.Classroom({"grade_s01_loop": fixture}, out=grade.LogLines())
