@@ -308,8 +308,8 @@ def extra_messages(exchanges: list, turn: int, expected: int) -> str:
     if stop == "max_tokens":
         return (
             f"turn {turn - 1}'s reply was cut off by max_tokens inside a tool_use, and your loop ran it or "
-            f"sent it back; a cut tool_use is incomplete: send the same {expected} message(s) again with a "
-            "larger max_tokens"
+            "sent it back; a cut tool_use is incomplete: send the same request again, without the cut "
+            "reply, with a larger max_tokens"
         )
     if stop == "pause_turn":
         return (

@@ -199,6 +199,33 @@ def test_retrying_without_a_bound_or_exiting_0_on_failure_fails_the_s03_rungs(tm
     assert rows["bad-key"]["reason"].startswith("your program stopped but exited with code 0")
 
 
+@needs_node
+def test_running_a_cut_tool_use_or_answering_a_pause_fails_the_s06_rungs(tmp_path, capsys):
+    runs_any_tool_use = js_variant(
+        tmp_path, 'reply.stop_reason !== "tool_use"', '!reply.content.some((b) => b.type === "tool_use")'
+    )
+    code, rows = graded(capsys, "--only", "cut-tool-use", "--", NODE, runs_any_tool_use)
+    assert code == 1 and rows["cut-tool-use"]["reason"] == (
+        "turn 2: turn 1's reply was cut off by max_tokens inside a tool_use, and your loop ran it or sent it "
+        "back; a cut tool_use is incomplete: send the same request again, without the cut reply, with a "
+        "larger max_tokens"
+    )
+    says_continue = js_variant(
+        tmp_path,
+        'if (reply.stop_reason !== "tool_use") {',
+        'if (reply.stop_reason === "pause_turn") {\n'
+        '  messages.push({ role: "user", content: "go on" });\n'
+        "  continue;\n"
+        "}\n"
+        'if (reply.stop_reason !== "tool_use") {',
+    )
+    code, rows = graded(capsys, "--only", "pause-turn", "--", NODE, says_continue)
+    assert code == 1 and rows["pause-turn"]["reason"] == (
+        "turn 2: after a pause_turn, send the conversation back with the paused assistant turn last; "
+        "do not add a user message"
+    )
+
+
 def test_a_program_that_hangs_is_stopped_by_the_timeout(capsys):
     hang = "import time; time.sleep(60)"
     code, rows = graded(capsys, "--only", "loop", "--timeout", "1", "--", sys.executable, "-c", hang)
