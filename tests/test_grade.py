@@ -91,7 +91,7 @@ def test_a_javascript_loop_with_fetch_climbs_to_s04_and_stops_at_s05(capsys):
 
 
 def test_the_classic_bug_fails_rung_one_naming_the_missing_assistant_turn():
-    """Through the real command line: stdout is exactly one JSON object, the exit code says fail."""
+    """Through the real command line, from the repo root: stdout is one JSON object, the exit code 1."""
     done = subprocess.run(
         [
             sys.executable,
@@ -101,8 +101,8 @@ def test_the_classic_bug_fails_rung_one_naming_the_missing_assistant_turn():
             "--only",
             "loop",
             "--",
-            "python",
-            str(LOOPS / "forgets_reply.py"),
+            sys.executable,
+            "tests/grade_loops/forgets_reply.py",  # relative to here: the grader makes it absolute
         ],
         cwd=ROOT,
         env=offline_env(),
