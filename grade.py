@@ -477,7 +477,9 @@ def resolve(command: list[str]) -> list[str]:
         found = shutil.which(program)
     if not found:
         raise GradeError(f"{program}: command not found — give a program on PATH or a path to one")
-    args = [str(Path(a).resolve()) if not a.startswith("-") and Path(a).exists() else a for a in command[1:]]
+    args = [
+        str(Path(a).resolve()) if a and not a.startswith("-") and Path(a).exists() else a for a in command[1:]
+    ]
     return [found, *args]
 
 
