@@ -145,6 +145,8 @@ class Outcome:
 
 @dataclass
 class Result:
+    """One row of the report."""
+
     rung: Rung
     passed: bool
     reason: str
@@ -372,6 +374,7 @@ def error_not_returned(rung: Rung, request: Seen) -> str | None:
 
 
 def started_over(reached: int) -> str:
+    """A request holding the first message alone, mid-way: the loop lost its history."""
     return (
         f"turn {reached + 1}: your program sent the first message alone again, so the conversation started "
         "over; keep the whole history in messages"
@@ -425,6 +428,7 @@ def stopped_early(exchanges: list, reached: int, out: Outcome) -> str:
 
 
 def wrong_exit(rung: Rung, exchanges: list, out: Outcome) -> str | None:
+    """The exit code the rung asks for: 0 after a finished task, non-zero after a failure it cannot fix."""
     if rung.exit == "zero" and out.code != 0:
         return (
             f"your program walked all {len(exchanges)} turns but exited with code {out.code}: {out.last_line}"
@@ -437,7 +441,8 @@ def wrong_exit(rung: Rung, exchanges: list, out: Outcome) -> str | None:
     return None
 
 
-def passed_reason(rung: Rung, fixture: dict, out: Outcome) -> str:
+def passed_reason(rung: Rung, out: Outcome) -> str:
+    """What a passing run did, in a few words."""
     turns = max((s.turn for s in out.seen), default=0)
     if rung.least:
         return f"stopped by itself after {turns} requests (exit {out.code})"
@@ -445,10 +450,11 @@ def passed_reason(rung: Rung, fixture: dict, out: Outcome) -> str:
 
 
 def grade_rung(rung: Rung, command: list[str], timeout: float) -> Result:
+    """Run the command on one rung and judge the run."""
     fixture = replay.load_fixture(replay.ROOT / "fixtures" / f"{rung.fixture}.json")
     outcome = run_rung(rung, fixture, command, timeout)
     problem = judge(rung, fixture, outcome)
-    return Result(rung, problem is None, problem or passed_reason(rung, fixture, outcome))
+    return Result(rung, problem is None, problem or passed_reason(rung, outcome))
 
 
 # -- command line ----------------------------------------------------------------------------------
@@ -484,11 +490,14 @@ def resolve(command: list[str]) -> list[str]:
 
 
 class Parser(argparse.ArgumentParser):
+    """argparse, with its errors raised as GradeError (one line) instead of printed with the usage."""
+
     def error(self, message):  # one line, not argparse's usage block
         raise GradeError(f"{message} — usage: python replay.py grade [--json] [--only RUNG] -- CMD [ARGS...]")
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The grader's own flags (before --) and the command to grade (after it)."""
     split = argv.index("--") if "--" in argv else len(argv)
     rungs = "\n".join(f"  {r.step} {r.name:<13} {r.checks}" for r in RUNGS)
     parser = Parser(
@@ -507,6 +516,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def show(results: list[Result], command: list[str]) -> None:
+    """The report as a table: rung, step, what it checks, pass or FAIL, and why."""
     from rich.console import Console
     from rich.table import Table
 
