@@ -18,6 +18,7 @@ Command line (for fixture authors and teachers):
     python replay.py rebuild FIXTURE           re-run a scripted fixture's script, keep its responses,
                                                store the requests the script sends now
     python replay.py serve FIXTURE [--port N]  classroom replay server (see replay_server.py)
+    python replay.py grade [--json] -- CMD     grade any agent loop up the workbook's ladder (see grade.py)
 """
 
 from __future__ import annotations
@@ -765,8 +766,8 @@ def rebuild(path: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """`check`, `rebuild` or `serve` (see the module docstring)."""
-    if not argv or argv[0] not in ("check", "rebuild", "serve"):
+    """`check`, `rebuild`, `serve` or `grade` (see the module docstring)."""
+    if not argv or argv[0] not in ("check", "rebuild", "serve", "grade"):
         print("usage:" + __doc__.split("teachers):")[1].rstrip())
         return 2
     command, rest = argv[0], argv[1:]
@@ -775,6 +776,10 @@ def main(argv: list[str]) -> int:
             import replay_server
 
             return replay_server.main(rest)
+        if command == "grade":
+            import grade
+
+            return grade.main(rest)
         if command == "rebuild":
             return max(rebuild(path) for path in rest)
         for path in rest:
