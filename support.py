@@ -121,20 +121,62 @@ def label(block, limit: int = 44) -> str:
     return f"{block.name} {(str(first).splitlines() or [''])[0]}"[:limit]
 
 
-def show_timeline(timeline: list, width: int = 40) -> None:
-    """s04: which calls ran together (same group) and how long each took, as bars on one time axis.
-    A turn of one call has nothing to compare, so it shows none."""
+TIMELINE_RESOLUTION = 0.005  # s: a turn shorter than this is drawn by group, not by time
+
+
+def show_timeline(timeline: list, width: int | None = None) -> None:
+    """Which calls ran together and how long each took: one line per call, its bar on the turn's time
+    axis, fitted to the terminal; then, per group, whether its calls really overlapped. A turn of one
+    call has nothing to compare, so it shows none."""
     if len(timeline) < 2:
         return
-    start, end = min(t.started for t in timeline), max(t.ended for t in timeline)
-    scale = width / max(end - start, 1e-9)
-    table = Table(title="tool calls this turn: same group = ran together", title_justify="left")
-    for column in ("group", "call", "ms", "timeline"):
-        table.add_column(column, justify="right" if column == "ms" else "left")
-    for t in sorted(timeline, key=lambda t: t.index):
-        bar = " " * round((t.started - start) * scale) + "█" * max(1, round((t.ended - t.started) * scale))
-        table.add_row(str(t.group), escape(label(t.block)), f"{(t.ended - t.started) * 1000:.0f}", bar)
-    console.print(table)
+    calls = sorted(timeline, key=lambda t: t.index)
+    names = [label(t.block, 36) for t in calls]
+    name_width = max(map(len, names))
+    bar_width = max(10, (width or console.width) - name_width - 20)  # " g1  name  12345 ms  |bar|"
+    start, end = min(t.started for t in calls), max(t.ended for t in calls)
+    timed = end - start >= TIMELINE_RESOLUTION  # else the bars could only show noise: draw groups
+    groups = sorted({t.group for t in calls})
+    axis = "bars: time" if timed else "too quick to time: by group"
+    console.print(f"tool calls this turn: same group = ran together ({axis})", style="dim")
+    for t, name in zip(calls, names):
+        if timed:
+            scale = bar_width / (end - start)
+            left, length = round((t.started - start) * scale), max(1, round((t.ended - t.started) * scale))
+        else:
+            slot = bar_width // len(groups)
+            left, length = slot * groups.index(t.group), max(1, slot - 1)
+        bar = (" " * left + "█" * length)[:bar_width].ljust(bar_width)
+        ms = (t.ended - t.started) * 1000
+        console.print(
+            f" g{t.group:<2} {name:<{name_width}}  {ms:5.0f} ms  |{bar}|", markup=False, highlight=False
+        )
+    for group in groups:
+        console.print(
+            f"   group {group}: {together([t for t in calls if t.group == group], timed)}", style="dim"
+        )
+
+
+def together(calls: list, timed: bool) -> str:
+    """One group in words: alone, ran together (their times overlap), or one after another."""
+    if len(calls) == 1:
+        return f"{label(calls[0].block, 36)}, alone"
+    if not timed:
+        return f"{len(calls)} reads sent to the thread pool together (each too quick to time)"
+    most = at_once(calls)
+    if most == 1:
+        return f"{len(calls)} reads ran one after another (never two at once)"
+    return f"{len(calls)} reads ran together, up to {most} at once"
+
+
+def at_once(calls: list) -> int:
+    """The most calls running at the same moment (an end and a start at one instant do not overlap)."""
+    events = sorted([(t.started, 1) for t in calls] + [(t.ended, -1) for t in calls])
+    running = most = 0
+    for _, change in events:
+        running += change
+        most = max(most, running)
+    return most
 
 
 def show_tools(calls: list, results: list[dict], timeline: list) -> None:
