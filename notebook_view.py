@@ -338,6 +338,66 @@ def show_exchange(transport, n: int, new_only: bool = False) -> None:
     print("\n".join(exchange_lines(n, transport.seen[n - 1], response, before, new_only)))
 
 
+# -- a step's map ----------------------------------------------------------------------------------
+
+
+def step_lines(module) -> list[str]:
+    """What a step takes from the steps before it (its imports, step by step) and what it defines
+    itself: the new pieces above its loop, then the loop and the command line."""
+    import ast
+    import inspect
+
+    source = inspect.getsource(module)
+    tree = ast.parse(source)
+    taken: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("s0"):
+            taken.setdefault(node.module, []).extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("s0"):
+                    taken.setdefault(alias.name, []).insert(
+                        0, f"(the module, as {alias.asname or alias.name})"
+                    )
+    loop_at = next(
+        (n for n, line in enumerate(source.splitlines(), 1) if line.startswith("# -- the loop")), 0
+    )
+    mine = [(node.lineno, name) for node in tree.body for name in defined(node)]
+    lines = [f"{module.__name__} takes from the steps before it:"]
+    for step, names in sorted(taken.items()):
+        lines += wrapped(f"{step}: {', '.join(names)}", "  ")
+    lines += [] if taken else ["  nothing"]
+    lines += wrapped(", ".join(name for at, name in mine if at < loop_at), "new: ")
+    lines += wrapped(", ".join(name for at, name in mine if at > loop_at), "then: ")
+    return lines
+
+
+def defined(node) -> list[str]:
+    """The names a top-level statement defines: a function, a class, or constants assigned."""
+    import ast
+
+    if isinstance(node, ast.FunctionDef | ast.ClassDef):
+        return [node.name]
+    targets = (
+        node.targets
+        if isinstance(node, ast.Assign)
+        else [node.target]
+        if isinstance(node, ast.AnnAssign)
+        else []
+    )
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
+def wrapped(text: str, prefix: str, width: int = 100) -> list[str]:
+    """A long list of names as lines under `prefix`, the rest indented beneath it."""
+    return textwrap.wrap(text, width, initial_indent=prefix, subsequent_indent=" " * (len(prefix) + 2))
+
+
+def show_step(module) -> None:
+    """Print a step's map: what it imports from each earlier step, what it adds itself."""
+    print("\n".join(step_lines(module)))
+
+
 # -- charts ----------------------------------------------------------------------------------------
 
 
