@@ -138,3 +138,41 @@ READER_TEXTS = dict(reader_facing_texts())
 def test_no_reader_is_sent_to_a_seed_they_do_not_have(name):
     found = SEED.search(READER_TEXTS[name])
     assert not found, f"{name}: {found.group(0)!r} — cite the article by its title instead"
+
+
+def output_lines(path) -> list[str]:
+    """Every line of text a notebook's code cells printed or displayed (images left out)."""
+    lines = []
+    for cell in cells(path, "code"):
+        for output in cell["outputs"]:
+            texts = [output.get("text", "")]
+            texts += [value for key, value in output.get("data", {}).items() if key.startswith("text/")]
+            for text in texts:
+                lines += ("".join(text) if isinstance(text, list) else text).splitlines()
+    return lines
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_output_line_is_wider_than_200_characters(path):
+    wide = [line for line in output_lines(path) if len(line) > 200]
+    assert not wide, f"{path.name}: {len(wide)} output lines over 200 characters, e.g. {wide[0][:80]!r}…"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_shows_its_fixture_request_by_request_as_the_list_grows(path):
+    lines = output_lines(path)
+    requests = [int(line.split()[1]) for line in lines if re.match(r"REQUEST \d+  model=", line)]
+    counts = [int(m.group(1)) for line in lines if (m := re.match(r"  messages: (\d+)", line))]
+    assert 1 in requests and len(counts) >= 2, f"{path.name}: no request-by-request view (notebook_view)"
+    assert any(later > earlier for earlier, later in zip(counts, counts[1:])), (
+        f"{path.name}: the messages: counts never grow"
+    )
+
+
+@pytest.mark.parametrize("name", ["s05_budget", "s06_recovery"])
+def test_the_token_charts_are_real_images(name):
+    path = ROOT / "notebooks" / f"{name}.ipynb"
+    images = [
+        out for cell in cells(path, "code") for out in cell["outputs"] if "image/png" in out.get("data", {})
+    ]
+    assert images, f"{path.name}: no chart"
