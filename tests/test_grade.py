@@ -90,8 +90,14 @@ def test_a_javascript_loop_with_fetch_climbs_to_s04_and_stops_at_s05(capsys):
     assert code == 1
 
 
-def test_the_classic_bug_fails_rung_one_naming_the_missing_assistant_turn():
-    """Through the real command line, from the repo root: stdout is one JSON object, the exit code 1."""
+def test_the_classic_bug_fails_rung_one_naming_the_missing_assistant_turn(tmp_path):
+    """Through the real command line, from the repo root: stdout is one JSON object, the exit code 1.
+    The buggy loop is plain_loop.py without its one line that appends the assistant's reply."""
+    plain = (LOOPS / "plain_loop.py").read_text()
+    append = '        messages.append({"role": "assistant", "content": response.content})\n'
+    assert plain.count(append) == 1
+    buggy = tmp_path / "forgets_reply.py"
+    buggy.write_text(plain.replace(append, ""))
     done = subprocess.run(
         [
             sys.executable,
@@ -102,7 +108,7 @@ def test_the_classic_bug_fails_rung_one_naming_the_missing_assistant_turn():
             "loop",
             "--",
             sys.executable,
-            "tests/grade_loops/forgets_reply.py",  # relative to here: the grader makes it absolute
+            str(buggy),
         ],
         cwd=ROOT,
         env=offline_env(),
