@@ -26,6 +26,10 @@ class Step:
     mechanism, parametrized over every step that has it, reaches the one piece that step really runs.
     Setting a name sets it where it lives: `console` and `RUNS` in support.py, the rest in its owner."""
 
+    # No instance __dict__: pytest's monkeypatch then takes the value it restores from getattr (the
+    # owner's), instead of finding nothing in the instance __dict__ and deleting the owner's on undo.
+    __slots__ = ("chain", "__name__")
+
     def __init__(self, name: str):
         chain = [importlib.import_module(s) for s in reversed(STEPS[: STEPS.index(name) + 1])]
         chain.append(importlib.import_module("support"))  # the display and file formats every step uses
@@ -38,6 +42,8 @@ class Step:
         return next((m for m in self.chain if attr in vars(m)), self.chain[0])
 
     def __getattr__(self, attr: str):
+        if attr.startswith("__"):  # `__dict__` and the like are the Step's own (it has none), no module's
+            raise AttributeError(attr)
         return getattr(self.owner(attr), attr)
 
     def __setattr__(self, attr: str, value) -> None:

@@ -292,7 +292,8 @@ def test_the_turn_shows_which_calls_ran_together(step, monkeypatch):
     assert "same group = ran together" in shown
     rows = [(1, "read_file inventory/__init__.py"), (1, r"grep 1\.0\.0"), (2, "edit_file"), (3, "read_file")]
     for group, call in rows:
-        assert re.search(rf"│ {group} +│ {re.escape(call)} ", shown), f"group {group}: {call}"
+        assert re.search(rf"^ g{group} +{re.escape(call)} ", shown, re.MULTILINE), f"group {group}: {call}"
+    assert "group 2: edit_file inventory/__init__.py, alone" in shown
 
 
 # -- the fixtures, replayed ---------------------------------------------------------------------------

@@ -70,3 +70,15 @@ def test_calls_too_quick_to_time_are_drawn_by_group_not_as_a_staircase(screen):
 def test_a_turn_of_one_call_shows_no_timeline(screen):
     support.show_timeline(timed((1, 0.0, 0.2)))
     assert screen() == []
+
+
+def test_patching_a_steps_console_in_a_test_puts_supports_console_back(monkeypatch):
+    """conftest.Step sets `console` on support.py; undoing the patch must not delete it (every later
+    test in the same worker, the timeline's included, prints through it)."""
+    from conftest import load_step
+
+    before = support.console
+    with monkeypatch.context() as patch:
+        patch.setattr(load_step("s02_tools"), "console", None)
+        assert support.console is None
+    assert support.console is before
