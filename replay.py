@@ -22,6 +22,13 @@ Command line (for fixture authors and teachers):
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":  # a Ctrl-C while the SDK loads (a second or so) ends quietly, not in a traceback
+    import signal
+
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+
 import argparse
 import atexit
 import gc
@@ -33,7 +40,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -383,8 +389,8 @@ def credential_values(environ=None) -> list[str]:
         if not name.startswith("ANTHROPIC_"):
             continue
         if name == "ANTHROPIC_BASE_URL" or name.endswith("_URL"):
-            parts = urlsplit(value)
-            found.update(p for p in (parts.username, parts.password, USERINFO.search(value)) if p)
+            parts = urlsplit(value)  # the whole URL, its user:password and its query may each hold a key
+            found.update(p for p in (value, parts.username, parts.password, parts.query) if p)
             found.update(m.group(0).rstrip("@") for m in USERINFO.finditer(value))
         elif any(word in name for word in ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH", "HEADERS")):
             found.add(value)
@@ -569,7 +575,7 @@ def _field_problems(fixture: dict) -> list[str]:
         problems.append("`match` must be `structure` or absent")
     latency = fixture.get("read_latency", 0)
     if not isinstance(latency, int | float) or isinstance(latency, bool) or not 0 <= latency <= 60:
-        problems.append("`read_latency` must be a number of seconds from 0 to 60")
+        problems.append("read_latency must be 0 to 60 seconds")
     if fixture["script"] in STEPS:
         problems += [f"`args`: {p}" for p in args_problems(fixture.get("args", []), fixture["script"])]
     return problems
@@ -1288,7 +1294,7 @@ def start(args: argparse.Namespace, model: str, script: str, **client_options) -
         return _start_record(args, model, script, key, client_options)
     if not args.task:
         path = Path(args.replay) if args.replay else ROOT / args.default_fixture
-        return _start_replay(path, model, client_options, script, named=bool(args.replay))
+        return _start_replay(path, model, client_options, script, args)
     if not key:
         raise WorkbookError("a live task needs ANTHROPIC_API_KEY — set it, or run with no task to replay")
     workspace = _live_workspace(args)
@@ -1321,15 +1327,15 @@ def _live_workspace(args) -> Path:
     return workspace
 
 
-def _start_replay(path: Path, model: str, client_options: dict, script: str = "", named: bool = True) -> Run:
+def _start_replay(path: Path, model: str, client_options: dict, script: str = "", args=None) -> Run:
     fixture, raw = _load(path)
     trusted = is_trusted(raw)
     name = _display_name(path)
     hooks = [a for a in fixture.get("args", []) if a.partition("=")[0] == "--stop-hook"]
-    if hooks and not trusted:
+    if hooks and not trusted and getattr(args, "permission", None) != "all":
         raise FixtureError(
             f"{name}: its args run a shell command (--stop-hook) and it is not on the trust list — "
-            f"read it, then `python replay.py trust {name}` to run it"
+            f"read it, then `python replay.py trust {name}` (or add --permission all) to run it"
         )
     lenient = bool(os.environ.get(REBUILD_ENV))
     client, transport = replay_client(fixture, name, not lenient, True, **client_options)
@@ -1340,7 +1346,7 @@ def _start_replay(path: Path, model: str, client_options: dict, script: str = ""
     workspace = copy_workspace(fixture["workspace"])
     banner = f"offline replay of {name} ({fixture['provenance']}"
     banner += ")" if trusted else "; not on the trust list, so its commands go through the permission gate)"
-    if not named:
+    if not getattr(args, "replay", None):
         step = f"{script or 'sNN_step'}.py"
         banner += f'; to run live, set ANTHROPIC_API_KEY and give a task: python {step} "list the files"'
     run = Run(client, "replay", fixture["task"], workspace, model, banner, path, transport, fixture)
@@ -1516,4 +1522,5 @@ def _each(command: str, path: str) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # loaded: Ctrl-C is a KeyboardInterrupt again
     sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,439 @@
+"""Fixtures, flags and files come from strangers: what replay.py refuses, what it keeps to itself,
+and what it writes only whole. Each test is one finding of the red-team pass (issue 15)."""
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, offline_env, run_script
+from standin import StandIn, message, scripted, text, tool_use
+
+import replay
+
+HELLO = ROOT / "fixtures" / "s01_hello_agent.json"
+BUDGET = ROOT / "fixtures" / "s05_max_steps.json"
+STOP_HOOK = ROOT / "fixtures" / "s06_stop_hook.json"
+
+
+def fixture(path=HELLO, **changes) -> dict:
+    loaded = copy.deepcopy(replay.load_fixture(path))
+    loaded.update(changes)
+    return loaded
+
+
+def refused(tmp_path, value, *words) -> str:
+    """`value` written as a fixture is refused by the loader and by `check`, each in one line."""
+    path = tmp_path / "f.json"
+    path.write_text(value if isinstance(value, str) else json.dumps(value))
+    with pytest.raises(replay.FixtureError) as caught:
+        replay.load_fixture(path)
+    line = str(caught.value)
+    assert "\n" not in line and str(path) in line
+    for word in words:
+        assert word in line, line
+    return line
+
+
+def check(*argv) -> tuple[int, str]:
+    """`python replay.py ARGV` as a reader types it: exit code and everything printed."""
+    done = run_script("replay.py", *argv, timeout=30)
+    return done.returncode, done.stdout + done.stderr
+
+
+# -- fixtures are data -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (["--save", "/tmp/x"], "names a file"),
+        (["--trace", "x.jsonl"], "names a file"),
+        (["--record", "x.json"], "names a file"),
+        (["--workspace", "/"], "names a file"),
+        (["--replay", "other.json"], "names a file"),
+        (["--save=/tmp/x"], "names a file"),
+        (["--sav", "/tmp/x"], "not a flag a fixture may set"),  # argparse would take it for --save
+        (["--resume", "/etc/passwd"], "fixtures/conversations/"),
+        (["--resume", "fixtures/conversations/../../README.md"], "fixtures/conversations/"),
+        (["do something else"], "not a flag a fixture may set"),  # would become the task
+        ([3], "list of strings"),
+        ("--max-steps 3", "list of strings"),
+        (["--max-steps", "0"], "at least 1"),
+        (["--max-steps", "-1"], "may not start with '-'"),
+        (["--max-cost", "nan"], "positive number"),
+        (["--max-cost", "inf"], "positive number"),
+        (["--permission", "all"], "ask, auto or deny"),
+        (["--max-steps"], "needs a value"),
+    ],
+)
+def test_fixture_args_set_behaviour_flags_only(tmp_path, args, why):
+    refused(tmp_path, fixture(BUDGET, args=args), "`args`", why)
+
+
+def test_fixture_args_are_checked_against_the_step_that_runs_them(tmp_path):
+    refused(tmp_path, fixture(args=["--max-steps", "3"]), "not a flag of s01_agent_loop")
+
+
+def test_the_projects_own_args_still_pass():
+    assert replay.args_problems(["--max-steps", "3"], "s05_budget") == []
+    assert (
+        replay.args_problems(["--resume", "fixtures/conversations/s05_interrupted.json"], "s05_budget") == []
+    )
+    assert replay.args_problems(["--stop-hook", "sh check.sh", "--web-search"], "s06_recovery") == []
+
+
+@pytest.mark.parametrize("workspace", ["/etc", "../../..", "hello/../../..", "~", "missing", 3, None])
+def test_workspace_names_a_folder_under_fixtures_workspace(tmp_path, workspace):
+    refused(tmp_path, fixture(workspace=workspace), "`workspace`")
+
+
+def test_copy_workspace_refuses_a_path(tmp_path):
+    with pytest.raises(replay.FixtureError, match="not a path"):
+        replay.copy_workspace("../../..")
+
+
+@pytest.mark.parametrize("script", ["../../../tmp/evil", "s07_more", "replay", 3])
+def test_script_names_one_of_the_steps(tmp_path, script):
+    refused(tmp_path, fixture(script=script), "`script` must name one of the steps")
+
+
+def edited(path_in_fixture: str, value):
+    """The hello fixture with one value deep inside replaced (path like 'exchanges.0.request.model')."""
+    changed = fixture()
+    *parents, last = path_in_fixture.split(".")
+    target = changed
+    for key in parents:
+        target = target[int(key)] if isinstance(target, list) else target[key]
+    if isinstance(target, list):
+        target[int(last)] = value
+    else:
+        target[last] = value
+    return changed
+
+
+@pytest.mark.parametrize(
+    "where, value, named",
+    [
+        ("task", None, "`task`"),
+        ("task", 3, "`task`"),
+        ("scenario", ["x"], "`scenario`"),
+        ("read_latency", "slow", "read_latency"),
+        ("match", "exactly", "`match`"),
+        ("exchanges.0.request.messages", [1, 2], "messages[0]: must be an object"),
+        ("exchanges.0.request.messages.0.content", [1], "messages[0].content[0]"),
+        ("exchanges.0.request.messages.0.content", 7, "messages[0].content"),
+        ("exchanges.1.request.messages.1.content.1.id", None, "content[1].id"),
+        ("exchanges.1.request.messages.2.content.0.content", [{"type": "text"}], "needs its text"),
+        ("exchanges.0.request.max_tokens", True, ".max_tokens"),
+        ("exchanges.0.request.tools", [3], ".tools"),
+        ("exchanges.0.response.status", True, ".status"),
+        ("exchanges.0.response.status", "200", ".status"),
+        ("exchanges.0.response.headers", {"retry-after": 1}, ".headers"),
+        (
+            "exchanges.0.response",
+            {"status": 200, "stream": [{"event": "x", "data": {"type": "x"}}]},
+            ".stream",
+        ),
+    ],
+)
+def test_every_field_is_type_checked_at_every_depth(tmp_path, where, value, named):
+    refused(tmp_path, edited(where, value), named)
+
+
+@pytest.mark.parametrize(
+    "text_, named",
+    [
+        ("[" * 100_000, "nested too deeply"),
+        ("[" * 80 + "1" + "]" * 80, "nested more than"),
+        ('{"max_tokens": NaN}', "not a JSON fixture"),
+        ('{"n": ' + "9" * 5000 + "}", "not a JSON fixture"),
+    ],
+)
+def test_json_no_checker_can_read_is_one_line(tmp_path, text_, named):
+    refused(tmp_path, text_, named)
+
+
+def test_check_on_a_folder_a_fifo_or_nothing_is_one_line_and_nonzero(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    for argv, said in [
+        (["check", str(tmp_path)], "is a folder"),
+        (["check", str(fifo)], "not a regular file"),
+        (["check"], "needs one or more fixture files"),
+        (["rebuild"], "needs one or more fixture files"),
+        (["trust"], "needs one or more fixture files"),
+    ]:
+        code, out = check(*argv)
+        assert code != 0 and said in out and "Traceback" not in out, (argv, out)
+        assert len(out.strip().splitlines()) == 1, out
+
+
+def test_rebuild_never_runs_a_file_the_fixture_names(tmp_path):
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    hostile = fixture(provenance="scripted", script=str(evil.with_suffix("")))
+    (tmp_path / "f.json").write_text(json.dumps(hostile))
+    code, out = check("rebuild", str(tmp_path / "f.json"))
+    assert code == 1 and "`script` must name one of the steps" in out
+    assert not marker.exists()
+
+
+def test_rebuild_refuses_a_fixture_not_on_the_trust_list(tmp_path):
+    (tmp_path / "f.json").write_text(json.dumps(fixture(description="edited by someone")))
+    code, out = check("rebuild", str(tmp_path / "f.json"))
+    assert code == 1 and "replay.py trust" in out and "Traceback" not in out
+
+
+# -- trust -----------------------------------------------------------------------------------------
+
+
+def test_every_fixture_in_the_repo_is_trusted_as_it_is_now():
+    listed = replay.trusted_digests()
+    for path in sorted((ROOT / "fixtures").glob("*.json")):
+        digest = replay.fixture_digest(path.read_bytes())
+        assert digest in listed, (
+            f"{path.name} changed or is new: `python replay.py trust fixtures/{path.name}`"
+        )
+
+
+def start(*argv, **env):
+    args = Namespace(
+        task=None,
+        replay=None,
+        record=None,
+        force=False,
+        model=None,
+        workspace=None,
+        default_fixture="fixtures/s01_hello_agent.json",
+    )
+    it = iter(argv)
+    for flag in it:
+        if flag.startswith("--"):
+            setattr(args, flag[2:], True if flag == "--force" else next(it))
+        else:
+            args.task = flag
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("ANTHROPIC_API_KEY", raising=False)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        return replay.start(args, "claude-sonnet-5", "s01_agent_loop")
+
+
+def test_a_copy_of_a_project_fixture_is_trusted_and_an_edited_one_is_not(tmp_path):
+    same, changed = tmp_path / "same.json", tmp_path / "changed.json"
+    same.write_bytes(HELLO.read_bytes())
+    changed.write_text(json.dumps(fixture(description="shared by a stranger")))
+    run = start("--replay", str(same))
+    run.finish()
+    assert run.trusted
+    run = start("--replay", str(changed))
+    run.finish()
+    assert not run.trusted and "not on the trust list" in run.banner
+
+
+def test_trust_adds_a_fixture_as_it_is(tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "TRUST_FILE", tmp_path / "TRUSTED")
+    mine = tmp_path / "mine.json"
+    mine.write_text(json.dumps(fixture(description="written by me")))
+    assert replay.main(["trust", str(mine)]) == 0
+    assert replay.is_trusted(mine.read_bytes())
+    mine.write_text(json.dumps(fixture(description="changed since")))
+    assert not replay.is_trusted(mine.read_bytes())
+
+
+def test_an_untrusted_stop_hook_does_not_run(tmp_path):
+    hook = fixture(STOP_HOOK, args=["--stop-hook", "touch pwned"])
+    (tmp_path / "f.json").write_text(json.dumps(hook))
+    with pytest.raises(replay.FixtureError, match="replay.py trust"):
+        start("--replay", str(tmp_path / "f.json"))
+
+
+# -- secrets stay home -----------------------------------------------------------------------------
+
+
+def test_tools_get_no_anthropic_variable(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token-secret-2")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://u:p@example.com")
+    monkeypatch.setenv("HOME_FOR_TOOLS", "kept")
+    env = replay.tool_environment()
+    assert not [name for name in env if name.startswith("ANTHROPIC_")]
+    assert env["HOME_FOR_TOOLS"] == "kept" and env.get("PATH") == os.environ.get("PATH")
+
+
+def test_scrub_removes_every_credential_at_any_depth(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-1234")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://alice:hunter2hunter2@proxy.example/v1?token=abc")
+    dirty = {"a": ["env: ANTHROPIC_API_KEY=sk-ant-secret-1234", {"sk-ant-secret-1234": 1}], "n": 3}
+    clean = json.dumps(replay.scrub_secrets(dirty))
+    assert "sk-ant-secret-1234" not in clean and '"n": 3' in clean
+    assert "hunter2hunter2" not in replay.scrub_secrets("see https://alice:hunter2hunter2@proxy.example/")
+
+
+def test_an_endpoint_is_kept_without_userinfo_or_query():
+    assert (
+        replay.public_endpoint("https://u:pw@host.example:8443/v1?key=s#f") == "https://host.example:8443/v1"
+    )
+    assert replay.public_endpoint(None) == "https://api.anthropic.com"
+
+
+def env_dumping_model():
+    """A model that asks bash for the environment, then stops."""
+    return scripted(
+        message([tool_use("toolu_env", "bash", {"command": "env; echo KEY=$ANTHROPIC_API_KEY"})], "tool_use"),
+        message([text("done")]),
+    )
+
+
+def test_a_recording_keeps_no_key_and_no_password(tmp_path):
+    key, password = "sk-ant-live-key-5678", "pa55word-in-url"
+    recording = tmp_path / "rec.json"
+    with StandIn(env_dumping_model()) as api:
+        url = api.url.replace("http://", f"http://user:{password}@") + "?token=query-secret"
+        done = run_script(
+            "s01_agent_loop.py",
+            "--record",
+            str(recording),
+            "show env",
+            "--workspace",
+            str(tmp_path),
+            ANTHROPIC_API_KEY=key,
+            ANTHROPIC_BASE_URL=url,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    saved = recording.read_text()
+    assert key not in saved
+    assert password not in saved and "query-secret" not in saved
+    assert replay.load_fixture(recording)["recorded"]["endpoint"] == api.url
+
+
+# -- atomic saves ----------------------------------------------------------------------------------
+
+
+WRITER = """
+import sys, replay
+path = sys.argv[1]
+for n in range(10**6):
+    replay.write_atomic(path, (b"A" if n % 2 else b"B") * 30_000_000)
+"""
+
+
+def test_kill_9_during_a_save_leaves_a_whole_file(tmp_path):
+    target = tmp_path / "conversation.json"
+    target.write_bytes(b"A" * 30_000_000)
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], cwd=ROOT, env=offline_env())
+    time.sleep(1.5)
+    assert proc.poll() is None, "the writer was still writing when killed"
+    proc.kill()
+    proc.wait()
+    data = target.read_bytes()
+    assert len(data) == 30_000_000 and data.count(data[:1]) == len(data)
+
+
+def test_write_atomic_refuses_a_folder(tmp_path):
+    with pytest.raises(replay.WorkbookError, match="is a folder"):
+        replay.write_atomic(tmp_path, "x")
+
+
+def test_kill_9_during_a_recording_keeps_the_exchanges_so_far(tmp_path):
+    from standin import Reply
+
+    first = message([tool_use("toolu_1", "bash", {"command": "echo hi"})], "tool_use")
+    replies = [first, Reply(body=message([text("too late")]), delay=30)]
+    recording = tmp_path / "rec.json"
+    with StandIn(lambda body, n: replies[n]) as api:
+        env = offline_env(ANTHROPIC_API_KEY="sk-test-secret-9", ANTHROPIC_BASE_URL=api.url)
+        argv = ["--record", str(recording), "hi", "--workspace", str(tmp_path)]
+        quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([sys.executable, "s01_agent_loop.py", *argv], cwd=ROOT, env=env, **quiet)
+        deadline = time.time() + 30
+        while len(api.requests) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert len(replay.load_fixture(recording)["exchanges"]) == 1
+
+
+def test_record_refuses_to_overwrite_without_force(tmp_path):
+    existing = tmp_path / "mine.json"
+    existing.write_text("keep me")
+    with pytest.raises(replay.WorkbookError, match="--force"):
+        start("--record", str(existing), "a task", ANTHROPIC_API_KEY="sk-x")
+    assert existing.read_text() == "keep me"
+
+
+# -- conflicting flags, and no task at all ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--replay", str(HELLO), "a task"], "--replay runs the fixture's own task"),
+        (["--replay", str(HELLO), "--record", "x.json", "t"], "give one of them"),
+        (["--record", "x.json"], "give a task too"),
+        (["--force"], "--force only applies to --record"),
+        (["--workspace", "."], "--workspace is for a live run"),
+    ],
+)
+def test_conflicting_flags_are_an_error(run_main, argv, said):
+    code, out = run_main("s01_agent_loop", *argv, ANTHROPIC_API_KEY="sk-test-secret")
+    assert code == 1 and said in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_with_a_key_and_no_task_the_default_fixture_replays(run_main):
+    code, out = run_main("s01_agent_loop", ANTHROPIC_API_KEY="sk-test-secret")
+    assert code == 0, out
+    banner = out.splitlines()[0]
+    assert "offline replay of fixtures/s01_hello_agent.json" in banner and "to run live" in banner
+
+
+# -- temp folders ----------------------------------------------------------------------------------
+
+
+def test_replays_leave_no_workspace_behind(run_main):
+    root = replay.scratch_root()
+    for _ in range(3):
+        assert run_main("s01_agent_loop")[0] == 0
+    assert not list(root.glob("*/workspace"))
+
+
+def made_by_a_process(code: str) -> Path:
+    """The workspace path a separate Python process printed, after it has ended."""
+    return Path(
+        subprocess.check_output([sys.executable, "-c", code], cwd=ROOT, env=offline_env(), text=True).strip()
+    )
+
+
+def test_a_killed_runs_copy_is_swept_by_the_next_run(tmp_path):
+    make = "import os, replay; print(replay.copy_workspace('hello')); os._exit(0)"  # exits without cleanup
+    left = made_by_a_process(make)
+    assert left.is_dir()
+    replay.release(replay.copy_workspace("hello").parent)
+    assert not left.exists()
+
+
+def test_a_process_removes_its_copies_when_it_exits():
+    make = "import replay; print(replay.copy_workspace('hello'))"
+    left = made_by_a_process(make)
+    assert not left.exists() and not left.parent.exists()
+
+
+# -- Ctrl-C ---------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_while_replay_py_starts_is_not_a_traceback():
+    command = [sys.executable, "replay.py", "check", str(HELLO)]
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, cwd=ROOT, env=offline_env(), **pipes)
+    time.sleep(0.3)  # while it imports the SDK
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert "Traceback" not in out + err
