@@ -635,7 +635,12 @@ def _conversation(value: str):
     inside = not Path(value).is_absolute() and ".." not in Path(value).parts
     if not inside or not target.is_relative_to(CONVERSATIONS.resolve()) or not target.is_file():
         return "must name a file under fixtures/conversations/ (a path from the repo root)"
-    return None
+    try:
+        messages = read_json(target, "saved conversation", "re-save it")
+    except WorkbookError as err:
+        return str(err)
+    problems = request_problems({"messages": messages})
+    return f"not a saved conversation (messages{problems[0][len('.messages') :]})" if problems else None
 
 
 PATH_FLAGS = ("--save", "--trace", "--record", "--replay", "--workspace", "--resume", "--model", "--force")
@@ -775,6 +780,8 @@ def _response_problems(response: dict) -> list[str]:
         problems += [f".stream{p}" for p in _stream_problems(response["stream"])]
     elif status == 200:
         problems += [f".body: {p}" for p in _message_problems(response.get("body"))]
+    elif "stream" in response:
+        problems.append(".stream: only a 200 response streams; an error response has a JSON `body`")
     elif not isinstance(response.get("body"), dict):
         problems.append(".body: an error response needs a JSON error body")
     return problems
@@ -1089,7 +1096,9 @@ def scratch_root() -> Path:
     try:
         root.mkdir(mode=0o700, exist_ok=True)
         info = root.lstat()
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and not info.st_mode & 0o077:
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:  # ours, and not a symlink planted for us
+            if info.st_mode & 0o077:
+                root.chmod(0o700)
             return root
     except OSError:
         pass
@@ -1145,7 +1154,7 @@ def release(folder: Path) -> None:
 def _release_all_at_exit() -> None:
     for folder in _MADE_HERE:
         release(folder)
-    for root in {scratch_root(), _PRIVATE_ROOT} - {None}:
+    for root in {folder.parent for folder in _MADE_HERE}:
         try:
             root.rmdir()  # only if nothing is left in it at all
         except OSError:
@@ -1376,6 +1385,8 @@ def _start_record(args, model: str, script: str, key: str, client_options: dict)
     target = Path(args.record)
     if target.is_dir():
         raise WorkbookError(f"--record {target}: is a folder — give a file name, e.g. {target}/mine.json")
+    if target.parent.exists() and not target.parent.is_dir():
+        raise WorkbookError(f"--record {target}: {target.parent} is not a folder — give a path in a folder")
     if target.exists() and not getattr(args, "force", False):
         raise WorkbookError(
             f"--record {target}: the file exists — pick another name, or add --force to replace it"

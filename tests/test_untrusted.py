@@ -77,6 +77,14 @@ def test_fixture_args_set_behaviour_flags_only(tmp_path, args, why):
     refused(tmp_path, fixture(BUDGET, args=args), "`args`", why)
 
 
+def test_a_resumed_conversation_must_be_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "CONVERSATIONS", tmp_path)
+    monkeypatch.setattr(replay, "ROOT", tmp_path.parent)
+    (tmp_path / "bad.json").write_text(json.dumps({"messages": "not a list"}))
+    problems = replay.args_problems(["--resume", f"{tmp_path.name}/bad.json"], "s05_budget")
+    assert problems and "not a saved conversation" in problems[0]
+
+
 def test_fixture_args_are_checked_against_the_step_that_runs_them(tmp_path):
     refused(tmp_path, fixture(args=["--max-steps", "3"]), "not a flag of s01_agent_loop")
 
