@@ -408,9 +408,10 @@ def test_with_a_key_and_no_task_the_default_fixture_replays(run_main):
 
 def test_replays_leave_no_workspace_behind(run_main):
     root = replay.scratch_root()
+    before = set(root.glob("*/workspace"))  # copies other tests in this process still hold
     for _ in range(3):
         assert run_main("s01_agent_loop")[0] == 0
-    assert not list(root.glob("*/workspace"))
+    assert set(root.glob("*/workspace")) <= before
 
 
 def made_by_a_process(code: str) -> Path:
