@@ -43,6 +43,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import accumulate
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -292,17 +293,26 @@ def _parse_json(path, raw: bytes, what: str, hint: str):
         raise ValueError(f"{constant} is not a JSON number")
 
     try:
-        value = json.loads(raw.decode("utf-8"), parse_constant=not_json)
+        text = raw.decode("utf-8")
+        if text_depth(raw) > MAX_JSON_DEPTH:  # measured before parsing, since json.loads recurses
+            raise WorkbookError(
+                f"{path}: nested more than {MAX_JSON_DEPTH} levels deep — not a {what}; {hint}"
+            )
+        return json.loads(text, parse_constant=not_json)
     except RecursionError:
         raise WorkbookError(f"{path}: nested too deeply to be a {what} — {hint}") from None
-    except (
-        UnicodeDecodeError,
-        ValueError,
-    ) as err:  # JSONDecodeError is a ValueError; so is a 5,000-digit int
+    except (UnicodeDecodeError, ValueError) as err:  # JSONDecodeError is a ValueError; so is 5,000 digits
         raise WorkbookError(f"{path}: not a JSON {what} ({_one_line(err)}) — {hint}") from None
-    if json_depth(value) > MAX_JSON_DEPTH:
-        raise WorkbookError(f"{path}: nested more than {MAX_JSON_DEPTH} levels deep — not a {what}; {hint}")
-    return value
+
+
+JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included (unrolled: fast)
+NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+
+
+def text_depth(raw: bytes) -> int:
+    """How deeply a JSON text nests, from its brackets outside strings: no parse, no tree walk."""
+    brackets = JSON_STRING.sub(b"", raw).translate(None, NOT_BRACKETS)
+    return max(accumulate(1 if c in b"[{" else -1 for c in brackets), default=0)
 
 
 def json_depth(value) -> int:
@@ -531,17 +541,21 @@ def _load(path: str | Path) -> tuple[dict, bytes]:
 
 
 def _checked(path, fixture) -> dict:
-    for problem in fixture_problems(fixture):
+    for problem in _problems(fixture):  # read from a file: its nesting was measured on the text
         raise FixtureError(f"{path}: {problem}")
     return fixture
 
 
 def fixture_problems(fixture) -> list[str]:
     """Everything wrong with a parsed fixture, each naming its place (e.g. `exchanges[2].response`)."""
+    if isinstance(fixture, dict) and json_depth(fixture) > MAX_JSON_DEPTH:
+        return [f"nested more than {MAX_JSON_DEPTH} levels deep"]
+    return _problems(fixture)
+
+
+def _problems(fixture) -> list[str]:
     if not isinstance(fixture, dict):
         return ["the top level must be a JSON object"]
-    if json_depth(fixture) > MAX_JSON_DEPTH:
-        return [f"nested more than {MAX_JSON_DEPTH} levels deep"]
     problems = [f"missing field `{name}`" for name in FIXTURE_FIELDS if name not in fixture]
     if problems:
         return problems

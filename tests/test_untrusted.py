@@ -158,11 +158,12 @@ def test_every_field_is_type_checked_at_every_depth(tmp_path, where, value, name
 @pytest.mark.parametrize(
     "text_, named",
     [
-        ("[" * 100_000, "nested too deeply"),
+        ("[" * 100_000, "nested"),
         ("[" * 80 + "1" + "]" * 80, "nested more than"),
         ('{"max_tokens": NaN}', "not a JSON fixture"),
         ('{"n": ' + "9" * 5000 + "}", "not a JSON fixture"),
     ],
+    ids=["100000-deep", "80-deep", "NaN", "5000-digits"],
 )
 def test_json_no_checker_can_read_is_one_line(tmp_path, text_, named):
     refused(tmp_path, text_, named)
