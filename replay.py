@@ -387,7 +387,7 @@ def write_json(path: str | Path, value) -> Path:
 # -- secrets: the key stays in this process ------------------------------------------------------
 
 MIN_SECRET_CHARS = 8  # shorter values (tests' "k") are not keys, and scrubbing them would mangle text
-USERINFO = re.compile(r"(?<=://)[^/?#@\s]+@")  # user:password@ in a URL
+USERINFO = re.compile(r"(?<=://)[^/?#@\s:]+:[^/?#@\s]+@")  # user:password@ in a URL (not a bare git@)
 
 
 def credential_values(environ=None) -> list[str]:
@@ -398,10 +398,11 @@ def credential_values(environ=None) -> list[str]:
     for name, value in environ.items():
         if not name.startswith("ANTHROPIC_"):
             continue
-        if name == "ANTHROPIC_BASE_URL" or name.endswith("_URL"):
-            parts = urlsplit(value)  # the whole URL, its user:password and its query may each hold a key
-            found.update(p for p in (value, parts.username, parts.password, parts.query) if p)
-            found.update(m.group(0).rstrip("@") for m in USERINFO.finditer(value))
+        if name.endswith("_URL"):  # a URL's user:password and its query may each hold a key
+            parts = urlsplit(value)
+            if parts.password or parts.query:  # then the whole URL is a secret too, as env prints it
+                found.update(p for p in (value, parts.password, parts.query) if p)
+                found.update(m.group(0).rstrip("@") for m in USERINFO.finditer(value))
         elif any(word in name for word in ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH", "HEADERS")):
             found.add(value)
     found = {unquote(s) for s in found if isinstance(s, str)} | {s for s in found if isinstance(s, str)}
@@ -507,6 +508,7 @@ def recorded_commands(fixture: dict) -> list[str]:
     """The commands a replay of this fixture would run: its stop hook, and every bash tool_use."""
     args = fixture.get("args", [])
     commands = [args[i + 1] for i, flag in enumerate(args[:-1]) if flag == "--stop-hook"]
+    commands += [flag.partition("=")[2] for flag in args if flag.startswith("--stop-hook=")]
     for exchange in fixture["exchanges"]:
         response = exchange["response"]
         body = response.get("body")

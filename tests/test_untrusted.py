@@ -287,6 +287,12 @@ def test_scrub_removes_every_credential_at_any_depth(monkeypatch):
     assert "hunter2hunter2" not in replay.scrub_secrets("see https://alice:hunter2hunter2@proxy.example/")
 
 
+def test_a_plain_endpoint_and_a_bare_user_are_not_secrets(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
+    kept = {"endpoint": "https://api.anthropic.com", "remote": "ssh://git@github.com/o/r"}
+    assert replay.scrub_secrets(kept) == kept
+
+
 def test_an_endpoint_is_kept_without_userinfo_or_query():
     assert (
         replay.public_endpoint("https://u:pw@host.example:8443/v1?key=s#f") == "https://host.example:8443/v1"
