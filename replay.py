@@ -1242,9 +1242,16 @@ def copy_workspace(name: str) -> Path:
 # -- what a step script calls ----------------------------------------------------------------------
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (what is wrong, and --help), not the usage block too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} — see --help\n")
+
+
 def make_parser(doc: str, default_fixture: str) -> argparse.ArgumentParser:
     """The flags every step shares; a step adds its own to the parser this returns."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         description=doc,
         epilog=f"With no task, replays {default_fixture} offline (with or without ANTHROPIC_API_KEY).",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -403,6 +403,12 @@ def test_conflicting_flags_are_an_error(run_main, argv, said):
     assert code == 1 and said in out and len(out.strip().splitlines()) == 1, out
 
 
+@pytest.mark.parametrize("argv", [["--bogus"], ["--rec", "x.json", "t"], ["a", "b"]])
+def test_a_bad_flag_is_one_line(run_main, argv):
+    code, out = run_main("s01_agent_loop", *argv)
+    assert code == 2 and "error:" in out and len(out.strip().splitlines()) == 1, out
+
+
 def test_with_a_key_and_no_task_the_default_fixture_replays(run_main):
     code, out = run_main("s01_agent_loop", ANTHROPIC_API_KEY="sk-test-secret")
     assert code == 0, out
