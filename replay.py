@@ -655,8 +655,8 @@ def _conversation(value: str):
         messages = read_json(target, "saved conversation", "re-save it")
     except WorkbookError as err:
         return str(err)
-    problems = request_problems({"messages": messages})
-    return f"not a saved conversation (messages{problems[0][len('.messages') :]})" if problems else None
+    problems = messages_problems(messages)
+    return f"not a saved conversation ({problems[0][1:]})" if problems else None
 
 
 PATH_FLAGS = ("--save", "--trace", "--record", "--replay", "--workspace", "--resume", "--model", "--force")
@@ -724,7 +724,9 @@ def _exchange_problems(exchange) -> list[str]:
 
 def request_problems(request: dict) -> list[str]:
     """Type problems in a recorded request body, each naming its place (`.messages[1].content[0]`)."""
-    problems = []
+    problems = [
+        f".{key}: missing (the API requires it)" for key in ("model", "max_tokens") if key not in request
+    ]
     kinds = {"model": str, "max_tokens": int, "stream": bool, "system": str | list, "tools": list}
     for key, kind in kinds.items():
         value = request.get(key)
@@ -735,9 +737,14 @@ def request_problems(request: dict) -> list[str]:
         isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools
     ):
         problems.append(".tools: each tool must be an object with a name")
-    messages = request.get("messages")
+    return problems + messages_problems(request.get("messages"))
+
+
+def messages_problems(messages) -> list[str]:
+    """Type problems in a messages list (`.messages[1].content[0]: ...`): a request's, or a saved one."""
     if not isinstance(messages, list):
-        return problems + [".messages: must be a list"]
+        return [".messages: must be a list"]
+    problems = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             problems.append(f".messages[{i}]: must be an object with role and content")
@@ -812,6 +819,16 @@ def _message_problems(body) -> list[str]:
     return [] if message.type == "message" else ["`type` must be `message`"]
 
 
+STREAM_EVENTS = {
+    "message_start": anthropic.types.RawMessageStartEvent,
+    "message_delta": anthropic.types.RawMessageDeltaEvent,
+    "message_stop": anthropic.types.RawMessageStopEvent,
+    "content_block_start": anthropic.types.RawContentBlockStartEvent,
+    "content_block_delta": anthropic.types.RawContentBlockDeltaEvent,
+    "content_block_stop": anthropic.types.RawContentBlockStopEvent,
+}
+
+
 def _stream_problems(events) -> list[str]:
     """A stream must be {event, data} pairs that add up to a Message (or end in an error event)."""
     if not isinstance(events, list) or not events:
@@ -820,8 +837,14 @@ def _stream_problems(events) -> list[str]:
     for n, event in enumerate(events):
         if not isinstance(event, dict) or not isinstance(event.get("data"), dict):
             problems.append(f"[{n}]: must be {{event, data}} with a JSON object as data")
-        elif not isinstance(event.get("event"), str) or not isinstance(event["data"].get("type", ""), str):
-            problems.append(f"[{n}]: `event` and data's `type` must be strings")
+        elif event.get("event") != event["data"].get("type") or not isinstance(event.get("event"), str):
+            problems.append(f"[{n}]: `event` must be a string equal to data's `type`, as the API sends it")
+        elif event["event"] in STREAM_EVENTS:  # the SDK builds these without checking: check them here
+            try:
+                STREAM_EVENTS[event["event"]].model_validate(event["data"])
+            except Exception as err:  # pydantic's ValidationError
+                problems.append(f"[{n}]: not a valid {event['event']} event ({_one_line(err)})")
+    problems += _block_order_problems(events) if not problems else []
     if problems:
         return problems
     try:  # a streaming loop reads the events, a plain one the Message they add up to: both must work
@@ -831,6 +854,23 @@ def _stream_problems(events) -> list[str]:
     if message.get("type") == "error":
         return [] if isinstance(message.get("error"), dict) else [": an error event needs an `error` object"]
     return [f": adds up to {p}" for p in _message_problems(message)]
+
+
+def _block_order_problems(events: list[dict]) -> list[str]:
+    """Blocks start in order 0, 1, 2 ... and every delta or stop names one already started."""
+    started = 0
+    for n, event in enumerate(events):
+        kind, index = event["event"], event["data"].get("index")
+        if not kind.startswith("content_block_"):
+            continue
+        if not isinstance(index, int) or isinstance(index, bool):
+            return [f"[{n}]: `index` must be a whole number"]
+        if kind == "content_block_start" and index != started:
+            return [f"[{n}]: content block {index} starts where block {started} should"]
+        if kind != "content_block_start" and not 0 <= index < started:
+            return [f"[{n}]: content block {index} has not started"]
+        started += kind == "content_block_start"
+    return []
 
 
 def _one_line(err: Exception) -> str:

@@ -155,6 +155,33 @@ def test_every_field_is_type_checked_at_every_depth(tmp_path, where, value, name
     refused(tmp_path, edited(where, value), named)
 
 
+STREAMED = ROOT / "fixtures" / "s05_repeated_call.json"  # its responses are SSE streams
+
+
+@pytest.mark.parametrize(
+    "where, value, named",
+    [
+        ("exchanges.0.response.stream.0.data.message.content", -1, "not a valid message_start"),
+        ("exchanges.0.response.stream.3.data.index", 7, "has not started"),
+        ("exchanges.0.response.stream.3.event", "ping", "equal to data's `type`"),
+    ],
+)
+def test_a_stream_is_checked_as_the_sdk_will_read_it(tmp_path, where, value, named):
+    streamed = fixture(STREAMED)
+    target = streamed
+    *parents, last = where.split(".")
+    for key in parents:
+        target = target[int(key)] if isinstance(target, list) else target[key]
+    target[last] = value
+    refused(tmp_path, streamed, named)
+
+
+def test_a_recorded_request_needs_model_and_max_tokens(tmp_path):
+    hello = fixture()
+    del hello["exchanges"][0]["request"]["model"]
+    refused(tmp_path, hello, ".model: missing")
+
+
 @pytest.mark.parametrize(
     "text_, named",
     [
