@@ -485,12 +485,11 @@ def trust(path: str | Path) -> str:
     """Add a fixture, as it is now, to the trust list; an older entry for the same path is replaced."""
     raw = _read_regular_file(path, "fixture")
     fixture = _checked(path, _parse_json(path, raw, "fixture", "fix the file or re-record it"))
-    name = _display_name(Path(path))
-    kept = [
-        line for line in _trust_lines() if line.startswith("#") or line.strip().partition("  ")[2] != name
-    ]
-    digest = fixture_digest(raw)
-    write_atomic(TRUST_FILE, "\n".join([*kept, f"{digest}  {name}"]) + "\n")
+    name, digest = _display_name(Path(path)), fixture_digest(raw)
+    entry, lines = f"{digest}  {name}", _trust_lines()
+    same = [i for i, line in enumerate(lines) if not line.startswith("#") and line.partition("  ")[2] == name]
+    lines = [entry if i == same[0] else line for i, line in enumerate(lines)] if same else [*lines, entry]
+    write_atomic(TRUST_FILE, "\n".join(lines) + "\n")  # an entry changes in place: the diff shows which
     commands = len(recorded_commands(fixture))
     return f"trusted {name} ({digest[:12]}): in replay its tool calls ({commands} shell commands) run unasked"
 

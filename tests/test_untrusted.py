@@ -228,6 +228,17 @@ def test_rebuild_refuses_a_fixture_not_on_the_trust_list(tmp_path):
     assert code == 1 and "replay.py trust" in out and "Traceback" not in out
 
 
+def test_rebuild_of_a_trusted_fixture_stores_the_same_requests_and_keeps_it_trusted(tmp_path, monkeypatch):
+    trust_file = tmp_path / "TRUSTED"
+    trust_file.write_bytes(replay.TRUST_FILE.read_bytes())
+    monkeypatch.setattr(replay, "TRUST_FILE", trust_file)
+    copy_ = tmp_path / "hello.json"
+    copy_.write_bytes(HELLO.read_bytes())
+    assert replay.main(["rebuild", str(copy_)]) == 0
+    assert copy_.read_bytes() == HELLO.read_bytes()  # the script sends what was recorded
+    assert replay.is_trusted(copy_.read_bytes()) and str(copy_) in trust_file.read_text()
+
+
 # -- trust -----------------------------------------------------------------------------------------
 
 
