@@ -1,3 +1,4 @@
+# ruff: noqa: E402
 """replay.py — the plumbing every step shares: build the client, load and check fixtures, replay.
 
 Nothing here is lesson. A step script calls it the same way every time:
@@ -22,20 +23,31 @@ Command line (for fixture authors and teachers):
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 
-if __name__ == "__main__":  # a Ctrl-C while the SDK loads (a second or so) ends quietly, not in a traceback
-    import signal
 
-    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+def _quiet_ctrl_c(kind, value, traceback) -> None:
+    """A Ctrl-C that nothing caught (while the SDK loads, say) ends the program in one line, not a
+    traceback: exit code 130 as for any interrupted program, after the usual clean-up at exit."""
+    if not issubclass(kind, KeyboardInterrupt):
+        return sys.__excepthook__(kind, value, traceback)
+    print("interrupted", file=sys.stderr, flush=True)
+    atexit._run_exitfuncs()
+    os._exit(130)
+
+
+# Set before anything slow is imported (the SDK takes a second or so), so `python replay.py` is
+# covered from its first moments, and a step from the moment it imports replay. Hence the file-wide
+# exemption from "imports at the top" below.
+sys.excepthook = _quiet_ctrl_c
 
 import argparse
-import atexit
 import gc
 import hashlib
 import json
 import math
-import os
 import re
 import shutil
 import stat
@@ -1595,5 +1607,4 @@ def _each(command: str, path: str) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # loaded: Ctrl-C is a KeyboardInterrupt again
     sys.exit(main(sys.argv[1:]))
