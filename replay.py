@@ -493,6 +493,15 @@ def is_trusted(raw: bytes) -> bool:
     return fixture_digest(raw) in trusted_digests()
 
 
+VETTED: set[str] = set()  # the commands recorded in the trusted fixtures this process has loaded
+
+
+def vetted(command) -> bool:
+    """Whether a trusted fixture loaded in this process recorded exactly this command. Its replay runs
+    it as recorded, unasked; any other command (a live model's, an untrusted fixture's) meets the gate."""
+    return command in VETTED
+
+
 def trust(path: str | Path) -> str:
     """Add a fixture, as it is now, to the trust list; an older entry for the same path is replaced."""
     raw = _read_regular_file(path, "fixture")
@@ -546,11 +555,14 @@ def _load(path: str | Path) -> tuple[dict, bytes]:
     """The checked fixture and the exact bytes it came from (what trust is judged on)."""
     try:
         raw = _read_regular_file(path, "fixture")
-        return _checked(path, _parse_json(path, raw, "fixture", "fix the file or re-record it")), raw
+        fixture = _checked(path, _parse_json(path, raw, "fixture", "fix the file or re-record it"))
     except FixtureError:
         raise
     except WorkbookError as err:
         raise FixtureError(str(err)) from None
+    if is_trusted(raw):
+        VETTED.update(recorded_commands(fixture))
+    return fixture, raw
 
 
 def _checked(path, fixture) -> dict:

@@ -296,6 +296,17 @@ def test_trust_adds_a_fixture_as_it_is(tmp_path, monkeypatch):
     assert not replay.is_trusted(mine.read_bytes())
 
 
+def test_only_a_trusted_fixtures_commands_are_vetted(tmp_path, monkeypatch):
+    stranger = fixture(description="shared by a stranger")
+    stranger["exchanges"][0]["response"]["body"]["content"][0]["input"]["command"] = "rm -rf ~"
+    (tmp_path / "f.json").write_text(json.dumps(stranger))
+    monkeypatch.setattr(replay, "VETTED", set())
+    replay.load_fixture(tmp_path / "f.json")
+    assert not replay.vetted("rm -rf ~") and not replay.vetted("ls")
+    replay.load_fixture(HELLO)
+    assert replay.vetted("ls") and not replay.vetted("rm -rf ~")
+
+
 def test_an_untrusted_stop_hook_does_not_run(tmp_path):
     hook = fixture(STOP_HOOK, args=["--stop-hook", "touch pwned"])
     (tmp_path / "f.json").write_text(json.dumps(hook))
