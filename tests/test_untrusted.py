@@ -55,7 +55,7 @@ def check(*argv) -> tuple[int, str]:
     [
         (["--save", "/tmp/x"], "names a file"),
         (["--trace", "x.jsonl"], "names a file"),
-        (["--record", "x.json"], "names a file"),
+        (["--record", "mine.json"], "names a file"),
         (["--workspace", "/"], "names a file"),
         (["--replay", "other.json"], "names a file"),
         (["--save=/tmp/x"], "names a file"),
@@ -441,19 +441,23 @@ def test_record_refuses_to_overwrite_without_force(tmp_path):
     "argv, said",
     [
         (["--replay", str(HELLO), "a task"], "--replay runs the fixture's own task"),
-        (["--replay", str(HELLO), "--record", "x.json", "t"], "give one of them"),
-        (["--record", "x.json"], "give a task too"),
+        (["--replay", str(HELLO), "--record", "RECORDING", "t"], "give one of them"),
+        (["--record", "RECORDING"], "give a task too"),
         (["--force"], "--force only applies to --record"),
         (["--workspace", "."], "--workspace is for a live run"),
     ],
 )
-def test_conflicting_flags_are_an_error(run_main, argv, said):
+def test_conflicting_flags_are_an_error(run_main, tmp_path, argv, said):
+    recording = tmp_path / "recording.json"
+    argv = [str(recording) if arg == "RECORDING" else arg for arg in argv]
     code, out = run_main("s01_agent_loop", *argv, ANTHROPIC_API_KEY="sk-test-secret")
     assert code == 1 and said in out and len(out.strip().splitlines()) == 1, out
+    assert not recording.exists()
 
 
-@pytest.mark.parametrize("argv", [["--bogus"], ["--rec", "x.json", "t"], ["a", "b"]])
-def test_a_bad_flag_is_one_line(run_main, argv):
+@pytest.mark.parametrize("argv", [["--bogus"], ["--rec", "RECORDING", "t"], ["a", "b"]])
+def test_a_bad_flag_is_one_line(run_main, tmp_path, argv):
+    argv = [str(tmp_path / "recording.json") if arg == "RECORDING" else arg for arg in argv]
     code, out = run_main("s01_agent_loop", *argv)
     assert code == 2 and "error:" in out and len(out.strip().splitlines()) == 1, out
 
