@@ -26,11 +26,9 @@ import sys
 from pathlib import Path
 
 import anthropic
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 import replay
+import support
 
 MODEL = "claude-sonnet-5"
 SYSTEM = "You are a coding agent. Use bash to solve tasks. Act, don't explain."
@@ -49,10 +47,8 @@ TOOLS = [
 ]
 DEFAULT_FIXTURE = "fixtures/s01_hello_agent.json"
 
-console = Console(highlight=False)
 
-
-# -- tool handlers ---------------------------------------------------------------------------------
+# -- the tool ---------------------------------------------------------------------------------------
 
 
 def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
@@ -75,45 +71,6 @@ def run_tool(block, workspace: Path) -> str:
     return run_bash(command, workspace)
 
 
-# -- what the reader sees --------------------------------------------------------------------------
-
-
-def show_turn(turn: int, response: anthropic.types.Message) -> None:
-    """One turn: the model's text, then the stop reason and the tokens it cost."""
-    console.rule(f"turn {turn}")
-    for block in response.content:
-        if block.type == "text":
-            console.print(f"[bold]model:[/] {escape(block.text)}")
-    tokens = f"tokens in {response.usage.input_tokens} / out {response.usage.output_tokens}"
-    console.print(f"[dim]stop_reason={response.stop_reason}  {tokens}[/]")
-
-
-def show_tool(block, output: str, limit: int = 400) -> None:
-    """A tool call as it would look in a terminal, its output shortened to stay readable."""
-    command = block.input.get("command") if isinstance(block.input, dict) else None
-    console.print(escape(f"$ {command}" if command else f"{block.name} {block.input}"), style="cyan")
-    shown = output if len(output) <= limit else output[:limit] + f"… ({len(output) - limit} more chars)"
-    console.print(shown, markup=False)
-
-
-def show_summary(turns: list) -> None:
-    """A table of every turn: how it ended and what it cost."""
-    table = Table(title="summary")
-    for column in ("turn", "stop_reason", "tokens in", "tokens out"):
-        table.add_column(column)
-    for n, response in enumerate(turns, 1):
-        table.add_row(
-            str(n), response.stop_reason, str(response.usage.input_tokens), str(response.usage.output_tokens)
-        )
-    table.add_row(
-        "total",
-        "",
-        str(sum(r.usage.input_tokens for r in turns)),
-        str(sum(r.usage.output_tokens for r in turns)),
-    )
-    console.print(table)
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
@@ -122,12 +79,12 @@ def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, mod
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
-        with console.status("waiting for the model…"):
+        with support.waiting(len(turns) + 1):
             response = client.messages.create(
                 model=model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
             )
         turns.append(response)
-        show_turn(len(turns), response)
+        support.show_turn(len(turns), response)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
@@ -142,7 +99,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, mod
         for block in response.content:
             if block.type == "tool_use":
                 output = run_tool(block, workspace)
-                show_tool(block, output)
+                support.show_tool(block, output)
                 results.append({"type": "tool_result", "tool_use_id": block.id, "content": output})
         messages.append({"role": "user", "content": results})
 
@@ -150,24 +107,14 @@ def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, mod
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
     args = replay.make_parser(__doc__, DEFAULT_FIXTURE).parse_args(argv)
-    run = None
-    try:
-        run = replay.start(args, MODEL, "s01_agent_loop")
-        console.print(f"[dim]{run.banner}[/]")
-        console.print(f"[bold]task:[/] {escape(run.task)}")
-        turns = agent_loop(run.client, [{"role": "user", "content": run.task}], run.workspace, run.model)
-        show_summary(turns)
-        return 0
-    except (replay.WorkbookError, anthropic.APIError) as err:
-        console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
-        return 1
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/] — stopped before the next turn; s05 adds keeping the work")
-        return 130
-    finally:
-        note = run.finish() if run else None
-        if note:
-            console.print(f"[dim]{note}[/]")
+    return support.run_step(args, MODEL, "s01_agent_loop", run_task)
+
+
+def run_task(run: replay.Run) -> int:
+    """The task as the first message, the loop, then the summary."""
+    turns = agent_loop(run.client, [{"role": "user", "content": run.task}], run.workspace, run.model)
+    support.show_summary(turns)
+    return 0
 
 
 if __name__ == "__main__":

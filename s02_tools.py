@@ -1,13 +1,9 @@
 """s02_tools.py — Tools as data: schemas, a dispatch map, and a harness that can say no.
 
-Adds over s01: six tools declared as JSON Schema (bash, read_file, write_file, edit_file, grep,
-list_files) and a dispatch map from tool name to handler, in place of s01's one hard-wired bash call.
-Every call goes through `execute()`: the input is validated against the tool's schema, a permission
-gate decides whether it may run (`--permission ask|auto|deny`; a few dangerous commands always need a
-person's yes), file paths must resolve inside the workspace, long output keeps its head and tail, and
-one JSON line per call goes to an audit log. A refusal comes back as an `is_error` tool_result the
-model can read and correct; the loop never breaks on what the model sends.
-Changed from s01: SYSTEM, TOOLS, DEFAULT_FIXTURE, run_tool (replaced by execute), agent_loop, main
+Adds over s01: six tools as JSON Schema and a dispatch map, in place of one hard-wired bash call.
+Every call goes through `execute()`: its input checked against the schema, a permission gate
+(`--permission ask|auto|deny`), file paths kept inside the workspace, long output cut in the middle,
+one audit line. A refusal is an `is_error` tool_result the model can read and correct.
 
     user task
         |
@@ -30,36 +26,23 @@ Run: python s02_tools.py            offline replay of its fixture, no key needed
 
 import json
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import anthropic
 import fastjsonschema
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 import replay
+import support
+from s01_agent_loop import MAX_TOKENS, MODEL, run_bash
+from s01_agent_loop import TOOLS as BASH
 
-MODEL = "claude-sonnet-5"
 SYSTEM = "You are a coding agent. Use the tools to solve tasks in the workspace. Act, don't explain."
-MAX_TOKENS = 8000
-BASH_TIMEOUT = 30  # seconds; a command that hangs must not hang the loop
-TOOLS = [
-    {
-        "name": "bash",
-        "description": "Run a shell command in the workspace. Returns stdout, stderr and the exit code.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "the command to run"}},
-            "required": ["command"],
-        },
-    },
+TOOLS = BASH + [
     {
         "name": "read_file",
         "description": "Read a text file. Paths are relative to the workspace.",
@@ -104,23 +87,6 @@ TOOLS = [
 ]
 DEFAULT_FIXTURE = "fixtures/s02_fix_divide_by_zero.json"
 
-console = Console(highlight=False)
-
-
-# -- tool handlers ---------------------------------------------------------------------------------
-
-
-def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
-    """Run one shell command in the workspace; report its output and exit code as text."""
-    try:
-        done = subprocess.run(
-            command, shell=True, cwd=workspace, capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
-        return f"error: the command timed out after {timeout} s and was stopped"
-    output = (done.stdout + done.stderr).strip() or "(no output)"
-    return f"{output}\n[exit code {done.returncode}]"
-
 
 # -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox, a permission gate ---
 
@@ -132,7 +98,6 @@ DANGEROUS = {  # regular expression -> why a person must say yes first, whatever
     r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
 }
 MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
-RUNS = replay.ROOT / "runs"  # live runs keep their audit log in runs/<time>/
 
 
 class ToolError(Exception):
@@ -230,7 +195,7 @@ def ask_person(tool: Tool, data: dict, danger: str | None) -> bool:
     """A y/n question at the terminal; anything but yes, or no terminal at all, is a no."""
     warning = f" [red]({danger})[/]" if danger else ""
     try:
-        answer = console.input(
+        answer = support.console.input(
             f"[yellow]allow[/] {tool.name} {escape(json.dumps(data)[:300])}{warning}? [y/N] "
         )
     except EOFError:
@@ -277,70 +242,58 @@ def truncate(text: str, limit: int = MAX_OUTPUT) -> str:
     return f"{text[:half]}\n… [{len(text) - 2 * half} characters cut from the middle] …\n{text[-half:]}"
 
 
-def execute(block, workspace: Path, permission: str = "auto", audit: Path | None = None) -> tuple[str, bool]:
-    """One tool call: known? valid? allowed? then its handler. Returns (output, is_error)."""
+def execute(
+    block,
+    workspace: Path,
+    permission: str = "auto",
+    audit: Path | None = None,
+    registry=REGISTRY,
+    failure=None,
+) -> tuple[str, bool]:
+    """One tool call: known? valid? allowed? then its handler. Returns (output, is_error).
+    `registry` and `failure` are for later steps: their own bash, and their own way to report errors."""
     started, workspace = time.monotonic(), workspace.resolve()
     decision, refusal = admit(block, permission)
     output, is_error = refusal, refusal is not None
     if not is_error:
         try:
-            output = REGISTRY[block.name].handler(workspace, **block.input)
-        except (ToolError, OSError, ValueError) as err:  # s03 makes every other exception data too
-            problem = str(err).replace(f"{workspace}/", "")  # paths as the model wrote them
-            output, is_error = f"error: {problem}", True
+            output = registry[block.name].handler(workspace, **block.input)
+        except Exception as err:
+            output, is_error = (failure or refused)(err, workspace), True
     output = truncate(output)
+    log_call(audit, block, decision, output, is_error, started)
+    return output, is_error
+
+
+def refused(err: Exception, workspace: Path) -> str:
+    """What the model reads when a handler refuses: a sandbox or file error. s03 makes any error data."""
+    if not isinstance(err, ToolError | OSError | ValueError):
+        raise err
+    return "error: " + str(err).replace(f"{workspace}/", "")  # paths as the model wrote them
+
+
+def log_call(audit: Path | None, block, decision: str, output: str, is_error: bool, started: float) -> None:
+    """One JSON line per call in the audit log: what was asked, what the gate decided, how it went."""
     if audit:
         line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
         line |= {"ms": round((time.monotonic() - started) * 1000), "chars": len(output), "is_error": is_error}
         with audit.open("a") as log:
             log.write(json.dumps(line) + "\n")  # ASCII: any input the model sends can be logged
-    return output, is_error
 
 
-def audit_path(run: replay.Run) -> Path:
-    """The audit log: beside a replay's temp workspace (never in the repo), else in runs/<time>/."""
-    folder = run.workspace.parent if run.mode == "replay" else RUNS / f"{datetime.now():%Y%m%d-%H%M%S}-s02"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / "audit.jsonl"
+def audit_path(run: replay.Run, script: str = "s02") -> Path:
+    """The audit log, in the run's folder: beside a replay's temp workspace, else in runs/."""
+    return support.run_folder(run, script) / "audit.jsonl"
 
 
-# -- what the reader sees --------------------------------------------------------------------------
-
-
-def show_turn(turn: int, response: anthropic.types.Message) -> None:
-    """One turn: the model's text, then the stop reason and the tokens it cost."""
-    console.rule(f"turn {turn}")
-    for block in response.content:
-        if block.type == "text":
-            console.print(f"[bold]model:[/] {escape(block.text)}")
-    tokens = f"tokens in {response.usage.input_tokens} / out {response.usage.output_tokens}"
-    console.print(f"[dim]stop_reason={response.stop_reason}  {tokens}[/]")
-
-
-def show_tool(block, output: str, limit: int = 400) -> None:
-    """A tool call as it would look in a terminal, its output shortened to stay readable."""
-    command = block.input.get("command") if isinstance(block.input, dict) else None
-    console.print(escape(f"$ {command}" if command else f"{block.name} {block.input}"), style="cyan")
-    shown = output if len(output) <= limit else output[:limit] + f"… ({len(output) - limit} more chars)"
-    console.print(shown, markup=False)
-
-
-def show_summary(turns: list) -> None:
-    """A table of every turn: how it ended and what it cost."""
-    table = Table(title="summary")
-    for column in ("turn", "stop_reason", "tokens in", "tokens out"):
-        table.add_column(column)
-    for n, response in enumerate(turns, 1):
-        table.add_row(
-            str(n), response.stop_reason, str(response.usage.input_tokens), str(response.usage.output_tokens)
-        )
-    table.add_row(
-        "total",
-        "",
-        str(sum(r.usage.input_tokens for r in turns)),
-        str(sum(r.usage.output_tokens for r in turns)),
+def add_flags(parser) -> None:
+    """--permission: who decides whether a write or a command may run."""
+    parser.add_argument(
+        "--permission",
+        choices=PERMISSIONS,
+        help="ask before writes and bash (default at a terminal), auto (default otherwise: allow all "
+        "but dangerous commands), deny (read-only tools only)",
     )
-    console.print(table)
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -358,12 +311,12 @@ def agent_loop(
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
-        with console.status("waiting for the model…"):
+        with support.waiting(len(turns) + 1):
             response = client.messages.create(
                 model=model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
             )
         turns.append(response)
-        show_turn(len(turns), response)
+        support.show_turn(len(turns), response)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
@@ -379,7 +332,7 @@ def agent_loop(
         for block in response.content:
             if block.type == "tool_use":
                 output, is_error = execute(block, workspace, permission, audit)
-                show_tool(block, output)
+                support.show_tool(block, output)
                 results.append(
                     {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}
                 )
@@ -389,35 +342,19 @@ def agent_loop(
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
     parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
-    parser.add_argument(
-        "--permission",
-        choices=PERMISSIONS,
-        help="ask before writes and bash (default at a terminal), auto (default otherwise: allow all "
-        "but dangerous commands), deny (read-only tools only)",
-    )
+    add_flags(parser)
     args = parser.parse_args(argv)
-    run = None
-    try:
-        run = replay.start(args, MODEL, "s02_tools")
-        console.print(f"[dim]{run.banner}[/]")
-        console.print(f"[bold]task:[/] {escape(run.task)}")
-        permission = args.permission or ("ask" if run.mode != "replay" and sys.stdin.isatty() else "auto")
-        audit = audit_path(run)
-        messages = [{"role": "user", "content": run.task}]
-        turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit)
-        show_summary(turns)
-        console.print(f"[dim]permission {permission}; audit log: {audit}[/]")
-        return 0
-    except (replay.WorkbookError, anthropic.APIError) as err:
-        console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
-        return 1
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/] — stopped before the next turn; s05 adds keeping the work")
-        return 130
-    finally:
-        note = run.finish() if run else None
-        if note:
-            console.print(f"[dim]{note}[/]")
+    return support.run_step(args, MODEL, "s02_tools", lambda run: run_task(run, args))
+
+
+def run_task(run: replay.Run, args) -> int:
+    """The loop with the gate this run asked for, then the summary and where the audit log went."""
+    permission, audit = support.permission_for(args.permission, run), audit_path(run)
+    messages = [{"role": "user", "content": run.task}]
+    turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit)
+    support.show_summary(turns)
+    support.say(f"permission {permission}; audit log: {audit}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,13 +1,10 @@
 """s03_errors.py — Errors are data: every failure becomes something the loop can read or report.
 
-Adds over s02: whatever a tool handler raises, a command that times out (its whole process group
-killed) and a command that exits non-zero all come back as tool_results the model reads and acts on
-(`is_error: true` for failures; an exit code is information). Calls to the API go through one retry
-layer, `call_model()`: 408, 409, 429, 5xx, 529 and lost connections are retried with exponential
-backoff, jitter and a cap, honouring retry-after-ms / retry-after, a bounded number of times, each
-attempt on screen; 400, 401, 403, 404, 413 never are. What retrying cannot fix stops the run cleanly:
-one line saying what happened and what to do, the conversation saved to JSON, a non-zero exit.
-Changed from s02: DEFAULT_FIXTURE, run_bash, execute, audit_path, agent_loop, main
+Adds over s02: whatever a tool raises, and a command that times out (its process group killed), is
+an `is_error` result the model reads. API calls go through one retry layer, `call_model()`: 408, 409,
+429, 5xx, 529 and lost connections are retried with backoff, jitter and retry-after, a bounded number
+of times, each attempt shown; 400/401/403/404/413 never are. What retrying cannot fix stops the run:
+one line saying what to do, the conversation saved, exit 1.
 
     user task
         |
@@ -32,96 +29,37 @@ Run: python s03_errors.py            offline replay: a failing test run is the m
      (WORKBOOK_NO_SLEEP=1 prints retry waits instead of sleeping them: for tests and demos)
 """
 
-import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import anthropic
-import fastjsonschema
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 import replay
+import s02_tools as s02
+import support
+from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
+from s02_tools import SYSTEM, TOOLS, ToolError, audit_path, truncate
 
-MODEL = "claude-sonnet-5"
-SYSTEM = "You are a coding agent. Use the tools to solve tasks in the workspace. Act, don't explain."
-MAX_TOKENS = 8000
-BASH_TIMEOUT = 30  # seconds; a command that hangs must not hang the loop
-TOOLS = [
-    {
-        "name": "bash",
-        "description": "Run a shell command in the workspace. Returns stdout, stderr and the exit code.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "the command to run"}},
-            "required": ["command"],
-        },
-    },
-    {
-        "name": "read_file",
-        "description": "Read a text file. Paths are relative to the workspace.",
-        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-    },
-    {
-        "name": "write_file",
-        "description": "Create or overwrite a text file, and the folders it needs.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-            "required": ["path", "content"],
-        },
-    },
-    {
-        "name": "edit_file",
-        "description": "Replace old_text, which must occur exactly once in the file, with new_text.",
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string"},
-                "old_text": {"type": "string", "minLength": 1},
-                "new_text": {"type": "string"},
-            },
-            "required": ["path", "old_text", "new_text"],
-        },
-    },
-    {
-        "name": "grep",
-        "description": "Search files for a regular expression. Returns file:line: text for each match.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"pattern": {"type": "string"}, "glob": {"type": "string", "default": "**/*"}},
-            "required": ["pattern"],
-        },
-    },
-    {
-        "name": "list_files",
-        "description": "List the files matching a glob pattern such as **/*.py (default: every file).",
-        "input_schema": {"type": "object", "properties": {"glob": {"type": "string", "default": "**/*"}}},
-    },
-]
 DEFAULT_FIXTURE = "fixtures/s03_fix_failing_test.json"
 
-console = Console(highlight=False)
+
+# -- new in s03: errors are data — tool failures as results, one visible retry layer, clean stops ---
 
 
-# -- tool handlers ---------------------------------------------------------------------------------
+def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT, wait=None) -> str:
+    """Run one shell command in the workspace; report its output and exit code as text.
 
-
-def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
-    """Run one shell command in the workspace; report its output and exit code as text."""
-    # s03: a session of its own, so a timeout stops everything the command started (`a & b`, pipes,
-    # servers), not just the shell; and no stdin, so a command waiting for input gets EOF, not a hang.
+    A session of its own, so a timeout stops everything the command started (`a & b`, pipes, servers),
+    not just the shell; no stdin, so a command waiting for input gets EOF, not a hang. `wait(process,
+    timeout)` -> (stdout, stderr) is how it waits: s05 passes one that a Ctrl-C can cut short."""
     with subprocess.Popen(
         command,
         shell=True,
@@ -134,7 +72,7 @@ def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
         stderr=subprocess.PIPE,
     ) as done:
         try:
-            stdout, stderr = done.communicate(timeout=timeout)
+            stdout, stderr = (wait or communicate)(done, timeout)
         except subprocess.TimeoutExpired:
             os.killpg(done.pid, signal.SIGKILL)  # the whole group: children would keep the pipes open
             raise ToolError(timed_out(timeout, *done.communicate())) from None
@@ -142,188 +80,22 @@ def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
     return f"{output}\n[exit code {done.returncode}]"
 
 
-# -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox, a permission gate ---
-
-PERMISSIONS = ("ask", "auto", "deny")  # --permission: ask a person, allow, or allow only reads
-DANGEROUS = {  # regular expression -> why a person must say yes first, whatever --permission says
-    r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
-    r"\bsudo\b": "sudo acts as root, beyond the workspace",
-    r"\bgit\s+push\b": "git push publishes beyond this machine",
-    r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
-}
-MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
-RUNS = replay.ROOT / "runs"  # live runs keep their audit log in runs/<time>/
-
-
-class ToolError(Exception):
-    """A refusal or failure the model can correct: it becomes an is_error tool_result."""
-
-
-def inside(workspace: Path, path: str) -> Path:
-    """`path` resolved in the workspace (.., absolute paths, symlinks followed); refused if it leaves."""
-    target = (workspace / path).resolve()
-    if not target.is_relative_to(workspace):
-        raise ToolError(f"{path} is outside the workspace; use a path inside it, relative to it")
-    return target
-
-
-def matching(workspace: Path, glob: str) -> list[Path]:
-    """The files a glob matches that really are in the workspace (symlinks out are left out)."""
-    if Path(glob).is_absolute() or ".." in Path(glob).parts:
-        raise ToolError(f"glob {glob!r} must be relative to the workspace, without ..")
-    try:  # pathlib rejects some patterns ("", ".", "a**") with assorted exceptions
-        found = list(workspace.glob(glob))
-    except (ValueError, IndexError, AttributeError, NotImplementedError):
-        raise ToolError(f"glob {glob!r} is not a pattern pathlib accepts; try **/* or *.py") from None
-    return sorted(p for p in found if p.is_file() and p.resolve().is_relative_to(workspace))
+def communicate(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    return process.communicate(timeout=timeout)
 
 
 def bash(workspace: Path, command: str) -> str:
     return run_bash(command, workspace)
 
 
-def read_file(workspace: Path, path: str) -> str:
-    return inside(workspace, path).read_text(errors="replace")
+REGISTRY = s02.REGISTRY | {"bash": replace(s02.REGISTRY["bash"], handler=bash)}  # s03's run_bash
 
 
-def write_file(workspace: Path, path: str, content: str) -> str:
-    target = inside(workspace, path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return f"wrote {target.write_text(content)} characters to {path}"
-
-
-def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
-    """Replace the one occurrence of old_text; none or several is an error, never a guess."""
-    target = inside(workspace, path)
-    text = target.read_text()
-    if text.count(old_text) != 1:
-        found = f"occurs {text.count(old_text)} times" if old_text in text else "does not occur"
-        raise ToolError(f"old_text {found} in {path}; it must match exactly once (quote more of the file)")
-    target.write_text(text.replace(old_text, new_text))
-    return f"edited {path}: replaced 1 occurrence"
-
-
-def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
-    try:
-        regex = re.compile(pattern)
-    except re.error as err:
-        raise ToolError(f"{pattern!r} is not a regular expression: {err}") from None
-    return (
-        "\n".join(
-            f"{file.relative_to(workspace)}:{n}: {line}"
-            for file in matching(workspace, glob)
-            for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
-            if regex.search(line)
-        )
-        or "(no matches)"
-    )
-
-
-def list_files(workspace: Path, glob: str = "**/*") -> str:
-    return "\n".join(str(p.relative_to(workspace)) for p in matching(workspace, glob)) or "(no files)"
-
-
-@dataclass
-class Tool:
-    """One entry of the dispatch map: what the model is shown, what runs, and whether it only reads."""
-
-    name: str
-    description: str
-    input_schema: dict
-    handler: Callable[..., str]
-    read_only: bool
-
-    def __post_init__(self):  # compiled once, at import; unknown fields are refused, not ignored
-        schema = {**self.input_schema, "additionalProperties": False}
-        self.validate = fastjsonschema.compile(schema, use_default=False)  # never rewrite the model's input
-
-
-HANDLERS = {"bash": bash, "read_file": read_file, "write_file": write_file, "edit_file": edit_file}
-HANDLERS |= {"grep": grep, "list_files": list_files}  # the dispatch map: tool name -> handler
-READ_ONLY = {"read_file", "grep", "list_files"}  # these pass the gate (and in s04 run in parallel)
-REGISTRY = {
-    t["name"]: Tool(**t, handler=HANDLERS[t["name"]], read_only=t["name"] in READ_ONLY) for t in TOOLS
-}
-
-
-def ask_person(tool: Tool, data: dict, danger: str | None) -> bool:
-    """A y/n question at the terminal; anything but yes, or no terminal at all, is a no."""
-    warning = f" [red]({danger})[/]" if danger else ""
-    try:
-        answer = console.input(
-            f"[yellow]allow[/] {tool.name} {escape(json.dumps(data)[:300])}{warning}? [y/N] "
-        )
-    except EOFError:
-        return False
-    return answer.strip().lower() in ("y", "yes")
-
-
-def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
-    """(decision, refusal or None): reads pass; the rest follow --permission; danger needs a yes."""
-    danger = next((why for rx, why in DANGEROUS.items() if re.search(rx, data.get("command", ""))), None)
-    if tool.read_only:
-        return "read-only", None
-    if permission == "deny":
-        return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    if danger and permission == "auto":
-        return "denied", (
-            f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
-            "(--permission auto). Do without it, or leave it to the user."
-        )
-    if permission == "ask" and not ask_person(tool, data, danger):
-        return "denied", "denied: the user said no to this call. Do not retry it; do something else."
-    return ("approved" if permission == "ask" else "allowed"), None
-
-
-def admit(block, permission: str) -> tuple[str, str | None]:
-    """Everything checked before a tool runs: (decision for the audit log, refusal or None)."""
-    tool = REGISTRY.get(block.name)
-    if tool is None:
-        return "unknown tool", f"error: there is no tool {block.name!r}; the tools are {', '.join(REGISTRY)}"
-    try:
-        tool.validate(block.input)
-    except fastjsonschema.JsonSchemaException as err:
-        problem = err.message.replace("data", "input", 1)
-        wanted = json.dumps(tool.input_schema.get("properties"))
-        return "invalid input", f"error: invalid input for {tool.name}: {problem}. It takes {wanted}"
-    return gate(tool, block.input, permission)
-
-
-def truncate(text: str, limit: int = MAX_OUTPUT) -> str:
-    """Keep the head and the tail (where errors and exit codes are), and say how much was cut."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n… [{len(text) - 2 * half} characters cut from the middle] …\n{text[-half:]}"
-
-
-def execute(block, workspace: Path, permission: str = "auto", audit: Path | None = None) -> tuple[str, bool]:
-    """One tool call: known? valid? allowed? then its handler. Returns (output, is_error)."""
-    started, workspace = time.monotonic(), workspace.resolve()
-    decision, refusal = admit(block, permission)
-    output, is_error = refusal, refusal is not None
-    if not is_error:
-        try:
-            output = REGISTRY[block.name].handler(workspace, **block.input)
-        except Exception as err:  # s03: whatever a handler raises is a result the model reads
-            output, is_error = error_text(err, workspace), True
-    output = truncate(output)
-    if audit:
-        line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
-        line |= {"ms": round((time.monotonic() - started) * 1000), "chars": len(output), "is_error": is_error}
-        with audit.open("a") as log:
-            log.write(json.dumps(line, ensure_ascii=False) + "\n")
-    return output, is_error
-
-
-def audit_path(run: replay.Run) -> Path:
-    """The audit log: beside a replay's temp workspace (never in the repo), else in runs/<time>/."""
-    folder = run.workspace.parent if run.mode == "replay" else RUNS / f"{datetime.now():%Y%m%d-%H%M%S}-s03"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / "audit.jsonl"
-
-
-# -- new in s03: errors are data — tool failures as results, one visible retry layer, clean stops ---
+def execute(
+    block, workspace: Path, permission: str = "auto", audit: Path | None = None, registry: dict = REGISTRY
+) -> tuple[str, bool]:
+    """s02's execute(), with s03's bash, and whatever a handler raises comes back as a result."""
+    return s02.execute(block, workspace, permission, audit, registry, failure=error_text)
 
 
 def error_text(err: Exception, workspace: Path) -> str:
@@ -417,21 +189,19 @@ def fatal_line(err: Exception) -> str:
     return advice.format(status=status, message=api_message(err))
 
 
-def call_model(client: anthropic.Anthropic, retry: Retry | None, **request) -> anthropic.types.Message:
-    """client.messages.create(**request), retried on what may pass; every retry shown on screen."""
-    retry = retry or Retry()
-    attempts = retry.attempts
-    for attempt in range(1, attempts + 1):
+def call_model(client: anthropic.Anthropic, retry: Retry | None, send=None, **request):
+    """client.messages.create(**request), retried on what may pass, every retry shown on screen.
+    `send(**request)` makes one attempt instead: s05 passes its streamed call."""
+    retry, send = retry or Retry(), send or client.messages.create
+    for attempt in range(1, retry.attempts + 1):
         try:
-            return client.messages.create(**request)
+            return send(**request)
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as err:
-            status = status_of(err)
-            if not retryable(status):
+            why, status = retry_reason(err), status_of(err)
+            if why is None:
                 raise  # 400, 401, 403, 404, 413...: the same request would fail the same way
-            lost = "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
-            why = REASONS.get(status) or (f"server error {status}" if status else lost)
-            if attempt == attempts:
-                raise GaveUp(given_up(why, status, attempts)) from err
+            if attempt == retry.attempts:
+                raise GaveUp(given_up(why, status, attempt)) from err
             asked = server_wait(err.response.headers) if status else None
             if asked is not None and asked > MAX_SERVER_WAIT:
                 raise GaveUp(
@@ -439,12 +209,24 @@ def call_model(client: anthropic.Anthropic, retry: Retry | None, **request) -> a
                 ) from err
             wait = backoff(attempt, retry.rand) if asked is None else asked
             note = " (as the server asked)" if asked is not None else ""
-            console.print(
+            support.console.print(
                 f"[yellow]{why}[/] ({status or 'no answer'}) — retrying in {wait:.1f} s{note}, "
-                f"attempt {attempt + 1} of {attempts}"
+                f"attempt {attempt + 1} of {retry.attempts}"
             )
             retry.sleep(wait)
     raise GaveUp("no attempts allowed (attempts < 1)")
+
+
+def retry_reason(err: anthropic.APIError) -> str | None:
+    """Why a failed call may pass if sent again, in a few words; None when it cannot."""
+    status = status_of(err)
+    if status is None:
+        return "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
+    if status == 200:  # an `error` event inside a streamed reply (s05 streams): treated as a 529
+        body = err.body if isinstance(err.body, dict) else {}
+        kind = (body.get("error") or {}).get("type")
+        return "an error inside the stream" if kind in ("overloaded_error", "api_error") else None
+    return (REASONS.get(status) or f"server error {status}") if retryable(status) else None
 
 
 def given_up(why: str, status: int | None, attempts: int) -> str:
@@ -458,64 +240,13 @@ def given_up(why: str, status: int | None, attempts: int) -> str:
 
 def skip_wait(seconds: float) -> None:
     """The sleep used in replay (and with WORKBOOK_NO_SLEEP=1): say the wait, don't spend it."""
-    console.print(f"[dim](not waiting {seconds:.1f} s: replay or WORKBOOK_NO_SLEEP)[/]")
+    support.say(f"(not waiting {seconds:.1f} s: replay or WORKBOOK_NO_SLEEP)")
 
 
-def plain(value):
-    """SDK objects, in lists and dicts at any depth, as the plain JSON the API would send."""
-    if isinstance(value, anthropic.BaseModel):
-        return value.to_dict(mode="json")
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return value
-
-
-def save_conversation(messages: list, path: Path) -> Path:
-    """The messages list as plain JSON, to read after a stop (and, from s05 on, to resume)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(plain(messages), indent=2, ensure_ascii=False) + "\n")
-    return path
-
-
-# -- what the reader sees --------------------------------------------------------------------------
-
-
-def show_turn(turn: int, response: anthropic.types.Message) -> None:
-    """One turn: the model's text, then the stop reason and the tokens it cost."""
-    console.rule(f"turn {turn}")
-    for block in response.content:
-        if block.type == "text":
-            console.print(f"[bold]model:[/] {escape(block.text)}")
-    tokens = f"tokens in {response.usage.input_tokens} / out {response.usage.output_tokens}"
-    console.print(f"[dim]stop_reason={response.stop_reason}  {tokens}[/]")
-
-
-def show_tool(block, output: str, limit: int = 400) -> None:
-    """A tool call as it would look in a terminal, its output shortened to stay readable."""
-    command = block.input.get("command") if isinstance(block.input, dict) else None
-    console.print(escape(f"$ {command}" if command else f"{block.name} {block.input}"), style="cyan")
-    shown = output if len(output) <= limit else output[:limit] + f"… ({len(output) - limit} more chars)"
-    console.print(shown, markup=False)
-
-
-def show_summary(turns: list) -> None:
-    """A table of every turn: how it ended and what it cost."""
-    table = Table(title="summary")
-    for column in ("turn", "stop_reason", "tokens in", "tokens out"):
-        table.add_column(column)
-    for n, response in enumerate(turns, 1):
-        table.add_row(
-            str(n), response.stop_reason, str(response.usage.input_tokens), str(response.usage.output_tokens)
-        )
-    table.add_row(
-        "total",
-        "",
-        str(sum(r.usage.input_tokens for r in turns)),
-        str(sum(r.usage.output_tokens for r in turns)),
-    )
-    console.print(table)
+def retry_policy(run: replay.Run) -> Retry:
+    """Replays (and WORKBOOK_NO_SLEEP=1) say each wait instead of spending it, with a fixed jitter."""
+    no_sleep = run.mode == "replay" or os.environ.get("WORKBOOK_NO_SLEEP")
+    return Retry(skip_wait, random.Random(0).random) if no_sleep else Retry()
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -535,7 +266,7 @@ def agent_loop(
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    call_model() retries what may pass and raises what cannot (s03).
-        with console.status("waiting for the model…"):
+        with support.waiting(len(turns) + 1):
             response = call_model(
                 client,
                 retry,
@@ -546,7 +277,7 @@ def agent_loop(
                 max_tokens=MAX_TOKENS,
             )
         turns.append(response)
-        show_turn(len(turns), response)
+        support.show_turn(len(turns), response)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
@@ -562,7 +293,7 @@ def agent_loop(
         for block in response.content:
             if block.type == "tool_use":
                 output, is_error = execute(block, workspace, permission, audit)
-                show_tool(block, output)
+                support.show_tool(block, output)
                 results.append(
                     {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}
                 )
@@ -572,44 +303,32 @@ def agent_loop(
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
     parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
-    parser.add_argument(
-        "--permission",
-        choices=PERMISSIONS,
-        help="ask before writes and bash (default at a terminal), auto (default otherwise: allow all "
-        "but dangerous commands), deny (read-only tools only)",
-    )
+    s02.add_flags(parser)
     args = parser.parse_args(argv)
-    run = None
+    return support.run_step(args, MODEL, "s03_errors", lambda run: run_task(run, args), **CLIENT_OPTIONS)
+
+
+def run_task(run: replay.Run, args) -> int:
+    """s02's run, with the retry policy; what retrying cannot fix stops the run, the conversation kept."""
+    permission, audit = support.permission_for(args.permission, run), audit_path(run, "s03")
+    messages = [{"role": "user", "content": run.task}]
     try:
-        run = replay.start(args, MODEL, "s03_errors", **CLIENT_OPTIONS)
-        console.print(f"[dim]{run.banner}[/]")
-        console.print(f"[bold]task:[/] {escape(run.task)}")
-        permission = args.permission or ("ask" if run.mode != "replay" and sys.stdin.isatty() else "auto")
-        audit = audit_path(run)
-        messages = [{"role": "user", "content": run.task}]
-        no_sleep = run.mode == "replay" or os.environ.get("WORKBOOK_NO_SLEEP")  # replays never wait
-        retry = Retry(skip_wait, random.Random(0).random) if no_sleep else Retry()
-        turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit, retry)
-        show_summary(turns)
-        console.print(f"[dim]permission {permission}; audit log: {audit}[/]")
-        return 0
-    except (anthropic.APIError, GaveUp) as err:  # s03: what retrying cannot fix stops the run cleanly
-        console.print(f"[red]stopped:[/] {escape(fatal_line(err))}", soft_wrap=True)
-        saved = save_conversation(messages, audit.parent / "conversation.json")
-        console.print(
-            f"[dim]conversation so far ({len(messages)} messages) saved to {saved}[/]", soft_wrap=True
+        turns = agent_loop(
+            run.client, messages, run.workspace, run.model, permission, audit, retry_policy(run)
         )
-        return 1
-    except replay.WorkbookError as err:
-        console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
-        return 1
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/] — stopped before the next turn; s05 adds keeping the work")
-        return 130
-    finally:
-        note = run.finish() if run else None
-        if note:
-            console.print(f"[dim]{note}[/]")
+    except (anthropic.APIError, GaveUp) as err:
+        return stop_cleanly(err, messages, audit.parent / "conversation.json")
+    support.show_summary(turns)
+    support.say(f"permission {permission}; audit log: {audit}")
+    return 0
+
+
+def stop_cleanly(err: Exception, messages: list, path: Path) -> int:
+    """What retrying cannot fix: one line saying what to do, the conversation saved to look at, exit 1."""
+    support.error("stopped", fatal_line(err))
+    saved = support.save_conversation(messages, path)
+    support.say(f"conversation so far ({len(messages)} messages) saved to {saved}")
+    return 1
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
-"""stepdiff.py — what one step adds to the one before it.
+"""stepdiff.py — how the loop changed from one step to the next: that diff is the step's story.
 
-python stepdiff.py s01 s02     the unified diff from s01's script to s02's
-python stepdiff.py s03         the diff from the step before s03
-python stepdiff.py --stat      lines added and removed between each pair of consecutive steps
+Each step holds its own mechanism and its whole `agent_loop`; everything else it imports from the step
+that introduced it. So the loop is the one thing every step repeats, and its diff says what changed.
+
+python stepdiff.py s05         how agent_loop changed from s04 to s05
+python stepdiff.py s02 s05     how it changed from s02 to s05
+python stepdiff.py --stat      each step's size: the file, its agent_loop, and how that loop changed
 """
 
+import ast
 import difflib
 import sys
 from pathlib import Path
@@ -17,30 +21,49 @@ def scripts() -> dict[str, Path]:
     return {p.name[:3]: p for p in sorted(ROOT.glob("s[0-9][0-9]_*.py"))}
 
 
+def loop_source(script: Path) -> list[str]:
+    """The lines of a step's agent_loop, as written."""
+    text = script.read_text()
+    node = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "agent_loop")
+    return text.splitlines(keepends=True)[node.lineno - 1 : node.end_lineno]
+
+
 def diff(old: Path, new: Path) -> list[str]:
-    """The unified diff between two scripts, as lines."""
-    a, b = old.read_text().splitlines(keepends=True), new.read_text().splitlines(keepends=True)
-    return list(difflib.unified_diff(a, b, old.name, new.name))
+    """The unified diff between two steps' agent_loops, as lines."""
+    return list(
+        difflib.unified_diff(
+            loop_source(old), loop_source(new), f"{old.stem}.agent_loop", f"{new.stem}.agent_loop"
+        )
+    )
 
 
 def stat(old: Path, new: Path) -> tuple[int, int]:
-    """(lines added, lines removed) from old to new."""
+    """(lines added, lines removed) from one step's agent_loop to the other's."""
     lines = diff(old, new)[2:]  # skip the ---/+++ header
     return sum(x.startswith("+") for x in lines), sum(x.startswith("-") for x in lines)
 
 
 def main(argv: list[str]) -> int:
     steps = scripts()
+    names = list(steps)
     if argv == ["--stat"]:
-        for old, new in zip(list(steps), list(steps)[1:]):
-            added, removed = stat(steps[old], steps[new])
-            size = len(steps[new].read_text().splitlines())
-            print(f"{old} -> {new}  +{added} -{removed}  ({steps[new].name}, {size} lines)")
+        for i, name in enumerate(names):
+            script, size, loop = (
+                steps[name],
+                len(steps[name].read_text().splitlines()),
+                len(loop_source(steps[name])),
+            )
+            change = (
+                ""
+                if i == 0
+                else "  loop +{} -{} from {}".format(*stat(steps[names[i - 1]], script), names[i - 1])
+            )
+            print(f"{name}  {script.name}: {size} lines, agent_loop {loop} lines{change}")
         return 0
-    if len(argv) == 1 and argv[0] in steps and argv[0] != min(steps):
-        argv = [list(steps)[list(steps).index(argv[0]) - 1], argv[0]]
+    if len(argv) == 1 and argv[0] in steps and argv[0] != names[0]:
+        argv = [names[names.index(argv[0]) - 1], argv[0]]
     if len(argv) != 2 or not all(step in steps for step in argv):
-        print(f"usage: python stepdiff.py OLD NEW | NEW | --stat   (the steps here: {', '.join(steps)})")
+        print(f"usage: python stepdiff.py NEW | OLD NEW | --stat   (the steps here: {', '.join(names)})")
         return 2
     try:
         sys.stdout.writelines(diff(steps[argv[0]], steps[argv[1]]))

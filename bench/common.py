@@ -51,6 +51,9 @@ def quiet(module, console_class=None):
     """Swap a step's module-level `console` for one writing to memory: rendering still runs, no terminal."""
     from rich.console import Console
 
+    import support
+
+    module = support  # every step prints through support.console
     saved = module.console
     module.console = (console_class or Console)(file=io.StringIO(), width=100, force_terminal=False)
     try:

@@ -4,6 +4,7 @@
     python bench/run.py --quick          the same with fewer repetitions
     python bench/run.py --suite          also time the README's test command (`pytest`, slow)
     python bench/run.py --what-if NAME   also measure a replay.py change not made (see bench/whatif.py)
+    python bench/run.py --server         also load the classroom server (bench/server_load.py)
 
 Benchmarks print figures; nothing here asserts a timing. Results and how to read them: docs/benchmarks.md.
 """
@@ -23,7 +24,7 @@ from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bench import parallel, per_turn, replay_cost, suite, tokens  # noqa: E402
+from bench import parallel, per_turn, replay_cost, server_load, suite, tokens  # noqa: E402
 from bench.common import steps  # noqa: E402
 from bench.whatif import WHAT_IFS  # noqa: E402
 
@@ -280,12 +281,60 @@ def section_suite(summary: Table) -> None:
     )
 
 
+def section_server(requests: int, summary: Table) -> None:
+    r = server_load.measure(requests, pause_reps=1 if requests < server_load.REQUESTS else 3)
+    t = table(
+        "6. classroom server, kept-alive connections, against a bare http.server floor",
+        "students",
+        "requests/s",
+        "floor req/s",
+        "server / floor",
+        "p50 ms",
+        "p99 ms",
+        "errors",
+    )
+    for level in r["levels"]:
+        cells = (level["per_s"], level["floor_per_s"])
+        t.add_row(
+            str(level["students"]),
+            *(f"{c:.0f}" for c in cells),
+            f"{level['ratio']:.2f}",
+            f"{level['p50']:.2f}",
+            f"{level['p99']:.1f}",
+            str(level["errors"]),
+        )
+    console.print(t)
+    console.print(escape("\n".join(server_load.what_a_class_does(r))) + "\n")
+    one, fifty = r["levels"][0], r["levels"][-1]
+    dropped = sum(s["dropped"] for s in r["storms"])
+    stall = r["stall"]["other_max"]
+    rows = [
+        ("server p50, one student", f"{one['p50']:.2f} ms", "<= 5 ms", verdict(one["p50"], 5.0)),
+        (
+            f"server p99, {fifty['students']} students",
+            f"{fifty['p99']:.0f} ms",
+            "<= 500 ms",
+            verdict(fifty["p99"], 500),
+        ),
+        (
+            "connections dropped in storms",
+            str(dropped),
+            "0",
+            "[green]meets goal[/]" if not dropped else "[red]misses[/]",
+        ),
+        ("another student's slowest, 17 MB request", f"{stall:.0f} ms", "<= 300 ms", verdict(stall, 300)),
+    ]
+    for row in rows:
+        summary.add_row("6", *row)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--suite", action="store_true", help="also time the whole test suite (slow)")
+    parser.add_argument("--server", action="store_true", help="also load the classroom replay server")
     parser.add_argument(
         "--what-if", choices=sorted(WHAT_IFS), help="also measure a replay.py change not made"
     )
@@ -310,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         section_suite(summary)
     else:
         summary.add_row("5", "test suite (`pytest`)", "not run (add --suite)", f"<= {suite.GOAL:.0f} s", "")
+    if args.server:
+        section_server(100 if args.quick else 2000, summary)
     console.print(summary)
     return 0
 

@@ -20,6 +20,37 @@ STEPS = sorted(p.stem for p in ROOT.glob("s0*_*.py"))  # the step scripts that e
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID")  # what picks the mode and model
 
 
+class Step:
+    """A step as its tests see it: what the step defines, else what it uses from the step that introduced
+    it (s06's REGISTRY is s05's, its run_tools s04's). Steps import what they inherit, so a test of a
+    mechanism, parametrized over every step that has it, reaches the one piece that step really runs.
+    Setting a name sets it where it lives: `console` and `RUNS` in support.py, the rest in its owner."""
+
+    def __init__(self, name: str):
+        chain = [importlib.import_module(s) for s in reversed(STEPS[: STEPS.index(name) + 1])]
+        chain.append(importlib.import_module("support"))  # the display and file formats every step uses
+        object.__setattr__(self, "chain", chain)
+        object.__setattr__(self, "__name__", name)
+
+    def owner(self, attr: str):
+        if attr in ("console", "RUNS"):
+            return importlib.import_module("support")
+        return next((m for m in self.chain if attr in vars(m)), self.chain[0])
+
+    def __getattr__(self, attr: str):
+        return getattr(self.owner(attr), attr)
+
+    def __setattr__(self, attr: str, value) -> None:
+        setattr(self.owner(attr), attr, value)
+
+    def __delattr__(self, attr: str) -> None:
+        delattr(self.owner(attr), attr)
+
+
+def load_step(name: str) -> Step:
+    return Step(name)
+
+
 def offline_env(**extra) -> dict:
     """The environment of a reader with no API key (so scripts replay), plus `extra`."""
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
@@ -58,7 +89,7 @@ def run_main(monkeypatch, tmp_path):
     """
 
     def run(step_name: str, *argv: str, **env: str) -> tuple[int, str]:
-        step = importlib.import_module(step_name)
+        step = load_step(step_name)
         out = io.StringIO()
         plain = Console(file=out, width=120, force_terminal=False, force_jupyter=False, highlight=False)
         with monkeypatch.context() as patch:
@@ -68,8 +99,7 @@ def run_main(monkeypatch, tmp_path):
                 patch.setenv(name, value)
             patch.chdir(ROOT)
             patch.setattr(step, "console", plain)
-            if hasattr(step, "RUNS"):
-                patch.setattr(step, "RUNS", tmp_path / "runs")
+            patch.setattr(step, "RUNS", tmp_path / "runs")
             patch.setattr(sys, "stdout", out)
             patch.setattr(sys, "stderr", out)
             try:

@@ -15,6 +15,7 @@ from rich.console import Console
 
 import replay
 import s01_agent_loop
+import support
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("s[0-9][0-9]_*.ipynb"))
 
@@ -105,7 +106,7 @@ def test_a_plain_console_shows_the_loop_without_spinner_frames(monkeypatch):
     """The notebooks' recipe for deterministic rich output: the spinner leaves nothing behind."""
     out = io.StringIO()
     plain = Console(file=out, force_terminal=False, force_jupyter=False, width=100, highlight=False)
-    monkeypatch.setattr(s01_agent_loop, "console", plain)
+    monkeypatch.setattr(support, "console", plain)
     fixture = replay.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
     client, _ = replay.replay_client(fixture, "s01_hello_agent.json")
     messages = [{"role": "user", "content": fixture["task"]}]

@@ -5,6 +5,7 @@ import http.client
 import io
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -33,10 +34,10 @@ def serve():
     """Start a replay server on a free loopback port; returns (server, log) — log is what it printed."""
     started = []
 
-    def start(**fixtures: dict):
+    def start(limits=None, **fixtures: dict):
         fixtures = fixtures or {"s01_hello_agent": FIXTURE}  # by name, the first is the default
         log = io.StringIO()
-        server = replay_server.ReplayServer(fixtures, port=0, out=log)
+        server = replay_server.ReplayServer(fixtures, port=0, out=log, limits=limits)
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         started.append(server)
         return server, log
@@ -231,15 +232,30 @@ def test_no_api_key_is_a_401_and_no_anthropic_version_a_400(serve):
     assert status == 400 and "anthropic-version" in error_message(data)
 
 
-def test_asking_past_the_end_of_the_fixture_is_a_clear_400_not_a_hang(serve):
+def test_a_new_question_after_the_last_reply_is_a_400_saying_a_new_conversation_began(serve):
     server, _ = serve()
     post(server.url, request(TURN1))
     post(server.url, request(turn2()))
     more = [*turn2(), {"role": "assistant", "content": BODY2["content"]}, {"role": "user", "content": "more"}]
     status, _, data = post(server.url, request(more))
     assert status == 400
-    assert "s01_hello_agent holds 2 turns and all were answered" in error_message(data)
-    assert "stop_reason end_turn" in error_message(data)
+    message = error_message(data)
+    assert "s01_hello_agent holds 2 turns and all were answered" in message
+    assert "your loop stopped as it should (stop_reason end_turn)" in message
+    assert "a new conversation began" in message and "A loop stops when" not in message
+    assert "run your program again" in message and "POST /replay/reset" in message
+
+
+def test_a_loop_that_asks_again_after_the_last_reply_is_told_when_a_loop_stops(serve):
+    server, _ = serve()
+    post(server.url, request(TURN1))
+    post(server.url, request(turn2()))
+    again = [*turn2(), {"role": "assistant", "content": BODY2["content"]}]  # no new question: it just asked
+    status, _, data = post(server.url, request(again))
+    assert status == 400
+    message = error_message(data)
+    assert "your loop asked again after the last reply (stop_reason end_turn)" in message
+    assert "A loop stops when stop_reason is not tool_use" in message and "POST /replay/reset" in message
 
 
 def test_recorded_errors_are_served_as_recorded_headers_included(serve, tmp_path):
@@ -483,3 +499,298 @@ def test_a_missing_fixture_or_busy_port_is_a_one_line_error(serve, capsys):
     assert len(errors) == 2
     assert errors[0].startswith("error: fixtures/nope.json: no such fixture")
     assert errors[1].startswith(f"error: cannot listen on 127.0.0.1:{server.server_address[1]}")
+
+
+# -- a class at once: speed, fairness, limits, the teacher's terminal ------------------------------
+
+
+def raw_exchange(url: str, data: bytes, read_until_closed: bool = True) -> bytes:
+    """Send raw bytes to the server and return what comes back until it closes (or 10 s pass)."""
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+            if not read_until_closed and b"\r\n\r\n" in received:
+                break
+        return received
+
+
+def head(kind: str = "POST /v1/messages", **headers) -> bytes:
+    lines = [f"{kind} HTTP/1.1", "host: test", "x-api-key: alice", "anthropic-version: 2023-06-01"]
+    lines += [f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def answer_of(received: bytes) -> tuple[int, dict]:
+    status_line, _, rest = received.partition(b"\r\n")
+    body = rest.split(b"\r\n\r\n", 1)[1]
+    return int(status_line.split()[1]), json.loads(body)
+
+
+def test_a_body_over_32_mb_is_a_413_answered_before_the_body_is_read(serve):
+    server, log = serve()
+    # the headers alone, claiming 40 MB: the answer can only come before the body, which never comes
+    received = raw_exchange(server.url, head(content_length=40 * 1024 * 1024))
+    status, data = answer_of(received)
+    assert status == 413
+    assert data["type"] == "error" and data["error"]["type"] == "request_too_large"
+    assert "32 MB" in data["error"]["message"] and "41,943,040" in data["error"]["message"]
+    assert b"connection: close" in received.lower()
+    assert "127.0.0.1: 413 Request exceeds" in log.getvalue()
+
+
+def test_a_client_that_sends_a_body_too_large_whole_still_reads_the_413(serve):
+    server, _ = serve(limits=replay_server.Limits(body_bytes=2000))
+    client = anthropic.Anthropic(api_key="alice", base_url=server.url, max_retries=0)
+    with pytest.raises(anthropic.RequestTooLargeError, match="the most is 2,000 bytes"):
+        client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x" * 50_000}])
+    # http.client stops at the first failed write: the server must drain the body it refused, or
+    # closing on unread bytes resets the connection and the student sees a broken pipe, not the 413
+    status, _, data = post(server.url, b"x" * 8_000_000)
+    assert (status, data["error"]["type"]) == (413, "request_too_large")
+    assert post(server.url, request(TURN1))[0] == 200  # the server carries on
+
+
+def test_a_client_waiting_for_100_continue_hears_413_instead(serve):
+    server, _ = serve()
+    received = raw_exchange(server.url, head(content_length=40 * 1024 * 1024, expect="100-continue"))
+    assert received.startswith(b"HTTP/1.1 413") and b"100 Continue" not in received
+
+
+@pytest.mark.parametrize("length", ["-1", "abc", "1e3", "0x10", "１２"])
+def test_a_bad_content_length_is_a_400_and_the_connection_closes(serve, length):
+    server, _ = serve()
+    status, data = answer_of(raw_exchange(server.url, head(content_length=length)))
+    assert status == 400
+    assert "content-length: must be a whole number of bytes" in error_message(data)
+
+
+def test_two_different_content_lengths_are_a_400(serve):
+    server, _ = serve()
+    twice = head(content_length=5).replace(b"\r\n\r\n", b"\r\ncontent-length: 7\r\n\r\n")
+    status, data = answer_of(raw_exchange(server.url, twice))
+    assert status == 400 and "different values" in error_message(data)
+
+
+def test_a_chunked_body_is_read_and_its_size_checked(serve):
+    server, _ = serve(limits=replay_server.Limits(body_bytes=1000))
+    body = json.dumps(request(TURN1)).encode()
+    chunked = head(transfer_encoding="chunked", connection="close")
+    chunks = b"".join(
+        b"%x\r\n%s\r\n" % (len(body[i : i + 100]), body[i : i + 100]) for i in range(0, len(body), 100)
+    )
+    assert answer_of(raw_exchange(server.url, chunked + chunks + b"0\r\n\r\n"))[0] == 200
+    status, data = answer_of(raw_exchange(server.url, chunked + b"400\r\n" + b"x" * 1024 + b"\r\n0\r\n\r\n"))
+    assert (status, data["error"]["type"]) == (413, "request_too_large")
+    status, data = answer_of(raw_exchange(server.url, chunked + b"zz\r\nxx\r\n0\r\n\r\n"))
+    assert status == 400 and "hexadecimal" in error_message(data)
+
+
+def test_headers_sent_too_slowly_time_out_and_close_the_connection(serve):
+    server, log = serve(limits=replay_server.Limits(headers=0.3))
+    parts = urlsplit(server.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/messages HTTP/1.1\r\n")
+        closed = False
+        for _ in range(100):  # a header byte every 50 ms: each wait is short, the whole is not
+            try:
+                sock.sendall(b"x")
+                sock.settimeout(0.05)
+                closed = sock.recv(1024) == b""
+            except TimeoutError:
+                continue
+            except ConnectionError:
+                closed = True
+            if closed:
+                break
+    assert closed
+    assert "timed out" in log.getvalue()
+
+
+def test_a_body_that_stops_arriving_times_out_and_closes_the_connection(serve):
+    server, log = serve(limits=replay_server.Limits(body=0.2))
+    received = raw_exchange(server.url, head(content_length=100) + b'{"model":')  # 9 of 100 bytes
+    assert received == b""  # closed without an answer
+    assert "timed out" in log.getvalue()
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_its_limit(serve):
+    server, _ = serve(limits=replay_server.Limits(idle=0.2))
+    assert raw_exchange(server.url, b"") == b""
+
+
+def test_connections_past_the_limit_are_closed_and_counted_back_when_others_end(serve):
+    server, log = serve(limits=replay_server.Limits(connections=2))
+    parts = urlsplit(server.url)
+    first, second = (socket.create_connection((parts.hostname, parts.port), timeout=10) for _ in "ab")
+    first.sendall(head("GET /", connection="keep-alive"))
+    assert first.recv(65536).startswith(b"HTTP/1.1 200")  # both are being served, and held open
+    assert raw_exchange(server.url, b"") == b""  # a third: closed at once, without a thread
+    assert "closed, 2 open already" in log.getvalue()
+    first.close()
+    second.close()
+    for _ in range(100):  # the server notices both are gone (bounded: each check is one request)
+        if server.open_connections == 0:
+            break
+        threading.Event().wait(0.05)
+    assert raw_exchange(server.url, head("GET /", connection="close")).startswith(b"HTTP/1.1 200")
+
+
+def test_kept_alive_connection_serves_many_requests_each_reply_in_one_write(serve):
+    writes = []
+
+    class Counting(replay_server.Handler):
+        def setup(self):
+            super().setup()
+            writes.append(("nodelay", self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+            sock_io = self.wfile.raw
+            send = sock_io.write
+            sock_io.write = lambda data: writes.append(("write", len(data))) or send(data)
+
+    server, _ = serve()
+    server.RequestHandlerClass = Counting
+    parts = urlsplit(server.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    headers = {"x-api-key": "alice", "anthropic-version": "2023-06-01", "content-type": "application/json"}
+    for body in (request(TURN1), request(turn2()), request(TURN1)):
+        conn.request("POST", "/v1/messages", json.dumps(body), headers)
+        assert conn.getresponse().read()
+    conn.close()
+    assert writes[0] == ("nodelay", 1)  # Nagle off: SSE events flushed one by one go out at once
+    assert [kind for kind, _ in writes] == ["nodelay", "write", "write", "write"]  # one connection, 3 writes
+
+
+def test_each_student_has_a_lock_of_their_own_so_one_never_waits_on_another(serve):
+    server, _ = serve()
+    classroom = server.classroom
+    assert classroom.desk("alice") is classroom.desk("alice")
+    assert classroom.desk("alice") is not classroom.desk("bob")
+    done = []
+    with classroom.desk("alice"):  # alice is busy (say, checking a 17 MB request)
+        alice = threading.Thread(target=lambda: done.append(post(server.url, request(TURN1), key="alice")[0]))
+        alice.start()
+        assert post(server.url, request(TURN1), key="bob")[0] == 200  # bob is answered meanwhile
+        alice.join(0.2)
+        assert alice.is_alive() and done == []  # alice's own next request waits for alice
+    alice.join(10)
+    assert done == [200]
+    assert not classroom.lock.locked()
+
+
+def test_a_big_body_parses_to_the_same_json():
+    big = json.dumps(request(turn2()) | {"padding": [{"text": "x" * 100}] * 5000}).encode()
+    assert len(big) > 256 * 1024
+    assert replay_server.parse_json(big) == json.loads(big)
+
+
+def test_the_class_is_capped_and_the_next_student_is_told_why(serve):
+    server, log = serve(limits=replay_server.Limits(students=2))
+    assert post(server.url, request(TURN1), key="alice")[0] == 200
+    assert post(server.url, request(TURN1), key="bob")[0] == 200
+    status, _, data = post(server.url, request(TURN1), key="carol")
+    assert (status, data["error"]["type"]) == (403, "permission_error")
+    assert (
+        "already keeps 2 students" in data["error"]["message"]
+        and "--max-students" in data["error"]["message"]
+    )
+    assert post(server.url, request(turn2()), key="alice")[0] == 200  # those already in carry on
+    assert {s["student"] for s in server.classroom.status()["students"]} == {"alice", "bob"}
+
+
+def test_max_students_is_a_command_line_flag(capsys):
+    with pytest.raises(SystemExit):
+        replay_server.main([str(S01), "--max-students", "0"])
+    assert "1 or more" in capsys.readouterr().err
+
+
+def test_the_class_table_lists_at_most_its_limit_and_says_how_many_more(serve):
+    server, _ = serve(limits=replay_server.Limits(listed=3))
+    for name in "abcde":
+        post(server.url, request(TURN1), key=name)
+    page = get(server.url, "/")
+    assert re.search(r"^c\s+s01_hello_agent", page, re.M) and not re.search(r"^d\s+s01", page, re.M)
+    assert "... and 2 more rows: GET /replay/status lists them all" in page
+    assert len(server.classroom.status()["students"]) == 5
+
+
+def get(url: str, path: str, **headers) -> str:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        conn.request("GET", path, headers={k.replace("_", "-"): v for k, v in headers.items()})
+        return conn.getresponse().read().decode()
+    finally:
+        conn.close()
+
+
+EVIL = "\x1b]0;PWNED\x07\x9b2J<i>x</i>"  # a window title, then \x9b: the 8-bit escape
+
+
+def test_escape_codes_in_a_name_reach_the_teacher_escaped_never_raw(serve):
+    server, log = serve()
+    post(server.url, request(TURN1), key=EVIL)
+    post(server.url, request(TURN1), x_replay_fixture="\x1b[2Jnope")
+    for text in (log.getvalue(), server.classroom.table(), get(server.url, "/")):
+        assert not any(c in text for c in "\x1b\x07\x9b")
+    assert "\\x1b]0;PWNED" in log.getvalue()  # cut to 12 characters: the column's width
+    assert "\\x1b]0;PWNED\\x07\\x9b2J<i>x</i>" in server.classroom.table()
+
+
+def test_printable_escapes_controls_and_bidi_overrides_and_keeps_names_in_any_script():
+    assert replay_server.printable("李雷 Zoë") == "李雷 Zoë"
+    assert replay_server.printable("a\u202eb\nc\x00") == "a\\u202eb\\nc\\x00"
+
+
+def test_a_name_sent_as_utf_8_bytes_is_read_as_utf_8(serve):
+    server, _ = serve()
+    raw = json.dumps(request(TURN1)).encode()
+    sent = head(content_length=len(raw), connection="close").replace(
+        b"x-api-key: alice", "x-api-key: 李雷".encode()
+    )
+    assert answer_of(raw_exchange(server.url, sent + raw))[0] == 200
+    assert [s["student"] for s in server.classroom.status()["students"]] == ["李雷"]
+
+
+def test_the_page_for_a_browser_is_html_with_names_and_the_host_escaped(serve):
+    server, _ = serve()
+    post(server.url, request(TURN1), key=EVIL)
+    page = get(server.url, "/", accept="text/html", host="<b>evil</b>:1")
+    assert page.startswith("<!doctype html>")
+    assert "<i>" not in page and "&lt;i&gt;x&lt;/i&gt;" in page
+    assert "<b>" not in page and "&lt;b&gt;evil&lt;/b&gt;" in page
+
+
+def test_the_front_page_says_the_recordings_do_not_react_to_tool_output(serve):
+    server, _ = serve()
+    page = " ".join(get(server.url, "/").split())
+    assert "they do not read your tool output" in page and "still the recorded one" in page
+
+
+def test_a_real_api_key_is_refused_and_never_printed(serve):
+    server, log = serve()
+    status, _, data = post(server.url, request(TURN1), key="sk-ant-api03-SECRETSECRET")
+    assert (status, data["error"]["type"]) == (401, "authentication_error")
+    assert "looks like a real Anthropic API key" in data["error"]["message"]
+    assert "SECRET" not in log.getvalue() and "SECRET" not in get(server.url, "/")
+
+
+def test_a_key_longer_than_a_name_is_refused(serve):
+    server, _ = serve()
+    status, _, data = post(server.url, request(TURN1), key="a" * 65)
+    assert status == 401 and "65 characters" in data["error"]["message"]
+
+
+def test_the_load_benchmark_runs_on_tiny_inputs():
+    from bench import server_load
+
+    result = server_load.measure(requests=8, students=(1, 2), storms=(3,), big_mb=1, pause_reps=0)
+    assert [r["students"] for r in result["levels"]] == [1, 2]
+    assert all(r["errors"] == 0 and r["statuses"] == [200] and r["requests"] >= 8 for r in result["levels"])
+    assert result["storms"] == [result["storms"][0] | {"n": 3, "dropped": 0}]
+    assert result["stall"]["big"] == [200, 200, 200]
+    assert result["too_large"]["answer"].startswith("HTTP/1.1 413")
+    assert result["pauses"] is None  # each pause is a process of its own: measured just below
+    assert server_load.parse_pause("parse_json", megabytes=1) >= 0
+    assert "students  requests  requests/s" in server_load.report(result)

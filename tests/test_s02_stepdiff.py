@@ -1,36 +1,35 @@
-"""stepdiff.py: the diff from one step to the next, and its size for the README's step table."""
+"""stepdiff.py: how agent_loop changed from one step to the next, and each step's size for the README."""
 
 from conftest import STEPS, run_script
 
 import stepdiff
 
 
-def test_the_diff_from_s01_to_s02_shows_what_s02_adds():
-    done = run_script("stepdiff.py", "s01", "s02")
+def test_one_step_shows_how_its_loop_changed_from_the_step_before():
+    done = run_script("stepdiff.py", "s02")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[:2] == ["--- s01_agent_loop.py", "+++ s02_tools.py"]
-    assert any(line.startswith("+# -- new in s02:") for line in lines)
-    assert "-def run_tool(block, workspace: Path) -> str:" in lines
-    assert not any(
-        line.startswith(("-def run_bash", "+def run_bash", "-def show_", "+def show_")) for line in lines
-    )
+    assert lines[:2] == ["--- s01_agent_loop.agent_loop", "+++ s02_tools.agent_loop"]
+    assert "-                output = run_tool(block, workspace)" in lines  # s01's one tool ...
+    assert any(line.startswith("+") and "execute(block" in line for line in lines)  # ... is s02's execute()
+    assert not any(line.startswith(("+def ", "-def ")) and "agent_loop" not in line for line in lines)
 
 
 def test_one_step_means_the_diff_from_the_step_before():
-    assert run_script("stepdiff.py", "s02").stdout == run_script("stepdiff.py", "s01", "s02").stdout
+    assert run_script("stepdiff.py", "s05").stdout == run_script("stepdiff.py", "s04", "s05").stdout
 
 
-def test_stat_lists_each_consecutive_pair_with_counts_that_add_up():
+def test_stat_gives_every_step_its_size_and_its_loops_change():
     done = run_script("stepdiff.py", "--stat")
-    assert done.returncode == 0 and len(done.stdout.splitlines()) == len(STEPS) - 1
-    assert done.stdout.splitlines()[0].startswith(f"s01 -> {STEPS[1][:3]}  +")
+    rows = done.stdout.splitlines()
+    assert done.returncode == 0 and len(rows) == len(STEPS)
     steps = stepdiff.scripts()
-    old, new = steps["s01"], steps["s02"]
-    added, removed = stepdiff.stat(old, new)
-    assert added > removed > 0
-    assert added - removed == len(new.read_text().splitlines()) - len(old.read_text().splitlines())
-    assert stepdiff.stat(old, old) == (0, 0)
+    for row, (name, script) in zip(rows, steps.items()):
+        assert row.startswith(f"{name}  {script.name}: {len(script.read_text().splitlines())} lines")
+        assert f"agent_loop {len(stepdiff.loop_source(script))} lines" in row
+    added, removed = stepdiff.stat(steps["s01"], steps["s02"])
+    assert added > removed > 0 and f"loop +{added} -{removed} from s01" in rows[1]
+    assert stepdiff.stat(steps["s03"], steps["s03"]) == (0, 0)
 
 
 def test_an_unknown_step_is_one_line_of_usage():

@@ -13,6 +13,7 @@ from standin import StandIn, message, scripted, text, tool_use
 import replay
 import s01_agent_loop as s01
 import s02_tools as s02
+import support
 
 FIXTURE = ROOT / "fixtures" / "s02_fix_divide_by_zero.json"
 
@@ -320,7 +321,7 @@ def clumsy_model():
 
 
 def test_live_the_loop_answers_every_bad_call_with_an_error_and_finishes(ws, monkeypatch):
-    monkeypatch.setattr(s02, "RUNS", ws.parent / "runs")
+    monkeypatch.setattr(support, "RUNS", ws.parent / "runs")
     with StandIn(clumsy_model()) as api:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
@@ -336,7 +337,7 @@ def test_live_the_loop_answers_every_bad_call_with_an_error_and_finishes(ws, mon
 
 
 def test_live_tools_really_act_in_the_given_workspace(ws, monkeypatch):
-    monkeypatch.setattr(s02, "RUNS", ws.parent / "runs")
+    monkeypatch.setattr(support, "RUNS", ws.parent / "runs")
     edit = tool_use("toolu_1", "edit_file", {"path": "notes.txt", "old_text": "beta", "new_text": "BETA"})
     with StandIn(scripted(message([edit], "tool_use"), message([text("done")]))) as api:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
@@ -354,7 +355,7 @@ class Terminal(io.StringIO):
 
 
 def test_live_at_a_terminal_asks_by_default_and_a_no_is_an_error_result(ws, monkeypatch, capsys):
-    monkeypatch.setattr(s02, "RUNS", ws.parent / "runs")
+    monkeypatch.setattr(support, "RUNS", ws.parent / "runs")
     monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     write = tool_use("toolu_1", "write_file", {"path": "x.txt", "content": "x"})
     with StandIn(scripted(message([write], "tool_use"), message([text("ok, I won't")]))) as api:
@@ -367,7 +368,7 @@ def test_live_at_a_terminal_asks_by_default_and_a_no_is_an_error_result(ws, monk
 
 
 def test_live_without_a_terminal_defaults_to_auto(ws, monkeypatch, capsys):
-    monkeypatch.setattr(s02, "RUNS", ws.parent / "runs")
+    monkeypatch.setattr(support, "RUNS", ws.parent / "runs")
     with StandIn(scripted(message([text("nothing to do")]))) as api:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)

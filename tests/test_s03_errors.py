@@ -5,7 +5,6 @@ Behaviour tests run against every step from s03 on (later steps inherit it); the
 run s03 itself, as a reader would, in a subprocess.
 """
 
-import importlib
 import json
 import os
 import re
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from conftest import ROOT, STEPS, offline_env, run_script
+from conftest import ROOT, STEPS, load_step, offline_env, run_script
 from standin import StandIn, api_error, message, scripted, text, tool_use
 
 import replay
@@ -27,7 +26,7 @@ STEPS_FROM = [s for s in STEPS if s >= "s03"]
 @pytest.fixture(params=STEPS_FROM)
 def step(request):
     """The step module under test: s03, and every later step, which must keep its behaviour."""
-    return importlib.import_module(request.param)
+    return load_step(request.param)
 
 
 @pytest.fixture
@@ -409,7 +408,7 @@ def test_unknown_tool_is_fed_back_and_the_next_turn_uses_a_real_one(replays):
 
 
 def test_help_names_the_default_fixture_and_the_test_only_no_sleep_switch(capsys):
-    s03 = importlib.import_module("s03_errors")
+    s03 = load_step("s03_errors")
     with pytest.raises(SystemExit) as done:
         s03.main(["--help"])
     out = capsys.readouterr().out

@@ -7,7 +7,6 @@ reverse order. Parametrized over every step from s04 on, so later steps keep the
 """
 
 import dataclasses
-import importlib
 import io
 import json
 import random
@@ -16,7 +15,7 @@ import threading
 
 import anthropic
 import pytest
-from conftest import ROOT, STEPS, run_script
+from conftest import ROOT, STEPS, load_step, run_script
 from rich.console import Console
 from standin import StandIn, message, scripted, text, tool_use
 
@@ -30,7 +29,7 @@ WRITES = ("write_file", "edit_file", "bash")
 
 @pytest.fixture(params=STEPS_FROM)
 def step(request):
-    return importlib.import_module(request.param)
+    return load_step(request.param)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ the Ctrl-C tests run the script in a subprocess, as a reader would; live tests g
 stand-in for the API.
 """
 
-import importlib
 import io
 import json
 import re
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from conftest import ROOT, STEPS, offline_env, run_script
+from conftest import ROOT, STEPS, load_step, offline_env, run_script
 from rich.console import Console
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
@@ -33,7 +32,7 @@ SAVED = FIXTURES / "conversations" / "s05_interrupted.json"  # what a Ctrl-C dur
 @pytest.fixture(params=STEPS_FROM)
 def step(request, monkeypatch):
     """The step module under test, its console made quiet: s05, and every later step."""
-    module = importlib.import_module(request.param)
+    module = load_step(request.param)
     monkeypatch.setattr(module, "console", Console(file=io.StringIO(), width=100))
     return module
 

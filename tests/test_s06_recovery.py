@@ -1,13 +1,12 @@
 """s06: the recovery chain — one named transition per iteration, each path on its fixture, the caps,
 the API's rules on every request, trace replay, and live runs over real HTTP against a stand-in."""
 
-import importlib
 import io
 import json
 
 import anthropic
 import pytest
-from conftest import ROOT, STEPS, run_script
+from conftest import ROOT, STEPS, load_step, run_script
 from rich.console import Console
 from standin import Reply, StandIn, api_error, message, text, tool_use
 
@@ -32,7 +31,7 @@ PATHS = {
 @pytest.fixture(params=STEPS_FROM)
 def step(request, monkeypatch):
     """The step module, its console silenced."""
-    module = importlib.import_module(request.param)
+    module = load_step(request.param)
     monkeypatch.setattr(module, "console", Console(file=io.StringIO(), width=100))
     return module
 
@@ -605,7 +604,7 @@ def test_a_bad_hook_retry_count_is_one_line(step, bad, capsys):
 
 @pytest.mark.skipif("s05_budget" not in STEPS, reason="needs s05")
 def test_a_trace_written_by_s05_converts_to_its_exact_requests(step, tmp_path, monkeypatch):
-    s05 = importlib.import_module("s05_budget")
+    s05 = load_step("s05_budget")
     monkeypatch.setattr(s05, "console", Console(file=io.StringIO()))
     fixture = replay.load_fixture(FIXTURES / "s05_streamed.json")
     client, transport = replay.replay_client(fixture, "s05_streamed")

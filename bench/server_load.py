@@ -1,0 +1,426 @@
+"""6. The classroom server under a class's load: requests/s and latency, against a bare HTTP floor.
+
+    python -m bench.server_load              1, 10 and 50 students, plus connect storms and a big request
+    python -m bench.server_load --quick      fewer requests per student
+    python -m bench.server_load --root DIR   the server of another checkout (before -> after), same clients
+
+The server runs as a teacher runs it, `python replay.py serve fixtures/s01_hello_agent.json --port 0`,
+in a process of its own. Each student is a thread here, on one kept-alive HTTP/1.1 connection, sending
+the s01 recording's two requests in turn (turn 1, turn 2, then turn 1 again: a restart) and timing
+each answer. The floor is the smallest server the same library makes: http.server answering one fixed
+JSON reply with keep-alive (`python -m bench.server_load floor`), driven by the same clients; the
+ratio is server / floor. The extra rows are what a class does to a server: everyone connecting at
+once, and one student's 17 MB request while another keeps working.
+
+Loopback only; every loop is bounded in requests and in seconds. Benchmarks print; no test asserts a
+timing (tests/test_replay_server.py runs this on tiny inputs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import http.client
+import json
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+FIXTURE = ROOT / "fixtures" / "s01_hello_agent.json"
+STUDENTS = (1, 10, 50)
+REQUESTS = 2000  # per class size, shared among its students (at least 4 each)
+STORMS = (50, 200)  # connections opened at once
+BIG_MB = 17  # legal: the API's limit is 32 MB
+TOO_BIG_MB = 40
+TIME_LIMIT = 30.0  # seconds, for any one measurement
+HEADERS = {"anthropic-version": "2023-06-01", "content-type": "application/json"}
+
+
+def turns() -> list[bytes]:
+    """The bodies of the s01 recording's requests, as a student's loop sends them."""
+    fixture = json.loads(FIXTURE.read_text())
+    return [json.dumps(e["request"]).encode() for e in fixture["exchanges"]]
+
+
+# -- the servers, each in a process of its own ---------------------------------------------------------
+
+
+@contextmanager
+def server(argv: list[str], cwd: Path = ROOT):
+    """Start a server process that prints its URL on its first line; yield the URL; stop it after."""
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline()).group(0)
+        drain = threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True)
+        drain.start()  # the teacher's log, one line per request, read and dropped
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def replay_server(root: Path = ROOT):
+    """The classroom server as a teacher starts it, from this checkout or another."""
+    return server(["replay.py", "serve", str(FIXTURE.relative_to(ROOT)), "--port", "0"], cwd=root)
+
+
+def floor_server():
+    return server(["-m", "bench.server_load", "floor"])
+
+
+class FloorHandler(BaseHTTPRequestHandler):
+    """The least an HTTP/1.1 server can do: read the body, answer one fixed JSON reply in one write."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    reply = b"{}"
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        head = (
+            f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(self.reply)}\r\n\r\n"
+        )
+        self.wfile.write(head.encode() + self.reply)
+
+    def log_message(self, format, *args):
+        pass
+
+
+class FloorServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # as the replay server's: the floor must not drop a storm either
+
+
+def floor_main() -> None:
+    fixture = json.loads(FIXTURE.read_text())
+    FloorHandler.reply = json.dumps(fixture["exchanges"][0]["response"]["body"]).encode()
+    httpd = FloorServer(("127.0.0.1", 0), FloorHandler)
+    print(f"floor listening on http://127.0.0.1:{httpd.server_address[1]}", flush=True)
+    httpd.serve_forever()
+
+
+# -- the students ----------------------------------------------------------------------------------------
+
+
+def connect(url: str) -> http.client.HTTPConnection:
+    host, port = url.split("//")[1].split(":")
+    return http.client.HTTPConnection(host, int(port), timeout=TIME_LIMIT)
+
+
+def ask(conn: http.client.HTTPConnection, body: bytes, student: str) -> int:
+    conn.request("POST", "/v1/messages", body, HEADERS | {"x-api-key": student})
+    response = conn.getresponse()
+    response.read()
+    return response.status
+
+
+def student(url: str, name: str, n: int, bodies: list[bytes], start: threading.Barrier, out: dict) -> None:
+    """One student on one kept-alive connection: n requests, each timed; errors counted, not raised."""
+    latencies, errors, statuses = [], [], set()
+    try:
+        conn = connect(url)
+        start.wait()
+        deadline = time.monotonic() + TIME_LIMIT
+        for i in range(n):
+            if time.monotonic() > deadline:
+                errors.append("time limit")
+                break
+            began = time.perf_counter()
+            statuses.add(ask(conn, bodies[i % len(bodies)], name))
+            latencies.append(time.perf_counter() - began)
+        conn.close()
+    except (OSError, http.client.HTTPException, threading.BrokenBarrierError) as err:
+        errors.append(type(err).__name__)
+    out[name] = {"latencies": latencies, "errors": errors, "statuses": statuses}
+
+
+def load(url: str, students: int, requests: int) -> dict:
+    """`students` at once, `requests` shared among them: requests/s, p50 and p99 in ms, errors."""
+    each = max(4, requests // students)
+    bodies, out = turns(), {}
+    start = threading.Barrier(students + 1, timeout=TIME_LIMIT)
+    threads = [
+        threading.Thread(target=student, args=(url, f"student{i:03d}", each, bodies, start, out))
+        for i in range(students)
+    ]
+    for t in threads:
+        t.start()
+    start.wait()
+    began = time.perf_counter()
+    for t in threads:
+        t.join(TIME_LIMIT + 5)
+    wall = time.perf_counter() - began
+    latencies = sorted(x for r in out.values() for x in r["latencies"])
+    return {
+        "students": students,
+        "requests": len(latencies),
+        "per_s": len(latencies) / wall if wall else float("nan"),
+        "p50": percentile(latencies, 50) * 1000,
+        "p99": percentile(latencies, 99) * 1000,
+        "errors": sum(len(r["errors"]) for r in out.values()),
+        "statuses": sorted({s for r in out.values() for s in r["statuses"]}),
+    }
+
+
+def percentile(values: list[float], p: int) -> float:
+    if not values:
+        return float("nan")
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1] if len(values) > 1 else values[0]
+
+
+def storm(url: str, n: int) -> dict:
+    """n students connecting at the same moment, one request each: how many were dropped, the slowest."""
+    start = threading.Barrier(n + 1, timeout=TIME_LIMIT)
+    bodies, out = turns()[:1], {}
+    threads = [
+        threading.Thread(target=student, args=(url, f"storm{i:03d}", 1, bodies, start, out)) for i in range(n)
+    ]
+    for t in threads:
+        t.start()
+    start.wait()
+    for t in threads:
+        t.join(TIME_LIMIT + 5)
+    latencies = [x for r in out.values() for x in r["latencies"]]
+    dropped = sum(1 for r in out.values() if r["errors"]) + (n - len(out))
+    return {"n": n, "dropped": dropped, "slowest": max(latencies, default=float("nan")) * 1000}
+
+
+def big_request(megabytes: int) -> bytes:
+    """Turn 2 with a tool's output `megabytes` long, as many small text blocks: legal (under 32 MB),
+    the recording's shape, and the costliest kind of body to parse and check, block by block."""
+    request = json.loads(turns()[1])
+    line = {"type": "text", "text": "x" * 100}
+    blocks = megabytes * 1024 * 1024 // len(json.dumps(line))
+    request["messages"][-1]["content"][0]["content"] = [line] * blocks
+    return json.dumps(request).encode()
+
+
+def stall(url: str, megabytes: int = BIG_MB, rounds: int = 3) -> dict:
+    """One student sends a big request `rounds` times while another keeps asking: the other's slowest."""
+    big, (small, _) = big_request(megabytes), turns()
+    done, out = threading.Event(), {"big": []}
+
+    def heavy():
+        conn = connect(url)
+        for _ in range(rounds):
+            ask(conn, small, "heavy")  # turn 1, so the big turn 2 is the recording's next
+            began = time.perf_counter()
+            out["big"].append((ask(conn, big, "heavy"), time.perf_counter() - began))
+        conn.close()
+        done.set()
+
+    conn = connect(url)
+    ask(conn, small, "light")  # connected and warm before the big requests start
+    latencies, deadline = [], time.monotonic() + TIME_LIMIT
+    thread = threading.Thread(target=heavy)
+    thread.start()
+    while not done.is_set() and time.monotonic() < deadline:
+        began = time.perf_counter()
+        ask(conn, small, "light")
+        latencies.append(time.perf_counter() - began)
+    thread.join(TIME_LIMIT)
+    conn.close()
+    return {
+        "megabytes": megabytes,
+        "big": [status for status, _ in out["big"]],
+        "big_ms": statistics.median(t for _, t in out["big"]) * 1000 if out["big"] else float("nan"),
+        "other_requests": len(latencies),
+        "other_p50": percentile(latencies, 50) * 1000,
+        "other_max": max(latencies, default=float("nan")) * 1000,
+    }
+
+
+def too_large(url: str, megabytes: int = TOO_BIG_MB) -> dict:
+    """Headers claiming a body of `megabytes`, and no body sent: the answer, and how long it took."""
+    with socket.create_connection(url.split("//")[1].split(":"), timeout=TIME_LIMIT) as sock:
+        began = time.perf_counter()
+        sock.sendall(
+            b"POST /v1/messages HTTP/1.1\r\nhost: bench\r\nx-api-key: bench\r\n"
+            b"anthropic-version: 2023-06-01\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n" % (megabytes * 1024 * 1024)
+        )
+        try:
+            first = sock.recv(65536).split(b"\r\n", 1)[0].decode(errors="replace")
+        except OSError as err:
+            first = f"no answer ({type(err).__name__})"
+        return {"megabytes": megabytes, "answer": first, "ms": (time.perf_counter() - began) * 1000}
+
+
+def longest_pause(work, tick: float = 0.0005) -> float:
+    """Run `work` while another thread ticks every `tick` s: the longest that thread waited, in ms."""
+    gaps, stop = [0.0], threading.Event()
+
+    def ticker():
+        last = time.perf_counter()
+        while not stop.is_set():
+            time.sleep(tick)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    time.sleep(0.02)
+    try:
+        work()
+    finally:
+        stop.set()
+        thread.join()
+    return max(gaps) * 1000
+
+
+PARSES = ("json.loads", "parse_json", "frozen")
+
+
+def parse_pause(variant: str, megabytes: int = BIG_MB) -> float:
+    """In a process set up as the server is (its modules, the fixture loaded): the longest pause of
+    another thread while one big body is parsed by `variant`, one of PARSES ("frozen": parse_json
+    after gc.freeze(), as `replay.py serve` does once serving)."""
+    import replay_server
+
+    replay_server.load_fixtures([str(FIXTURE)])
+    raw = big_request(megabytes)
+    if variant == "frozen":
+        gc.freeze()
+    parse = json.loads if variant == "json.loads" else replay_server.parse_json
+    return longest_pause(lambda: parse(raw))
+
+
+def parse_pauses(megabytes: int = BIG_MB, reps: int = 3) -> dict:
+    """parse_pause of each variant, each in a fresh process, `reps` times interleaved: the worst of each.
+
+    A fresh process each time, because whether a parse meets a full collection of everything the
+    imports left depends on what came before it: the server's first big request meets one.
+    """
+    worst = dict.fromkeys(PARSES, 0.0)
+    for _ in range(reps):
+        for variant in PARSES:
+            argv = [
+                sys.executable,
+                "-m",
+                "bench.server_load",
+                "pause",
+                variant,
+                "--megabytes",
+                str(megabytes),
+            ]
+            done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+            worst[variant] = max(worst[variant], float(done.stdout.strip() or "nan"))
+    return {"megabytes": megabytes, "reps": reps} | worst
+
+
+def measure(
+    requests: int = REQUESTS,
+    students=STUDENTS,
+    storms=STORMS,
+    big_mb: int = BIG_MB,
+    root: Path = ROOT,
+    pause_reps: int = 3,
+) -> dict:
+    """Every figure of this benchmark: the floor and the server at each class size, storms, stall, 413."""
+    result = {"levels": [], "storms": []}
+    with floor_server() as url:
+        floor = {n: load(url, n, requests) for n in students}
+    with replay_server(root) as url:
+        load(url, 1, 20)  # warm: imports done, first replies built
+        for n in students:
+            level = load(url, n, requests)
+            level["floor_per_s"] = floor[n]["per_s"]
+            level["floor_p50"] = floor[n]["p50"]
+            level["ratio"] = level["per_s"] / floor[n]["per_s"]
+            result["levels"].append(level)
+        result["storms"] = [storm(url, n) for n in storms]
+        result["stall"] = stall(url, big_mb)
+        result["too_large"] = too_large(url)
+    result["pauses"] = parse_pauses(big_mb, pause_reps) if pause_reps else None
+    return result
+
+
+def report(result: dict) -> str:
+    """The whole result as the terminal shows it: a line per class size, then what a class does."""
+    lines = ["students  requests  requests/s  floor req/s  server/floor  p50 ms  p99 ms  floor p50  errors"]
+    for r in result["levels"]:
+        lines.append(
+            f"{r['students']:>8}  {r['requests']:>8}  {r['per_s']:>10.0f}  {r['floor_per_s']:>11.0f}  "
+            f"{r['ratio']:>12.2f}  {r['p50']:>6.2f}  {r['p99']:>6.1f}  {r['floor_p50']:>9.2f}  "
+            f"{r['errors']:>6}  statuses {r['statuses']}"
+        )
+    return "\n".join(lines + what_a_class_does(result))
+
+
+def what_a_class_does(result: dict) -> list[str]:
+    """The storms, the big request and the refused one, a line each."""
+    lines = []
+    for s in result["storms"]:
+        dropped, slowest = s["dropped"], s["slowest"]
+        lines.append(
+            f"{s['n']} students connecting at once: {dropped} dropped, slowest answer {slowest:.0f} ms"
+        )
+    st = result["stall"]
+    lines.append(
+        f"one student's {st['megabytes']} MB request (answers {st['big']}, {st['big_ms']:.0f} ms each): "
+        f"another student's {st['other_requests']} requests meanwhile, p50 {st['other_p50']:.2f} ms, "
+        f"slowest {st['other_max']:.0f} ms"
+    )
+    t = result["too_large"]
+    lines.append(f"headers claiming {t['megabytes']} MB, no body: {t['answer']!r} after {t['ms']:.1f} ms")
+    p = result["pauses"]
+    if p is None:
+        return lines
+    lines.append(
+        f"longest pause of other threads while a {p['megabytes']} MB body is parsed (worst of "
+        f"{p['reps']}): json.loads "
+        f"{p['json.loads']:.0f} ms, the server's parse_json {p['parse_json']:.0f} ms, "
+        f"and after gc.freeze() {p['frozen']:.0f} ms"
+    )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "what", nargs="*", help="`floor`: the floor server alone; `pause VARIANT`: one parse_pause"
+    )
+    parser.add_argument("--megabytes", type=int, default=BIG_MB, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="fewer requests per student")
+    parser.add_argument(
+        "--root", type=Path, default=ROOT, help="serve from this checkout (default: this one)"
+    )
+    args = parser.parse_args(argv)
+    if args.what == ["floor"]:
+        floor_main()
+        return 0
+    if args.what[:1] == ["pause"] and args.what[1:] and args.what[1] in PARSES:
+        print(parse_pause(args.what[1], args.megabytes))
+        return 0
+    if args.what:
+        parser.error(f"unknown {' '.join(args.what)!r}: give `floor`, `pause {'|'.join(PARSES)}`, or nothing")
+    quick = {"requests": 100, "pause_reps": 1} if args.quick else {}
+    if args.root.resolve() != ROOT:  # the parse pauses use this checkout's parse_json: not the other's
+        quick["pause_reps"] = 0
+    print(report(measure(**quick, root=args.root.resolve())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""threads.py — server-held conversations (the SDK's message threads), for replay and the classroom server.
+
+With the beta `message-threads-2026-08-12`, a client sends the whole conversation once, with
+`thread: {"type": "create"}`. The server holds it, the reply included, under the reply's `id`. Each
+later request carries `thread: {"type": "continue", "previous_message_id": <that id>}` and only the
+new messages; `system` and `tools` stay with the thread and are not sent again. The response looks
+as always: the client reads the next `previous_message_id` from the reply's own `id`. The SDK's
+tool runner (`client.beta.messages.tool_runner`) works this way by default (anthropic 2.14,
+`lib/threads/_thread_state.py`).
+
+Replay serves a thread by rebuilding the request the client would have sent without one: what the
+thread holds, then what came now. That request is then checked by the API's rules and compared with
+the recording like any other. What replay cannot hold is refused as the API refuses it, a 400 with
+`error.details.error_code: "thread_unsupported_request"`; the SDK then drops the thread and sends the
+whole history itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BETA = "message-threads-2026-08-12"  # the anthropic-beta value the SDK sends along with `thread`
+HELD_BY_THREAD = ("system", "tools")  # a continue takes these from the thread; the API refuses them resent
+# Fields whose effect on a held conversation happens on the server (edits, another model answering):
+# replay cannot reproduce that, so a thread with them is refused and the SDK falls back by itself.
+CANNOT_HOLD = ("context_management", "fallbacks")
+THREAD_SHAPES = '{"type": "create"} or {"type": "continue", "previous_message_id": "msg_..."}'
+
+
+class Refusal(Exception):
+    """A thread request answered with the API's own error: HTTP status, error type, message, error_code."""
+
+    def __init__(self, status: int, kind: str, message: str, code: str | None = None, **details):
+        super().__init__(message)
+        self.status, self.kind = status, kind
+        self.details = {"error_code": code, **details} if code else None
+
+    def body(self) -> dict:
+        error = {"type": self.kind, "message": str(self)}
+        if self.details:
+            error["details"] = self.details
+        return {"type": "error", "error": error}
+
+
+@dataclass
+class Held:
+    """One thread as the server keeps it after a reply."""
+
+    fields: dict  # system and tools, as the `create` sent them
+    messages: list  # the whole conversation, ending with the reply
+
+
+class Threads:
+    """The threads one client has on a replay, by the id of the reply each ends with.
+
+    A replay's reply ids come from its recording, so there are never more threads than recorded replies.
+    """
+
+    def __init__(self):
+        self.held: dict[str, Held] = {}
+        self.continued: set[str] = set()  # replies a continue has moved on from: each is continued once
+
+    def expand(self, body: dict) -> tuple[dict, dict | None]:
+        """The request as it would be without a thread (what is held comes first), and its `thread` field.
+
+        A request without `thread` comes back unchanged. A thread replay cannot serve raises Refusal.
+        """
+        thread = body.get("thread")
+        if thread is None:
+            return body, None
+        if not isinstance(thread, dict) or thread.get("type") not in ("create", "continue"):
+            raise Refusal(400, "invalid_request_error", f"thread: must be {THREAD_SHAPES}")
+        unsupported = [name for name in CANNOT_HOLD if body.get(name) is not None]
+        if unsupported:
+            raise Refusal(
+                400,
+                "invalid_request_error",
+                f"a replay cannot hold a thread with {', '.join(unsupported)}: "
+                "send the whole conversation without `thread`",
+                "thread_unsupported_request",
+                unsupported=unsupported,
+            )
+        request = {key: value for key, value in body.items() if key != "thread"}
+        if thread["type"] == "create":
+            return request, thread
+        held = self.find(thread.get("previous_message_id"), body)
+        if not isinstance(body.get("messages"), list):
+            raise Refusal(400, "invalid_request_error", "messages: must be a list of {role, content} objects")
+        return held.fields | request | {"messages": held.messages + body["messages"]}, thread
+
+    def find(self, previous, body: dict) -> Held:
+        """The thread a continue names; the API's error when there is none, or it moved on, or is resent."""
+        if not isinstance(previous, str) or not previous:
+            raise Refusal(400, "invalid_request_error", "thread.previous_message_id: a continue needs the id")
+        if previous in self.continued:
+            raise Refusal(
+                400,
+                "invalid_request_error",
+                f"thread.previous_message_id: {previous} was already continued, and a reply is continued "
+                "once — continue from the thread's latest reply id",
+                "thread_already_continued",
+            )
+        if previous not in self.held:
+            raise Refusal(
+                404,
+                "not_found_error",
+                f"thread.previous_message_id: no thread here ends with the reply {previous} — send the "
+                'whole conversation with thread {"type": "create"}',
+                "thread_not_found",
+            )
+        resent = [name for name in HELD_BY_THREAD if name in body]
+        if resent:
+            raise Refusal(
+                400,
+                "invalid_request_error",
+                f"{' and '.join(resent)}: a continue takes these from the thread and must not send them; "
+                "to change them, start a new thread with the whole conversation",
+            )
+        return self.held[previous]
+
+    def hold(self, thread: dict | None, request: dict, reply: dict | None) -> None:
+        """After a reply to a thread request: hold the conversation, reply included, under the reply's id.
+
+        `request` is the expanded request (see `expand`); `reply` is the Message served, None for an
+        error, which leaves every thread as it was (the client may send the same request again).
+        """
+        if thread is None or reply is None or not isinstance(reply.get("id"), str):
+            return
+        if thread["type"] == "continue":
+            previous = thread["previous_message_id"]
+            self.held.pop(previous, None)
+            self.continued.add(previous)
+        fields = {name: request[name] for name in HELD_BY_THREAD if name in request}
+        self.continued.discard(reply["id"])  # a replay restarted from turn 1 hands out the same ids again
+        self.held[reply["id"]] = Held(fields, with_reply(request["messages"], reply.get("content", [])))
+
+
+def with_reply(messages: list, content: list) -> list:
+    """The conversation with the reply appended. A conversation that ends on the assistant (a turn
+    paused with pause_turn, resumed by a continue with no new messages) is continued by the reply, so
+    its content joins that message, as the API holds one turn."""
+    last = messages[-1] if messages else {}
+    if last.get("role") != "assistant":
+        return [*messages, {"role": "assistant", "content": content}]
+    before = last.get("content")
+    before = [{"type": "text", "text": before}] if isinstance(before, str) else list(before or [])
+    return [*messages[:-1], {"role": "assistant", "content": before + content}]
