@@ -275,15 +275,19 @@ def read_json(path: str | Path, what: str = "fixture", hint: str = "fix the file
     up to MAX_JSON_BYTES. NaN and Infinity are not JSON and are refused, and so is nesting past
     MAX_JSON_DEPTH, so that nothing later can hit a RecursionError on it.
     """
-    return _parse_json(path, _read_regular_file(path, what), what, hint)
+    return _parse_json(path, read_bytes(path, what), what, hint)
 
 
-def _read_regular_file(path: str | Path, what: str) -> bytes:
+def read_bytes(path: str | Path, what: str) -> bytes:
+    """The bytes of a regular file the user named, at most MAX_JSON_BYTES; else one WorkbookError line."""
     try:  # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        hint = "see `ls fixtures/` for the ones that exist" if what == "fixture" else "check the path"
-        raise WorkbookError(f"{path}: no such {what} — {hint}") from None
+        if what == "fixture":
+            raise WorkbookError(
+                f"{path}: no such fixture — see `ls fixtures/` for the ones that exist"
+            ) from None
+        raise WorkbookError(f"{path}: no such file — check the path to the {what}") from None
     except IsADirectoryError:
         raise WorkbookError(f"{path}: is a folder, not a {what} file — name the .json file inside") from None
     except (OSError, ValueError) as err:  # permission denied, a name with a NUL byte, ...
@@ -318,7 +322,8 @@ def _parse_json(path, raw: bytes, what: str, hint: str):
     except RecursionError:
         raise WorkbookError(f"{path}: nested too deeply to be a {what} — {hint}") from None
     except (UnicodeDecodeError, ValueError) as err:  # JSONDecodeError is a ValueError; so is 5,000 digits
-        raise WorkbookError(f"{path}: not a JSON {what} ({_one_line(err)}) — {hint}") from None
+        kind = "a JSON fixture" if what == "fixture" else f"a {what} (not JSON)"
+        raise WorkbookError(f"{path}: not {kind}: {_one_line(err)} — {hint}") from None
 
 
 JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included (unrolled: fast)
@@ -508,7 +513,7 @@ def vetted(command) -> bool:
 
 def trust(path: str | Path) -> str:
     """Add a fixture, as it is now, to the trust list; an older entry for the same path is replaced."""
-    raw = _read_regular_file(path, "fixture")
+    raw = read_bytes(path, "fixture")
     fixture = _checked(path, _parse_json(path, raw, "fixture", "fix the file or re-record it"))
     name, digest = _display_name(Path(path)), fixture_digest(raw)
     entry, lines = f"{digest}  {name}", _trust_lines()
@@ -547,6 +552,7 @@ def recorded_commands(fixture: dict) -> list[str]:
 # -- fixtures: load and check ----------------------------------------------------------------------
 
 STEPS = ("s01_agent_loop", "s02_tools", "s03_errors", "s04_parallel", "s05_budget", "s06_recovery")
+UNGATED = ("s01_agent_loop",)  # steps with no permission gate: they replay only trusted fixtures' commands
 CONVERSATIONS = ROOT / "fixtures" / "conversations"  # saved conversations a fixture may resume
 
 
@@ -558,7 +564,7 @@ def load_fixture(path: str | Path) -> dict:
 def _load(path: str | Path) -> tuple[dict, bytes]:
     """The checked fixture and the exact bytes it came from (what trust is judged on)."""
     try:
-        raw = _read_regular_file(path, "fixture")
+        raw = read_bytes(path, "fixture")
         fixture = _checked(path, _parse_json(path, raw, "fixture", "fix the file or re-record it"))
     except FixtureError:
         raise
@@ -697,7 +703,7 @@ FIXTURE_FLAGS = {
     "--no-stream": (5, None),
     "--resume": (5, _conversation),
     "--web-search": (6, None),
-    "--stop-hook": (6, _command),  # a shell command: an untrusted fixture may not carry one (see start)
+    "--stop-hook": (6, _command),  # a shell command: from an untrusted fixture, it meets the gate (s06)
     "--stop-hook-retries": (6, _whole(0)),
 }
 
@@ -1471,11 +1477,10 @@ def _start_replay(path: Path, model: str, client_options: dict, script: str = ""
     fixture, raw = _load(path)
     trusted = is_trusted(raw)
     name = _display_name(path)
-    hooks = [a for a in fixture.get("args", []) if a.partition("=")[0] == "--stop-hook"]
-    if hooks and not trusted and getattr(args, "permission", None) != "all":
+    if not trusted and script in UNGATED and recorded_commands(fixture):
         raise FixtureError(
-            f"{name}: its args run a shell command (--stop-hook) and it is not on the trust list — "
-            f"read it, then `python replay.py trust {name}` (or add --permission all) to run it"
+            f"{name}: {script} runs commands with no permission gate, and this fixture is not on the "
+            f"trust list — read it, then `python replay.py trust {name}`, or replay it with s02 or later"
         )
     lenient = bool(os.environ.get(REBUILD_ENV))
     client, transport = replay_client(fixture, name, not lenient, True, **client_options)

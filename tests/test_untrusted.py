@@ -2,12 +2,15 @@
 and what it writes only whole. Each test is one finding of the red-team pass (issue 15)."""
 
 import copy
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import tracemalloc
 from argparse import Namespace
 from pathlib import Path
 
@@ -16,6 +19,10 @@ from conftest import ROOT, offline_env, run_script
 from standin import StandIn, message, scripted, text, tool_use
 
 import replay
+import s01_agent_loop as s01
+import s02_tools as s02
+import s03_errors as s03
+import support
 
 HELLO = ROOT / "fixtures" / "s01_hello_agent.json"
 BUDGET = ROOT / "fixtures" / "s05_max_steps.json"
@@ -251,7 +258,7 @@ def test_every_fixture_in_the_repo_is_trusted_as_it_is_now():
         )
 
 
-def start(*argv, **env):
+def start(*argv, script="s02_tools", **env):
     args = Namespace(
         task=None,
         replay=None,
@@ -271,7 +278,7 @@ def start(*argv, **env):
         patch.delenv("ANTHROPIC_API_KEY", raising=False)
         for name, value in env.items():
             patch.setenv(name, value)
-        return replay.start(args, "claude-sonnet-5", "s01_agent_loop")
+        return replay.start(args, "claude-sonnet-5", script)
 
 
 def test_a_copy_of_a_project_fixture_is_trusted_and_an_edited_one_is_not(tmp_path):
@@ -307,11 +314,11 @@ def test_only_a_trusted_fixtures_commands_are_vetted(tmp_path, monkeypatch):
     assert replay.vetted("ls") and not replay.vetted("rm -rf ~")
 
 
-def test_an_untrusted_stop_hook_does_not_run(tmp_path):
-    hook = fixture(STOP_HOOK, args=["--stop-hook", "touch pwned"])
-    (tmp_path / "f.json").write_text(json.dumps(hook))
-    with pytest.raises(replay.FixtureError, match="replay.py trust"):
-        start("--replay", str(tmp_path / "f.json"))
+def test_s01_has_no_gate_so_it_replays_only_trusted_commands(tmp_path):
+    (tmp_path / "f.json").write_text(json.dumps(fixture(description="shared by a stranger")))
+    with pytest.raises(replay.FixtureError, match="no permission gate.*replay.py trust"):
+        start("--replay", str(tmp_path / "f.json"), script="s01_agent_loop")
+    start("--replay", str(HELLO), script="s01_agent_loop").finish()  # the project's own: trusted
 
 
 # -- secrets stay home -----------------------------------------------------------------------------
@@ -512,3 +519,192 @@ def test_ctrl_c_while_replay_py_starts_is_not_a_traceback():
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert "Traceback" not in out + err
+
+
+# -- the steps: bash's environment, the gate, file tools, limits, saves ------------------------------
+
+
+@pytest.mark.parametrize("run_bash", [s01.run_bash, s03.run_bash], ids=["s01", "s03-s06"])
+def test_bash_runs_without_the_key(run_bash, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-never-in-a-tool-1")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://u:pw-never-in-a-tool@example.com")
+    output = run_bash("env; echo key=$ANTHROPIC_API_KEY", tmp_path)
+    assert "never-in-a-tool" not in output and "ANTHROPIC_" not in output and "PATH=" in output
+
+
+def call(name: str, tool_input: dict, workspace: Path, permission: str = "auto"):
+    block = anthropic_block(name, tool_input)
+    return s02.execute(block, workspace, permission)
+
+
+def anthropic_block(name: str, tool_input: dict):
+    import anthropic
+
+    return anthropic.types.ToolUseBlock(type="tool_use", id="toolu_t", name=name, input=tool_input)
+
+
+@pytest.fixture
+def ws(tmp_path):
+    """A workspace beside a folder the model must not touch."""
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "keep.txt").write_text("keep")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("alpha\nbeta\n")
+    return workspace.resolve()
+
+
+ESCAPES = [  # what the red-team pass ran under the old denylist, and more of the same
+    "rm --recursive --force ../victim",
+    "echo x > ../victim/keep.txt",
+    "find .. -delete",
+    "ls; rm -r ../victim",
+    "ls && rm -r ../victim",
+    "ls\nrm -r ../victim",
+    "ls & rm -r ../victim",
+    "cat ../victim/keep.txt",
+    "cat /etc/hostname",
+    "echo $(rm -r ../victim)",
+    "echo `rm -r ../victim`",
+    "cat < ../victim/keep.txt",
+    "python3 -c 'import shutil; shutil.rmtree(\"../victim\")'",
+]
+
+
+@pytest.mark.parametrize("command", ESCAPES)
+def test_auto_runs_only_read_only_commands_and_says_how_to_allow_the_rest(ws, command):
+    output, is_error = call("bash", {"command": command}, ws)  # pytest's stdin is no terminal
+    assert is_error and output.startswith("not run:")
+    assert "--permission ask" in output and "--permission all" in output
+    assert (ws.parent / "victim" / "keep.txt").read_text() == "keep"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_auto_asks_at_a_terminal_for_what_it_will_not_run_alone(ws, monkeypatch):
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    output, is_error = call("bash", {"command": "touch made"}, ws)
+    assert not is_error and (ws / "made").exists()
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+    output, is_error = call("bash", {"command": "touch refused"}, ws)
+    assert is_error and "said no" in output and not (ws / "refused").exists()
+
+
+def test_permission_all_runs_every_command_unasked(ws):
+    output, is_error = call("bash", {"command": "touch made && ls"}, ws, "all")
+    assert not is_error and "made" in output
+
+
+def test_an_edited_copy_of_a_trusted_fixture_meets_the_gate(run_main, tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "VETTED", set())  # as in a fresh process: no trusted fixture loaded yet
+    edited = json.loads((ROOT / "fixtures" / "s02_fix_divide_by_zero.json").read_text())
+    (tmp_path / "f.json").write_text(json.dumps(edited | {"description": "edited"}))
+    code, out = run_main("s02_tools", "--replay", str(tmp_path / "f.json"))
+    assert code == 1 and "not on the trust list" in out and "not run:" in out  # the diff shows why
+    code, out = run_main("s02_tools")  # the project's own, as it is: its commands run unasked
+    assert code == 0, out
+
+
+def test_an_untrusted_stop_hook_meets_the_gate(run_main, tmp_path):
+    hooked = fixture(STOP_HOOK, args=["--stop-hook", "touch pwned"])
+    (tmp_path / "f.json").write_text(json.dumps(hooked))
+    code, out = run_main("s06_recovery", "--replay", str(tmp_path / "f.json"))
+    assert code == 1 and "the fixture's --stop-hook 'touch pwned': not run:" in out
+    assert len(out.strip().splitlines()) == 3  # the banner, the task, the one line
+
+
+def test_read_file_refuses_a_fifo_instead_of_hanging(ws):
+    os.mkfifo(ws / "pipe")
+    done = []
+    worker = threading.Thread(
+        target=lambda: done.append(call("read_file", {"path": "pipe"}, ws)), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=10)
+    assert done, "read_file hung on a FIFO"
+    output, is_error = done[0]
+    assert is_error and "not a regular file" in output
+
+
+def test_read_file_reads_only_what_the_result_carries(ws):
+    with open(ws / "huge.log", "wb") as file:  # sparse: 300 MB that take no disk
+        file.write(b"first line\n")
+        file.truncate(300_000_000)
+        file.seek(-10, os.SEEK_END)
+        file.write(b"last line\n")
+    tracemalloc.start()
+    output, is_error = call("read_file", {"path": "huge.log"}, ws)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert not is_error and output.startswith("first line") and output.endswith("last line\n")
+    assert "bytes in the middle not read" in output and peak < 5_000_000
+
+
+def test_writing_or_editing_something_that_is_not_a_file_is_refused(ws):
+    os.mkfifo(ws / "pipe")
+    assert call("write_file", {"path": "pipe", "content": "x"}, ws)[1] is True
+    assert call("edit_file", {"path": "pipe", "old_text": "a", "new_text": "b"}, ws)[1] is True
+
+
+@pytest.mark.parametrize("step", ["s05_budget", "s06_recovery"])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--max-cost", "nan"),
+        ("--max-cost", "inf"),
+        ("--max-cost", "-1"),
+        ("--max-steps", "0"),
+        ("--max-steps", "-1"),
+    ],
+)
+def test_nonsense_limits_are_refused_by_the_parser_in_one_line(run_main, step, flag, value):
+    code, out = run_main(step, flag, value)
+    assert code == 2 and flag in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_a_folder_or_a_deep_file_as_resume_is_one_line(run_main, tmp_path):
+    (tmp_path / "deep.json").write_text("[" * 50_000 + "]" * 50_000)
+    for bad in (tmp_path, tmp_path / "deep.json"):
+        code, out = run_main("s05_budget", "--resume", str(bad))
+        assert code == 1 and "Traceback" not in out and str(bad) in out.splitlines()[-1], out
+
+
+SAVER = """
+import sys, support
+messages = [{"role": "user", "content": "x" * 1_000_000} for _ in range(30)]
+while True:
+    support.save_conversation(messages, __import__("pathlib").Path(sys.argv[1]))
+"""
+
+
+def test_kill_9_during_a_conversation_save_leaves_it_whole(tmp_path):
+    saved = tmp_path / "conversation.json"
+    saved.write_text(json.dumps([{"role": "user", "content": "the old one"}]))
+    proc = subprocess.Popen([sys.executable, "-c", SAVER, str(saved)], cwd=ROOT, env=offline_env())
+    time.sleep(2)
+    assert proc.poll() is None
+    proc.kill()
+    proc.wait()
+    assert isinstance(json.loads(saved.read_text()), list)  # the old list or the new one, never a torn one
+
+
+def test_saves_and_logs_never_hold_the_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-leaked-in-a-reply-7")
+    said = [{"role": "user", "content": "my key is sk-ant-leaked-in-a-reply-7"}]
+    support.save_conversation(said, tmp_path / "conversation.json")
+    support.append_line(tmp_path / "trace.jsonl", {"event": "x", "said": said})
+    for name in ("conversation.json", "trace.jsonl"):
+        assert "sk-ant-leaked-in-a-reply-7" not in (tmp_path / name).read_text()
+
+
+@pytest.mark.parametrize("step", ["s02_tools", "s05_budget", "s06_recovery"])
+def test_ctrl_c_while_a_step_starts_is_not_a_traceback(step):
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, f"{step}.py"], cwd=ROOT, env=offline_env(), **pipes)
+    time.sleep(0.3)  # while it imports the SDK
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in out + err and "interrupted" in out + err
