@@ -680,15 +680,25 @@ while True:
 """
 
 
-def test_kill_9_during_a_conversation_save_leaves_it_whole(tmp_path):
+@pytest.mark.parametrize("after", [1.5, 2.0, 2.5])
+def test_kill_9_during_a_conversation_save_leaves_it_whole(tmp_path, after):
     saved = tmp_path / "conversation.json"
     saved.write_text(json.dumps([{"role": "user", "content": "the old one"}]))
     proc = subprocess.Popen([sys.executable, "-c", SAVER, str(saved)], cwd=ROOT, env=offline_env())
-    time.sleep(2)
+    time.sleep(after)
     assert proc.poll() is None
     proc.kill()
     proc.wait()
     assert isinstance(json.loads(saved.read_text()), list)  # the old list or the new one, never a torn one
+
+
+def test_a_save_replaces_the_file_instead_of_rewriting_it_in_place(tmp_path):
+    saved = tmp_path / "conversation.json"
+    support.save_conversation([{"role": "user", "content": "first"}], saved)
+    before = saved.stat().st_ino
+    support.save_conversation([{"role": "user", "content": "second"}], saved)
+    assert saved.stat().st_ino != before  # a new file renamed over the old: never truncated, then written
+    assert [p.name for p in tmp_path.iterdir()] == ["conversation.json"]  # no temp file left behind
 
 
 def test_saves_and_logs_never_hold_the_key(tmp_path, monkeypatch):
