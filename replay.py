@@ -1489,8 +1489,8 @@ def _start_replay(path: Path, model: str, client_options: dict, script: str = ""
     # docs/benchmarks.md: a whole replay drops to about the cost of `import anthropic` alone.
     gc.freeze()
     workspace = copy_workspace(fixture["workspace"])
-    banner = f"offline replay of {name} ({fixture['provenance']}"
-    banner += ")" if trusted else "; not on the trust list, so its commands go through the permission gate)"
+    banner = f"offline replay of {name} ({fixture['provenance']}); no API key used"
+    banner += "" if trusted else "; not on the trust list, so its commands go through the permission gate"
     if not getattr(args, "replay", None):
         step = f"{script or 'sNN_step'}.py"
         banner += f'; to run live, set ANTHROPIC_API_KEY and give a task: python {step} "list the files"'

@@ -2,8 +2,8 @@
 
 Adds over s01: six tools as JSON Schema and a dispatch map, in place of one hard-wired bash call.
 Every call goes through `execute()`: its input checked against the schema, a permission gate
-(`--permission ask|auto|deny|all`), file paths kept inside the workspace, long output cut in the middle,
-one audit line. A refusal is an `is_error` tool_result the model can read and correct.
+(`--permission ask|auto|deny|all`; auto runs unasked only an allowlist of read-only commands), file paths
+kept inside the workspace, long output cut. A refusal is an `is_error` result the model can read.
 
     user task
         |
