@@ -21,6 +21,7 @@ Command line (for fixture authors and teachers):
     python replay.py trust FIXTURE             after reading it: let a replay run its recorded commands
                                                unasked (adds its sha256 to fixtures/TRUSTED)
     python replay.py serve FIXTURE [--port N]  classroom replay server (see replay_server.py)
+    python replay.py grade [--json] -- CMD     grade any agent loop up the workbook's ladder (see grade.py)
 """
 
 from __future__ import annotations
@@ -1625,12 +1626,12 @@ def rebuild(path: str) -> int:
         _remove_tree(folder)
 
 
-USAGE = "usage: python replay.py check FIXTURE... | rebuild FIXTURE... | trust FIXTURE... | serve FIXTURE"
+USAGE = "usage: python replay.py check|rebuild|trust FIXTURE... | serve FIXTURE | grade (see --help)"
 
 
 def main(argv: list[str]) -> int:
-    """`check`, `rebuild`, `trust` or `serve` (see the module docstring)."""
-    if not argv or argv[0] not in ("check", "rebuild", "trust", "serve"):
+    """`check`, `rebuild`, `trust`, `serve` or `grade` (see the module docstring)."""
+    if not argv or argv[0] not in ("check", "rebuild", "trust", "serve", "grade"):
         print(USAGE, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
@@ -1639,6 +1640,10 @@ def main(argv: list[str]) -> int:
             import replay_server
 
             return replay_server.main(rest)
+        if command == "grade":
+            import grade
+
+            return grade.main(rest)
         if not rest:
             example = f"python replay.py {command} fixtures/*.json"
             print(f"error: {command} needs one or more fixture files, e.g. {example}", file=sys.stderr)

@@ -161,6 +161,7 @@ class Classroom:
         self.lock = threading.Lock()  # guards the two dicts above only, never a check
         self.max_students = max_students
         self.out = out or sys.stdout
+        self.observer = None  # grade.py's hook: observer(student, fixture, turn, body, reply, mistake)
 
     def answer(self, student: str, body, chosen: str | None) -> Reply:
         """The reply to one request from one student; a mistake becomes a 400 and a log line."""
@@ -183,9 +184,11 @@ class Classroom:
                 cursor.mistakes += 1
                 cursor.last = f"{mistake.status} {mistake}"
                 self.log(student, name, self.turn(name, cursor.served + 1), cursor.last)
+                self.observe(student, name, cursor.served + 1, body, None, mistake)
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
             cursor.last = describe(reply)
             self.log(student, name, self.turn(name, cursor.served), note + cursor.last)
+            self.observe(student, name, cursor.served, body, reply, None)
             return reply
 
     def desk(self, student: str) -> threading.Lock:
@@ -208,6 +211,11 @@ class Classroom:
         """This student's place in this fixture, made at their first request to it."""
         with self.lock:
             return self.cursors.setdefault((student, name), Cursor())
+
+    def observe(self, student: str, name: str, turn: int, body, reply: Reply | None, mistake) -> None:
+        """Tell the observer, if any, what one request got: the recorded reply of `turn`, or a mistake."""
+        if self.observer:
+            self.observer(student, name, turn, body, reply, mistake)
 
     def pick(self, body, chosen: str | None) -> str:
         """The fixture a request asks for: the header, else model "replay:NAME", else the default."""

@@ -125,8 +125,9 @@ def label(block, limit: int = 44) -> str:
 
 
 def show_timeline(timeline: list, width: int = 40) -> None:
-    """s04: which calls ran together (same group) and how long each took, as bars on one time axis."""
-    if not timeline:
+    """s04: which calls ran together (same group) and how long each took, as bars on one time axis.
+    A turn of one call has nothing to compare, so it shows none."""
+    if len(timeline) < 2:
         return
     start, end = min(t.started for t in timeline), max(t.ended for t in timeline)
     scale = width / max(end - start, 1e-9)

@@ -35,6 +35,14 @@ def load_step(name: str):
     return importlib.import_module(name)
 
 
+def owner(name: str, attr: str):
+    """The module whose global `attr` the step `name` really uses: the step itself, else the latest step
+    before it that defines (or imports) it. Steps import what they inherit, so s06 runs s03's run_bash."""
+    names = steps()
+    chain = [load_step(n) for n in reversed(names[: names.index(name) + 1])]
+    return next((m for m in chain if attr in vars(m)), chain[0])
+
+
 def offline_env(**extra) -> dict:
     """A reader's environment with no API key, so every script replays its fixture offline."""
     drop = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID", "WORKBOOK_REBUILD")

@@ -40,7 +40,7 @@ import anthropic
 import httpx2
 
 import replay
-from bench.common import frozen, gc_pauses, load_step, quiet, replaced, timing
+from bench.common import frozen, gc_pauses, load_step, owner, quiet, replaced, timing
 from bench.whatif import applied
 
 TASK = "Run the command once per turn until you have run it enough times, then say done."
@@ -162,9 +162,10 @@ def run_loop(module, http_client, workspace: Path, turns: int, console_class=Non
         kwargs["budget"] = unlimited(getattr(module, BUDGET))
     if "workspace" in params:
         kwargs["workspace"] = workspace
-    target = next((name for name in STUB_TARGETS if hasattr(module, name)), None)
-    memo = _Memo(getattr(module, target)) if target else None
-    with quiet(module, console_class), replaced(module, target, memo) if target else _nothing():
+    target = next((name for name in STUB_TARGETS if hasattr(owner(module.__name__, name), name)), None)
+    home = owner(module.__name__, target) if target else module  # s06 runs s03's run_bash: stub it there
+    memo = _Memo(getattr(home, target)) if target else None
+    with quiet(module, console_class), replaced(home, target, memo) if target else _nothing():
         module.agent_loop(client, [{"role": "user", "content": TASK}], **kwargs)
     return memo
 

@@ -238,15 +238,20 @@ def test_an_unknown_thread_id_gets_the_apis_not_found_error(client_for):
     assert "msg_never_sent" in caught.value.message
 
 
-def test_a_reply_is_continued_once(client_for):
-    client = client_for()
-    first = client.beta.messages.create(
+def start_thread(client):
+    """s01's task as the first turn of a new thread."""
+    return client.beta.messages.create(
         model=MODEL,
         max_tokens=100,
         messages=[{"role": "user", "content": S01["task"]}],
         thread={"type": "create"},
         betas=[threads.BETA],
     )
+
+
+def test_a_reply_is_continued_once(client_for):
+    client = client_for()
+    first = start_thread(client)
     second = continue_from(client, first.id, answers_to(first))
     assert second.stop_reason == "end_turn"
     with pytest.raises(anthropic.BadRequestError) as caught:
@@ -256,13 +261,7 @@ def test_a_reply_is_continued_once(client_for):
 
 def test_a_continue_is_checked_as_the_whole_conversation(client_for):
     client = client_for()
-    first = client.beta.messages.create(
-        model=MODEL,
-        max_tokens=100,
-        messages=[{"role": "user", "content": S01["task"]}],
-        thread={"type": "create"},
-        betas=[threads.BETA],
-    )
+    first = start_thread(client)
     one_answer_missing = answers_to(first)
     one_answer_missing[0]["content"].pop()
     with pytest.raises((anthropic.BadRequestError, replay.ReplayMismatch)) as caught:
