@@ -58,6 +58,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from itertools import accumulate
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -403,7 +404,7 @@ def _fsync_folder(folder: Path) -> None:
 
 def write_json(path: str | Path, value) -> Path:
     """`value` as indented JSON, its secrets scrubbed, written atomically (fixtures, saved conversations)."""
-    return write_atomic(path, json.dumps(scrub_secrets(value), indent=2, ensure_ascii=False) + "\n")
+    return write_atomic(path, scrub_json(json.dumps(value, indent=2, ensure_ascii=False)) + "\n")
 
 
 # -- secrets: the key stays in this process ------------------------------------------------------
@@ -416,10 +417,13 @@ def credential_values(environ=None) -> list[str]:
     """The secrets this process holds: every ANTHROPIC_* value that is a key, token or password,
     and the userinfo of ANTHROPIC_BASE_URL. Longest first, so a key containing another is scrubbed whole."""
     environ = os.environ if environ is None else environ
+    return list(_credentials(tuple(sorted((k, v) for k, v in environ.items() if k.startswith("ANTHROPIC_")))))
+
+
+@lru_cache(maxsize=8)  # every trace and audit line asks: worked out once per set of variables
+def _credentials(variables: tuple) -> tuple[str, ...]:
     found = set()
-    for name, value in environ.items():
-        if not name.startswith("ANTHROPIC_"):
-            continue
+    for name, value in variables:
         if name.endswith("_URL"):  # a URL's user:password and its query may each hold a key
             parts = urlsplit(value)
             if parts.password or parts.query:  # then the whole URL is a secret too, as env prints it
@@ -427,8 +431,8 @@ def credential_values(environ=None) -> list[str]:
                 found.update(m.group(0).rstrip("@") for m in USERINFO.finditer(value))
         elif any(word in name for word in ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH", "HEADERS")):
             found.add(value)
-    found = {unquote(s) for s in found if isinstance(s, str)} | {s for s in found if isinstance(s, str)}
-    return sorted((s for s in found if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True)
+    found |= {unquote(s) for s in found}
+    return tuple(sorted((s for s in found if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True))
 
 
 def scrub_secrets(value, secrets: list[str] | None = None):
@@ -447,6 +451,15 @@ def scrub_secrets(value, secrets: list[str] | None = None):
     if isinstance(value, list | tuple):
         return [scrub_secrets(item, secrets) for item in value]
     return value
+
+
+def scrub_json(text: str) -> str:
+    """JSON text with every secret removed: scrub_secrets for a document already serialized, in one pass
+    over the text (each secret also as JSON escapes it). Traces and audit lines are scrubbed this way."""
+    for secret in credential_values():
+        for form in {secret, json.dumps(secret, ensure_ascii=False)[1:-1]}:
+            text = text.replace(form, "[secret removed]") if form in text else text
+    return USERINFO.sub("", text) if "@" in text else text
 
 
 def tool_environment(environ=None) -> dict:

@@ -381,7 +381,7 @@ def trace(path: Path | None, event: str, **fields) -> None:
 def append_line(path: Path, value) -> None:
     """One JSON line appended with a single write() and no buffer, every secret scrubbed first: a crash,
     even kill -9, loses nothing written before it and leaves no half line (trace, audit log)."""
-    line = json.dumps(replay.scrub_secrets(plain(value)), ensure_ascii=False) + "\n"
+    line = replay.scrub_json(json.dumps(plain(value), ensure_ascii=False)) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode(errors="backslashreplace"))  # a lone surrogate the model sent, escaped
