@@ -94,7 +94,7 @@ DEFAULT_FIXTURE = "fixtures/s02_fix_divide_by_zero.json"
 
 PERMISSIONS = ("ask", "auto", "deny", "all")  # --permission: ask, decide alone, reads only, allow all
 # What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs).
-# An allowlist: a denylist of rm and sudo let `rm --recursive --force ../dir` and `find . -delete` by.
+# An allowlist, since the denylist it replaced let `rm --recursive --force ../dir` and `find . -delete` pass.
 READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
 SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
 DANGEROUS = {  # regular expression -> the warning a person sees when asked (and a recorded denial)

@@ -302,21 +302,17 @@ def save_conversation(messages: list, path: Path) -> Path:
     return replay.write_json(path, plain(messages))
 
 
-def regular_file(target: Path, name: str, limit: float = float("inf")):
+def regular_file(target: Path, name: str, max_bytes: float = float("inf")):
     """`target` opened to read if it is a regular file (a FIFO would hang the run, a device never ends)
-    of at most `limit` bytes; else a ValueError naming it as the model did (`name`): an is_error result."""
+    of at most `max_bytes`; else an error naming it as the model did (`name`): an is_error result."""
     fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, and fstat refuses it
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
         os.close(fd)
         if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, "Is a directory", name)
-        why = (
-            f"over {limit:,.0f} bytes"
-            if stat.S_ISREG(info.st_mode)
-            else "not a regular file (a pipe or device?)"
-        )
-        raise ValueError(f"{name}: {why}")
+        regular = stat.S_ISREG(info.st_mode)
+        raise ValueError(f"{name}: " + (f"over {max_bytes:,.0f} bytes" if regular else "not a regular file"))
     return os.fdopen(fd, "rb")
 
 
