@@ -25,9 +25,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import replay  # isort: split
+
 import anthropic
 
-import replay
 import support
 
 MODEL = "claude-sonnet-5"
@@ -53,9 +54,16 @@ DEFAULT_FIXTURE = "fixtures/s01_hello_agent.json"
 
 def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
     """Run one shell command in the workspace; report its output and exit code as text."""
-    try:
+    try:  # no ANTHROPIC_* variable in its environment: a command that prints env cannot leak the key
         done = subprocess.run(
-            command, shell=True, cwd=workspace, capture_output=True, text=True, timeout=timeout
+            command,
+            shell=True,
+            cwd=workspace,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=replay.tool_environment(),
+            stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
         return f"error: the command timed out after {timeout} s and was stopped"

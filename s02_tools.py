@@ -2,8 +2,8 @@
 
 Adds over s01: six tools as JSON Schema and a dispatch map, in place of one hard-wired bash call.
 Every call goes through `execute()`: its input checked against the schema, a permission gate
-(`--permission ask|auto|deny`), file paths kept inside the workspace, long output cut in the middle,
-one audit line. A refusal is an `is_error` tool_result the model can read and correct.
+(`--permission ask|auto|deny|all`; auto runs unasked only an allowlist of read-only commands), file paths
+kept inside the workspace, long output cut. A refusal is an `is_error` result the model can read.
 
     user task
         |
@@ -26,17 +26,19 @@ Run: python s02_tools.py            offline replay of its fixture, no key needed
 
 import json
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import replay  # isort: split
+
 import anthropic
 import fastjsonschema
 from rich.markup import escape
 
-import replay
 import support
 from s01_agent_loop import MAX_TOKENS, MODEL, run_bash
 from s01_agent_loop import TOOLS as BASH
@@ -90,14 +92,19 @@ DEFAULT_FIXTURE = "fixtures/s02_fix_divide_by_zero.json"
 
 # -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox, a permission gate ---
 
-PERMISSIONS = ("ask", "auto", "deny")  # --permission: ask a person, allow, or allow only reads
-DANGEROUS = {  # regular expression -> why a person must say yes first, whatever --permission says
+PERMISSIONS = ("ask", "auto", "deny", "all")  # --permission: ask, decide alone, reads only, allow all
+# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs).
+# An allowlist, since the denylist it replaced let `rm --recursive --force ../dir` and `find . -delete` pass.
+READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
+SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
+DANGEROUS = {  # regular expression -> the warning a person sees when asked (and a recorded denial)
     r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
     r"\bsudo\b": "sudo acts as root, beyond the workspace",
     r"\bgit\s+push\b": "git push publishes beyond this machine",
     r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
 }
 MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
+MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
 
 
 class ToolError(Exception):
@@ -128,11 +135,14 @@ def bash(workspace: Path, command: str) -> str:
 
 
 def read_file(workspace: Path, path: str) -> str:
-    return inside(workspace, path).read_text(errors="replace")
+    """A regular file's text, no more of it than a result carries (its head and tail): never a FIFO."""
+    return support.read_text(inside(workspace, path), path, MAX_OUTPUT - 100)  # bytes: room for the cut note
 
 
 def write_file(workspace: Path, path: str, content: str) -> str:
     target = inside(workspace, path)
+    if target.exists() and not target.is_file():
+        raise ToolError(f"{path}: not a regular file (a folder, a pipe or a device); write files only")
     target.parent.mkdir(parents=True, exist_ok=True)
     return f"wrote {target.write_text(content)} characters to {path}"
 
@@ -140,7 +150,8 @@ def write_file(workspace: Path, path: str, content: str) -> str:
 def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
     """Replace the one occurrence of old_text; none or several is an error, never a guess."""
     target = inside(workspace, path)
-    text = target.read_text()
+    with support.regular_file(target, path, MAX_FILE_BYTES):  # a file, and one small enough to edit in memory
+        text = target.read_text()
     if text.count(old_text) != 1:
         found = f"occurs {text.count(old_text)} times" if old_text in text else "does not occur"
         raise ToolError(f"old_text {found} in {path}; it must match exactly once (quote more of the file)")
@@ -157,6 +168,7 @@ def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
         "\n".join(
             f"{file.relative_to(workspace)}:{n}: {line}"
             for file in matching(workspace, glob)
+            if file.stat().st_size <= MAX_FILE_BYTES
             for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
             if regex.search(line)
         )
@@ -203,21 +215,44 @@ def ask_person(tool: Tool, data: dict, danger: str | None) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def not_read_only(command: str) -> str | None:
+    """Why auto may not run `command` unasked, or None: an allowlist runs only what it knows."""
+    syntax = sorted(set(command) & SHELL_SYNTAX)
+    if syntax:
+        return f"it uses shell syntax ({' '.join(syntax)!r})"
+    try:
+        words = shlex.split(command)  # the words as the shell will see them, quotes removed
+    except ValueError:
+        return "its quotes do not pair up"
+    if not words or words[0] not in READ_ONLY_COMMANDS:
+        return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
+    outside = [w for w in words[1:] if w[:1] in "/-" and "/" in w or "=/" in w or ".." in re.split("[=/]", w)]
+    return f"{outside[0]!r} leaves the workspace" if outside else None
+
+
 def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
-    """(decision, refusal or None): reads pass; the rest follow --permission; danger needs a yes."""
-    danger = next((why for rx, why in DANGEROUS.items() if re.search(rx, data.get("command", ""))), None)
-    if tool.read_only:
-        return "read-only", None
+    """(decision, refusal or None): reads pass; the rest follow --permission. Under auto a command runs
+    unasked if it is read-only or a trusted fixture recorded it; any other asks, or is refused."""
+    command = data.get("command", "") if tool.name == "bash" else None
+    danger = next((why for rx, why in DANGEROUS.items() if re.search(rx, command or "")), None)
+    if tool.read_only or permission == "all":
+        return ("read-only" if tool.read_only else "allowed"), None
     if permission == "deny":
         return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    if danger and permission == "auto":
+    why = not_read_only(command) if command is not None and not replay.vetted(command) else None
+    if why and permission == "auto" and not sys.stdin.isatty():
+        return "refused", (
+            f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
+            "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
+        )
+    if danger and permission == "auto" and replay.vetted(command):  # denied when recorded: so again
         return "denied", (
             f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
             "(--permission auto). Do without it, or leave it to the user."
         )
-    if permission == "ask" and not ask_person(tool, data, danger):
+    if (permission == "ask" or why) and not ask_person(tool, data, danger):
         return "denied", "denied: the user said no to this call. Do not retry it; do something else."
-    return ("approved" if permission == "ask" else "allowed"), None
+    return ("approved" if permission == "ask" or why else "allowed"), None
 
 
 def admit(block, permission: str) -> tuple[str, str | None]:
@@ -277,8 +312,7 @@ def log_call(audit: Path | None, block, decision: str, output: str, is_error: bo
     if audit:
         line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
         line |= {"ms": round((time.monotonic() - started) * 1000), "chars": len(output), "is_error": is_error}
-        with audit.open("a") as log:
-            log.write(json.dumps(line) + "\n")  # ASCII: any input the model sends can be logged
+        support.append_line(audit, line)  # one write, the key scrubbed: a crash leaves no half line
 
 
 def audit_path(run: replay.Run, script: str = "s02") -> Path:
@@ -291,8 +325,9 @@ def add_flags(parser) -> None:
     parser.add_argument(
         "--permission",
         choices=PERMISSIONS,
-        help="ask before writes and bash (default at a terminal), auto (default otherwise: allow all "
-        "but dangerous commands), deny (read-only tools only)",
+        help="ask: before writes and bash (default live at a terminal); auto: writes, read-only commands "
+        "and a trusted fixture's run unasked, other commands ask (no terminal: refused); deny: reads "
+        "only; all: everything unasked (only in a folder you can lose)",
     )
 
 

@@ -40,9 +40,10 @@ from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+import replay  # isort: split
+
 import anthropic
 
-import replay
 import s02_tools as s02
 import support
 from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
@@ -67,6 +68,7 @@ def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT, wait=No
         text=True,
         errors="replace",  # output that is not UTF-8 is still output, not an exception
         start_new_session=True,
+        env=replay.tool_environment(),  # as in s01: the key stays in this process
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

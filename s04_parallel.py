@@ -34,9 +34,10 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import replay  # isort: split
+
 import anthropic
 
-import replay
 import s02_tools as s02
 import support
 from s01_agent_loop import MAX_TOKENS, MODEL

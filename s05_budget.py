@@ -33,9 +33,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+import replay  # isort: split
+
 import anthropic
 
-import replay
 import s02_tools as s02
 import s03_errors as s03
 import s04_parallel as s04
@@ -330,11 +331,11 @@ RESUME_FIXTURE = "fixtures/s05_resume.json"  # what --resume replays offline
 
 def add_flags(parser) -> None:
     """The limits, --resume, where the conversation and the trace go, and --no-stream."""
-    add = parser.add_argument
-    add("--max-steps", type=int, default=MAX_STEPS, metavar="N", help=f"model calls (default {MAX_STEPS})")
-    add("--max-tokens-total", type=int, default=MAX_TOKENS_TOTAL, metavar="N", help="tokens in + out")
-    add("--max-input-tokens", type=int, default=MAX_INPUT_TOKENS, metavar="N", help="input, one request")
-    add("--max-cost", type=float, default=MAX_COST, metavar="DOLLARS", help="estimated (warned at 80%%)")
+    add, whole, dollars = parser.add_argument, support.limit, support.dollars  # 0, -1, nan: refused, 1 line
+    add("--max-steps", type=whole, default=MAX_STEPS, metavar="N", help=f"model calls (default {MAX_STEPS})")
+    add("--max-tokens-total", type=whole, default=MAX_TOKENS_TOTAL, metavar="N", help="tokens in + out")
+    add("--max-input-tokens", type=whole, default=MAX_INPUT_TOKENS, metavar="N", help="input, one request")
+    add("--max-cost", type=dollars, default=MAX_COST, metavar="DOLLARS", help="estimated (warned at 80%%)")
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
     add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")

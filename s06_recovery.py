@@ -24,9 +24,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import replay  # isort: split
+
 import anthropic
 
-import replay
 import s02_tools as s02
 import s03_errors as s03
 import s04_parallel as s04

@@ -8,10 +8,13 @@ Not a step. The steps import it so that each one can hold only its mechanism and
   (JSON lines) and a trace turned back into a fixture.
 """
 
+import argparse
+import errno
 import json
+import math
 import os
+import stat
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from datetime import datetime
@@ -246,6 +249,24 @@ def resume_mode(args, fixture: str, instruction: str):
     return args
 
 
+def limit(text: str) -> int:
+    """A limit that is a whole number of at least 1 (0 or -1 would stop a run before it starts)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def dollars(text: str) -> float:
+    """A cost cap: a finite number above 0 (nan or inf would turn the cap off, -1 stop at once)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of dollars above 0")
+    return value
+
+
 def count(text: str) -> int:
     """A whole number, 0 or more, for a flag; argparse turns the ValueError into one line."""
     if not text.isdigit():
@@ -269,9 +290,18 @@ def run_line(run: replay.Run, flags: list) -> dict:
 
 
 def with_fixture_flags(parser, argv: list[str] | None, run: replay.Run):
-    """s05 on: in replay, the fixture's own flags (its `args`, e.g. --max-steps 3) apply; the reader's win."""
-    extra = (run.fixture or {}).get("args", [])
-    return parser.parse_args([*extra, *(sys.argv[1:] if argv is None else argv)])
+    """s05 on: in replay, the fixture's own flags (its checked `args`, e.g. --max-steps 3) apply; the
+    reader's win. A command among them (s06's --stop-hook) is a stranger's: s02's gate decides on it
+    before the run starts, as it does for the bash commands a fixture's model asks for."""
+    args = parser.parse_args([*run.fixture_args, *(sys.argv[1:] if argv is None else argv)])
+    hook = getattr(args, "stop_hook", None)
+    if hook and (hook in run.fixture_args or f"--stop-hook={hook}" in run.fixture_args):
+        import s02_tools as s02  # the gate is s02's lesson; this only hands it what came from the fixture
+
+        permission = permission_for(args.permission, run)
+        if refusal := s02.gate(s02.REGISTRY["bash"], {"command": hook}, permission)[1]:
+            raise replay.WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
+    return args
 
 
 def streaming(args, run: replay.Run) -> bool:
@@ -309,10 +339,34 @@ def plain(value):
 
 
 def save_conversation(messages: list, path: Path) -> Path:
-    """The messages list as plain JSON, to read after a stop (and, from s05 on, to resume)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(plain(messages), indent=2, ensure_ascii=False) + "\n")
-    return path
+    """The messages list as plain JSON, to read after a stop (and, from s05 on, to resume): written
+    whole or not at all (a temp file renamed over the old one), the API key scrubbed."""
+    return replay.write_json(path, plain(messages))
+
+
+def regular_file(target: Path, name: str, max_bytes: float = float("inf")):
+    """`target` opened to read if it is a regular file (a FIFO would hang the run, a device never ends)
+    of at most `max_bytes`; else an error naming it as the model did (`name`): an is_error result."""
+    fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, and fstat refuses it
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", name)
+        regular = stat.S_ISREG(info.st_mode)
+        raise ValueError(f"{name}: " + (f"over {max_bytes:,.0f} bytes" if regular else "not a regular file"))
+    return os.fdopen(fd, "rb")
+
+
+def read_text(target: Path, name: str, budget: int) -> str:
+    """A regular file's text, reading at most `budget` bytes: all of it, or its head and tail."""
+    with regular_file(target, name) as file:
+        size = os.fstat(file.fileno()).st_size
+        if size <= budget:
+            return target.read_text(errors="replace")
+        head, _, tail = file.read(budget // 2), file.seek(size - budget // 2), file.read(budget // 2)
+    cut = f"\n… [{size - budget:,} bytes in the middle not read] …\n"
+    return head.decode(errors="replace") + cut + tail.decode(errors="replace")
 
 
 def repo_path(name: str) -> Path:
@@ -332,18 +386,12 @@ def replay_leniently_unless_recorded(run: replay.Run, messages: list) -> list:
 
 
 def load_conversation(path: Path) -> list:
-    """A saved conversation, checked against the API's rules; any problem is one line saying what to do."""
-    try:
-        messages = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise replay.WorkbookError(
-            f"{path}: no such file — give the path a run printed after its stop"
-        ) from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise replay.WorkbookError(f"{path}: not a saved conversation (not JSON)") from None
-    problems = replay.api_rule_problems(messages) if isinstance(messages, list) else ["it is not a list"]
+    """A saved conversation, checked against the API's rules; any problem is one line saying what to do
+    (a folder or a pipe is refused unread, and so is a file of the wrong shape at any depth)."""
+    messages = replay.read_json(path, "saved conversation", "give the path a run printed after its stop")
+    problems = replay.messages_problems(messages) or replay.api_rule_problems(messages)
     if problems:
-        raise replay.WorkbookError(f"{path}: cannot continue this conversation — {problems[0]}")
+        raise replay.WorkbookError(f"{path}: cannot continue this conversation — {problems[0].lstrip('.')}")
     return messages
 
 
@@ -363,14 +411,18 @@ def load_conversation(path: Path) -> list:
 
 
 def trace(path: Path | None, event: str, **fields) -> None:
-    """Append one line to the trace with a single write() and no buffer: a crash, even kill -9, loses
-    nothing written before it and leaves no half line."""
-    if path is None:
-        return
-    line = json.dumps(plain({"event": event, **fields}), ensure_ascii=False) + "\n"
+    """Append one line to the trace (see append_line)."""
+    if path is not None:
+        append_line(path, {"event": event, **fields})
+
+
+def append_line(path: Path, value) -> None:
+    """One JSON line appended with a single write() and no buffer, every secret scrubbed first: a crash,
+    even kill -9, loses nothing written before it and leaves no half line (trace, audit log)."""
+    line = replay.scrub_json(json.dumps(plain(value), ensure_ascii=False)) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line.encode())
+        os.write(fd, line.encode(errors="backslashreplace"))  # a lone surrogate the model sent, escaped
     finally:
         os.close(fd)
 
@@ -425,12 +477,20 @@ def trace_to_fixture(path: Path, script: str = "s06_recovery") -> dict:
     The tools run again, in the workspace the `run` line names (a fixture's, when the trace came from a
     replay; a live run's folder is not copied: put its files in fixtures/workspace/<name>/ and set
     `workspace`). Live tool output differs from machine to machine, so requests are compared by structure."""
+    raw = replay.read_bytes(path, "trace")  # a regular file of sane size, or one line saying why not
     try:
-        lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        if replay.text_depth(raw) > replay.MAX_JSON_DEPTH:
+            raise ValueError(f"nested more than {replay.MAX_JSON_DEPTH} levels deep")
+        lines = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+        return fixture_from_trace(lines, path, script)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as err:  # not what --trace writes
         raise replay.FixtureError(
-            f"{path}: not a JSON-lines trace ({err}) — give a file --trace wrote"
+            f"{path}: not a JSON-lines trace ({err!r:.120}) — give a file --trace wrote"
         ) from None
+
+
+def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
+    """trace_to_fixture's work, on the trace's parsed lines."""
     runs = [i for i, line in enumerate(lines) if line.get("event") == "run"] or [0]
     lines = lines[runs[-1] :]  # a trace file appended to by several runs: the last one
     start = next((line for line in lines if line.get("event") == "start"), {})
@@ -476,6 +536,6 @@ def traced_response(call: dict, request: dict) -> dict:
 
 def fixture_file(trace_file: str, script: str) -> str:
     """s06: convert a trace to a fixture file in a temp folder, for --replay."""
-    target = Path(tempfile.mkdtemp(prefix="workbook-trace-")) / (Path(trace_file).stem + ".json")
-    target.write_text(json.dumps(trace_to_fixture(Path(trace_file), script), indent=2, ensure_ascii=False))
+    target = replay.new_run_folder() / (Path(trace_file).stem + ".json")  # removed with the run's copies
+    replay.write_json(target, trace_to_fixture(Path(trace_file), script))
     return str(target)

@@ -202,7 +202,7 @@ def test_live_mode_runs_the_loop_over_http(run_main, tmp_path):
     assert "wrote live" in out and "live:" in out
 
 
-def test_record_then_replay_offline(run_main, tmp_path):
+def test_record_then_replay_offline(run_main, tmp_path, monkeypatch):
     recording = tmp_path / "recorded.json"
     with StandIn(live_session()) as api:
         code, out = live(
@@ -214,6 +214,10 @@ def test_record_then_replay_offline(run_main, tmp_path):
     fixture = replay.load_fixture(recording)
     assert fixture["provenance"] == "recorded" and fixture["recorded"]["sdk"].startswith("anthropic ")
     assert len(fixture["exchanges"]) == 2
+    refused, out = run_main("s01_agent_loop", "--replay", str(recording))  # s01 has no gate: trusted only
+    assert refused == 1 and "replay.py trust" in out
+    monkeypatch.setattr(replay, "TRUST_FILE", tmp_path / "TRUSTED")
+    replay.trust(recording)  # the reader read it (or recorded it), and says so
     again, out = run_main("s01_agent_loop", "--replay", str(recording))
     assert again == 0, out
     assert "wrote live" in out and "offline replay of" in out

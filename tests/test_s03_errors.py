@@ -38,8 +38,10 @@ def ws(tmp_path):
 
 
 def call(step, name: str, tool_input: dict, workspace: Path):
+    """One call through the step's execute(); --permission all, since these tests are about errors, and
+    auto runs only read-only commands unasked (tests/test_s02_tools.py tests that)."""
     block = anthropic.types.ToolUseBlock(type="tool_use", id="toolu_t", name=name, input=tool_input)
-    return step.execute(block, workspace)
+    return step.execute(block, workspace, "all")
 
 
 # -- tool failures are results the model reads ------------------------------------------------------
@@ -298,11 +300,11 @@ def test_live_a_429_with_retry_after_is_waited_out_then_the_task_completes(live,
 
 
 def test_live_a_500_then_success_mid_task_keeps_the_conversation(live, step, capsys):
-    first = message([tool_use("toolu_1", "bash", {"command": "wc -l < notes.txt"})], "tool_use")
+    first = message([tool_use("toolu_1", "bash", {"command": "wc -l notes.txt"})], "tool_use")  # read-only
     code, requests, out, _ = live(scripted(first, api_error(500, "api_error", "oops"), finish()), capsys)
     assert code == 0 and len(requests) == 3
     assert requests[1]["body"] == requests[2]["body"]  # the retry resends the same conversation
-    assert requests[2]["body"]["messages"][2]["content"][0]["content"] == "2\n[exit code 0]"
+    assert requests[2]["body"]["messages"][2]["content"][0]["content"] == "2 notes.txt\n[exit code 0]"
 
 
 def test_live_a_403_stops_at_once_with_advice_and_the_conversation(live, step, capsys):

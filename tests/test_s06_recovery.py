@@ -518,7 +518,9 @@ def test_live_a_tool_use_cut_three_ways_is_never_run_and_always_answered(step, t
             cut = {"command": "echo partial > cut.txt; echo and then some"}
             return message([text("running"), tool_use(f"toolu_cut{n}", "bash", cut)], "max_tokens")
         if n == 2:
-            return message([tool_use("toolu_ok", "bash", {"command": "echo ok > ok.txt"})], "tool_use")
+            return message(
+                [tool_use("toolu_ok", "write_file", {"path": "ok.txt", "content": "ok"})], "tool_use"
+            )
         return message([text("done")])
 
     names, api = live_loop(step, brain, tmp_path)
