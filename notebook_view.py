@@ -460,14 +460,29 @@ def long_run(turns: int, step: str, context_limit: int | None = None) -> dict:
     bash call per turn whose output is about 1.9 kB. With `context_limit`, a request over it gets the
     API's 400 "prompt is too long" (for s06). Returns the input tokens of every answered request, and
     how many requests were refused as too long or asked for a summary (compaction)."""
+    import inspect
+
+    from bench import per_turn
     from bench.common import load_step
-    from bench.per_turn import ScriptedModel, run_loop, scripted_responses
     from bench.tokens import COMMAND, per_turn_tokens
 
-    model = ScriptedModel(scripted_responses(turns, COMMAND), context_limit)
-    http = anthropic_client(model)
-    with tempfile.TemporaryDirectory(prefix="long-run-") as workspace:
-        run_loop(load_step(step), http, Path(workspace), turns, console_class=plain_console)
+    module = load_step(step)
+    model = per_turn.ScriptedModel(per_turn.scripted_responses(turns, COMMAND), context_limit)
+    # The command is not on s02's allowlist of read-only commands: let it run (--permission all), or
+    # every result would be a short refusal and the history would not grow as a real run's does.
+    allow = {"permission": "all"} if "permission" in inspect.signature(module.agent_loop).parameters else {}
+    saved = per_turn.LOOP_KWARGS.get(step)
+    per_turn.LOOP_KWARGS[step] = {**(saved or {}), **allow}
+    try:
+        with tempfile.TemporaryDirectory(prefix="long-run-") as workspace:
+            per_turn.run_loop(
+                module, anthropic_client(model), Path(workspace), turns, console_class=plain_console
+            )
+    finally:
+        if saved is None:
+            del per_turn.LOOP_KWARGS[step]
+        else:
+            per_turn.LOOP_KWARGS[step] = saved
     exchanges = model.exchanges
     return {
         "tokens": per_turn_tokens({"exchanges": exchanges}),

@@ -255,6 +255,12 @@ def test_a_long_run_resends_its_history_and_collapse_keeps_it_under_the_limit():
     assert sum(collapsed["tokens"]) < sum(plain["tokens"])
 
 
+def test_every_turn_of_a_long_run_really_runs_its_command_in_every_step():
+    for step in ("s02_tools", "s06_recovery"):
+        tokens = view.long_run(4, step)["tokens"]
+        assert min(b - a for a, b in zip(tokens, tokens[1:])) > 400, step  # ~1.9 kB of output a turn
+
+
 def test_a_tight_limit_makes_s06_compact_as_well():
     run = view.long_run(40, "s06_recovery", context_limit=3000)
     assert run["summaries"] >= 1 and run["refused"] > run["summaries"]
