@@ -22,7 +22,7 @@ one line saying what to do, the conversation saved, exit 1.
            | is_error result the model reads         |  as information
            +=========================================+
 
-Run: python s03_errors.py            offline replay: a failing test run is the model's best feedback
+Run: python s03_errors.py            offline replay: a 529 and a 429 retried on the way to fixing a test
      python s03_errors.py --replay fixtures/s03_overloaded_then_ok.json   529, 429, then success
      python s03_errors.py --replay fixtures/s03_bad_key.json              401: a clean fatal stop
      python s03_errors.py "task"     live, with ANTHROPIC_API_KEY
@@ -49,7 +49,7 @@ import support
 from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError, audit_path, truncate
 
-DEFAULT_FIXTURE = "fixtures/s03_fix_failing_test.json"
+DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
 
 
 # -- new in s03: errors are data — tool failures as results, one visible retry layer, clean stops ---

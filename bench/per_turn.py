@@ -152,11 +152,16 @@ class _Memo:
         return self.output
 
 
-def run_loop(module, http_client, workspace: Path, turns: int, console_class=None) -> _Memo | None:
-    """Run the step's agent_loop on TASK with the given HTTP client, quiet and with its tool stubbed."""
+def run_loop(
+    module, http_client, workspace: Path, turns: int, console_class=None, permission: str | None = None
+) -> _Memo | None:
+    """Run the step's agent_loop on TASK with the given HTTP client, quiet and with its tool stubbed.
+    `permission` (s02 on): e.g. "all" for a command s02's auto mode would refuse, as a user who trusts it."""
     client = anthropic.Anthropic(api_key="bench", http_client=http_client, max_retries=0)
     kwargs = dict(LOOP_KWARGS.get(module.__name__, {}))
     params = inspect.signature(module.agent_loop).parameters
+    if permission and "permission" in params:
+        kwargs["permission"] = permission
     kwargs |= {name: turns + 5 for name in STEP_LIMITS if name in params and name not in kwargs}
     if "budget" in params and "budget" not in kwargs and hasattr(module, BUDGET):
         kwargs["budget"] = unlimited(getattr(module, BUDGET))
@@ -186,15 +191,18 @@ class _nothing:
 
 
 def make_long_fixture(
-    turns: int = 200, step: str = "s01_agent_loop", context_limit: int | None = None, command: str = NO_OP
+    turns: int = 200,
+    step: str = "s01_agent_loop",
+    context_limit: int | None = None,
+    command: str = NO_OP,
+    permission: str | None = None,
 ) -> dict:
     """A scripted fixture of `turns` model turns whose requests are the ones `step`'s loop sends."""
     module = load_step(step)
     model = ScriptedModel(scripted_responses(turns, command), context_limit)
+    http = anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(model))
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        run_loop(
-            module, anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(model)), Path(tmp), turns
-        )
+        run_loop(module, http, Path(tmp), turns, permission=permission)
     return {
         "script": step,
         "scenario": f"long_{turns}",

@@ -16,6 +16,7 @@ from bench.per_turn import estimate_tokens, make_long_fixture
 
 CHECKPOINTS = (1, 10, 50, 100, 150, 200)
 COMMAND = "seq 1 500 # {n}"  # about 1.9 kB of output per call: a file read's worth, long enough to collapse
+# (s02's auto mode runs only read-only commands it knows, so the s06 run says --permission all)
 COLLAPSE_STEP = "s06"
 COLLAPSE_AT = 0.5  # the context limit for s06, as a share of the last request's size without collapse
 
@@ -71,7 +72,7 @@ def collapse_fixture(plain: dict) -> tuple[dict | None, str]:
     limit = int(per_turn_tokens(plain)[-1] * COLLAPSE_AT)
     turns = len(per_turn_tokens(plain))
     try:
-        fixture = make_long_fixture(turns, step, context_limit=limit, command=COMMAND)
+        fixture = make_long_fixture(turns, step, context_limit=limit, command=COMMAND, permission="all")
         return fixture, f"{step}, context limit {limit:,} tokens"
     except Exception as err:  # a step in progress: report, do not stop the table
         return None, f"n/a ({step} failed on the long fixture: {type(err).__name__}: {err})"

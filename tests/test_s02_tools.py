@@ -261,7 +261,7 @@ def test_the_audit_log_has_one_line_per_call(ws):
     assert all(isinstance(x["ms"], int) for x in lines)
 
 
-# -- the fixture: seed 003's walk-through, replayed --------------------------------------------------
+# -- the fixture: the divide-by-zero walk-through, replayed --------------------------------------------------
 
 
 def replay_fixture(fixture: dict):
