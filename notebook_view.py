@@ -24,6 +24,7 @@ Nothing here is lesson: it only reads what the loop did.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import tempfile
 import textwrap
@@ -408,11 +409,7 @@ def answered_input_tokens(responses: list) -> list[int]:
 
 
 def running_sum(values: list[int]) -> list[int]:
-    total, sums = 0, []
-    for value in values:
-        total += value
-        sums.append(total)
-    return sums
+    return list(itertools.accumulate(values))
 
 
 def tokens_chart(series: dict[str, list[int]], title: str, limit: int | None = None):

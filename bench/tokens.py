@@ -11,6 +11,8 @@ its column counts only the requests that were answered (a rejected request is no
 
 from __future__ import annotations
 
+import itertools
+
 from bench.common import has_step
 from bench.per_turn import estimate_tokens, make_long_fixture
 
@@ -27,11 +29,7 @@ def per_turn_tokens(fixture: dict) -> list[int]:
 
 
 def cumulative(values: list[int]) -> list[int]:
-    total, out = 0, []
-    for v in values:
-        total += v
-        out.append(total)
-    return out
+    return list(itertools.accumulate(values))
 
 
 def growth(fixture: dict, collapsed: dict | None = None, checkpoints=CHECKPOINTS) -> dict:
