@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -501,3 +502,39 @@ def plain_console(**options):
     from rich.console import Console
 
     return Console(force_jupyter=False, **options)
+
+
+# -- refreshing the committed outputs ----------------------------------------------------------------
+
+
+def refresh(path: str | Path) -> None:
+    """Re-run one notebook and save its outputs as nbval compares them: no cell timings, and runs of
+    stream output merged into one (nbval merges them too), so streamed text reads as text."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = Path(path)
+    notebook = nbformat.read(path, as_version=4)
+    folder = {"metadata": {"path": str(path.parent)}}
+    NotebookClient(notebook, timeout=600, record_timing=False, resources=folder).execute()
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = merged_streams(cell.outputs)
+    nbformat.write(notebook, path)
+
+
+def merged_streams(outputs: list) -> list:
+    """Consecutive outputs to the same stream (stdout, stderr) as one."""
+    merged = []
+    for output in outputs:
+        last = merged[-1] if merged else None
+        if last and output.output_type == last.output_type == "stream" and output.name == last.name:
+            last.text += output.text
+        else:
+            merged.append(output)
+    return merged
+
+
+if __name__ == "__main__":  # python notebook_view.py notebooks/s05_budget.ipynb ...: refresh their outputs
+    for name in sys.argv[1:]:
+        refresh(name)

@@ -91,22 +91,17 @@ class Budget:
     max_cost: float = MAX_COST
     model: str = MODEL
     rows: list = field(default_factory=list)  # per model call: (stop_reason, tokens in, tokens out, dollars)
+    tokens: int = 0  # in and out, over the run so far (kept as it goes: the rows only grow)
+    cost: float = 0.0  # dollars, estimated, over the run so far
     warned: bool = False
     reason: str = ""  # why the loop ended, once it has
-
-    @property
-    def tokens(self) -> int:
-        return sum(row[1] + row[2] for row in self.rows)
-
-    @property
-    def cost(self) -> float:
-        return sum(row[3] for row in self.rows)
 
     def spend(self, response) -> str | None:
         """Count one response; the first time the cost passes COST_WARNING of the cap, say so."""
         usage = response.usage
         row = (response.stop_reason, tokens_in(usage), usage.output_tokens, cost(usage, self.model))
         self.rows.append(row)
+        self.tokens, self.cost = self.tokens + row[1] + row[2], self.cost + row[3]
         if self.warned or self.cost < COST_WARNING * self.max_cost:
             return None
         self.warned = True

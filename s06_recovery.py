@@ -134,7 +134,7 @@ def show_transition(state: Recovery, transition: str, why: str, trace_path: Path
     state.log.append((transition, why))
     support.trace(trace_path, "transition", name=transition, why=why)
     colour = {"done": "green", "fail": "red", "next_turn": "dim"}.get(transition, "magenta")
-    support.console.print(f"[{colour}]→ {transition}[/] [dim]{support.escape(why)}[/]")
+    support.say(f"→ {transition}  {why}", colour)
 
 
 def context_chars(messages: list) -> int:

@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 
 import anthropic
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -41,8 +42,9 @@ def tool_result(tool_use_id: str, content: str, is_error: bool = False) -> dict:
 
 
 def say(text: str, style: str = "dim") -> None:
-    """One line of plain text (never read as markup), in a style."""
-    console.print(text, style=style, markup=False, soft_wrap=True)
+    """One line of plain text (never read as markup), in a style. console.out, not print: no markup,
+    wrapping or pretty-printing to work out, which costs a turn more than the rest of its output."""
+    console.out(text, style=style, highlight=False)
 
 
 def error(label: str, text: str) -> None:
@@ -90,7 +92,10 @@ def show_tool(block, output: str, limit: int = 400) -> None:
     command = block.input.get("command") if isinstance(block.input, dict) else None
     say(f"$ {command}" if command else f"{block.name} {block.input}", "cyan")
     shown = output if len(output) <= limit else output[:limit] + f"… ({len(output) - limit} more chars)"
-    console.print(shown, markup=False)
+    if all(cell_len(line) <= console.width for line in shown.splitlines()):
+        console.out(shown, highlight=False)  # nothing to wrap: the cheap way (rich's print costs ~0.3 ms)
+    else:
+        console.print(shown, markup=False)
 
 
 def show_summary(turns: list) -> None:
@@ -198,7 +203,7 @@ def show_context(transition: str, before: int, after: int, path: Path | None) ->
 def show_event(event) -> None:
     """s05: one streamed event as the reader sees it: text at once, a tool call once its input is whole."""
     if event.type == "content_block_start" and event.content_block.type == "text":
-        console.print("[bold]model:[/] ", end="")
+        console.out("model: ", style="bold", end="", highlight=False)
     elif event.type == "text":
         console.out(event.text, end="", highlight=False)
     elif event.type == "content_block_stop" and event.content_block.type == "text":
