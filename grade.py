@@ -478,13 +478,14 @@ def resolve(command: list[str]) -> list[str]:
         )
     program = command[0]
     if os.sep in program or (os.altsep and os.altsep in program):
-        found = str(Path(program).resolve()) if Path(program).is_file() else None
+        found = os.path.abspath(program) if Path(program).is_file() else None  # not resolve(): a venv's
+        # python is a symlink, and following it would leave the venv (and its packages) behind
     else:
         found = shutil.which(program)
     if not found:
         raise GradeError(f"{program}: command not found — give a program on PATH or a path to one")
     args = [
-        str(Path(a).resolve()) if a and not a.startswith("-") and Path(a).exists() else a for a in command[1:]
+        os.path.abspath(a) if a and not a.startswith("-") and Path(a).exists() else a for a in command[1:]
     ]
     return [found, *args]
 

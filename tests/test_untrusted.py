@@ -495,9 +495,9 @@ def made_by_a_process(code: str) -> Path:
 
 
 def test_a_killed_runs_copy_is_swept_by_the_next_run(tmp_path):
-    make = "import os, replay; print(replay.copy_workspace('hello')); os._exit(0)"  # exits without cleanup
+    make = "import os, replay; print(replay.copy_workspace('hello'), flush=True); os._exit(0)"  # no cleanup
     left = made_by_a_process(make)
-    assert left.is_dir()
+    assert left.name == "workspace" and left.is_dir()
     replay.release(replay.copy_workspace("hello").parent)
     assert not left.exists()
 
