@@ -117,7 +117,9 @@ def test_a_plain_console_shows_the_loop_without_spinner_frames(monkeypatch):
     assert "\x1b" not in text and "\r" not in text
 
 
-SEED = re.compile(r"\bseeds?\b", re.IGNORECASE)  # "seed 002", "the seed reports"; not "seeded"
+SEED = re.compile(
+    r"\bseeds?\b", re.IGNORECASE
+)  # the word with a number after it, or "the seed reports"; not "seeded"
 
 
 def reader_facing_texts():
