@@ -226,7 +226,11 @@ def not_read_only(command: str) -> str | None:
         return "its quotes do not pair up"
     if not words or words[0] not in READ_ONLY_COMMANDS:
         return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
-    outside = [w for w in words[1:] if w[:1] in "/-" and "/" in w or "=/" in w or ".." in re.split("[=/]", w)]
+    outside = [  # a path out of the workspace: absolute (/x, -f/x, --file=/x), or up through ..
+        w
+        for w in words[1:]
+        if w.startswith(("/", "-")) and "/" in w or "=/" in w or ".." in re.split("[=/]", w)
+    ]
     return f"{outside[0]!r} leaves the workspace" if outside else None
 
 
@@ -245,7 +249,7 @@ def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
             f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
             "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
         )
-    if danger and permission == "auto" and replay.vetted(command):  # denied when recorded: so again
+    if danger and permission == "auto" and replay.vetted(command):  # a trusted recording had it denied
         return "denied", (
             f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
             "(--permission auto). Do without it, or leave it to the user."

@@ -92,6 +92,9 @@ class Recovery:
     about: dict | None = None  # the trace's `run` line: what replaying this run's trace needs
     log: list = field(default_factory=list)  # (transition, why), in order
 
+    def tools(self) -> list:
+        return TOOLS + SERVER_TOOLS if self.web_search else TOOLS
+
     def new_turn(self) -> None:
         """Tools ran: the next model call starts with a clean slate and the normal max_tokens."""
         self.max_tokens, self.continuations, self.pauses = MAX_TOKENS, 0, 0
@@ -188,7 +191,7 @@ def compact(client, retry, model: str, messages: list, state: Recovery, trace_pa
     older, recent = messages[:cut], messages[cut:]
     last = {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
     ask = older[:-1] + [last]
-    request = dict(model=model, system=SYSTEM, tools=tools(state), tool_choice={"type": "none"})
+    request = dict(model=model, system=SYSTEM, tools=state.tools(), tool_choice={"type": "none"})
     response = call_model(client, retry, False, messages=ask, max_tokens=MAX_TOKENS, **request)
     support.Trace(trace_path).call(0, ask, response, 0, None, tool_choice={"type": "none"}, stream=False)
     summary = "".join(b.text for b in response.content if b.type == "text").strip()
@@ -231,14 +234,10 @@ def append_reply(messages: list, content: list) -> None:
         messages.append({"role": "assistant", "content": content})
 
 
-def tools(state: Recovery) -> list:
-    return TOOLS + SERVER_TOOLS if state.web_search else TOOLS
-
-
 def call_unless_too_long(client, retry, stream: bool, messages: list, model: str, state: Recovery) -> tuple:
     """s05's call_model() with the recovery state's max_tokens and tools, as (response, response); a
     400 "prompt is too long" is (None, the error) instead of raised, for the loop to recover from."""
-    request = dict(model=model, system=SYSTEM, tools=tools(state), max_tokens=state.max_tokens)
+    request = dict(model=model, system=SYSTEM, tools=state.tools(), max_tokens=state.max_tokens)
     try:
         response = call_model(client, retry, stream, messages=messages, **request)
         return response, response
@@ -268,8 +267,7 @@ def ended_because(transition: str, why: str, response) -> str:
 
 
 def recover(transition: str, client, retry, model: str, messages: list, response, state, hook, trace_path):
-    """Carry out a recovery transition on the conversation; the loop then sends it again.
-    Returns the summary's response after a compaction, else None."""
+    """Carry out a recovery transition on the conversation (then sent again): a compaction's summary."""
     if transition == "escalate":
         state.max_tokens = ESCALATED_MAX_TOKENS
     elif transition == "continue":
@@ -294,16 +292,14 @@ def recover(transition: str, client, retry, model: str, messages: list, response
 
 def run_line(run: replay.Run, args) -> dict:
     """The trace's `run` line: what a replay of the trace needs besides the requests (support.py)."""
-    flags = ["--web-search"] if args.web_search else []
-    if args.stop_hook:
-        flags += ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
-    return support.run_line(run, flags)
+    hook = ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
+    return support.run_line(run, ["--web-search"] * args.web_search + hook * bool(args.stop_hook))
 
 
 def differs(state: Recovery) -> dict:
-    """What this call's request has that the trace's start line does not: s05's trace_call logs it."""
+    """What this call's request has that the trace's start line does not: the trace logs it too."""
     fields = {"max_tokens": state.max_tokens, "stream": True} if state.max_tokens != MAX_TOKENS else {}
-    return fields | ({"tools": tools(state)} if state.web_search else {})
+    return fields | ({"tools": state.tools()} if state.web_search else {})
 
 
 def add_flags(parser) -> None:
@@ -390,8 +386,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_task(run: replay.Run, args) -> int:
-    """s05's run with this loop and its recovery state; a run recovery gave up on exits 1."""
-    state = Recovery(args.stop_hook, args.stop_hook_retries, args.web_search, about=run_line(run, args))
+    """s05's run with this loop; a fixture's stop hook meets s02's gate first; giving up exits 1."""
+    hook, permission = args.stop_hook, support.permission_for(args.permission, run)
+    if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):  # a stranger's command
+        if refusal := s02.gate(s02.REGISTRY["bash"], {"command": hook}, permission)[1]:
+            raise replay.WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
+    state = Recovery(hook, args.stop_hook_retries, args.web_search, about=run_line(run, args))
     code = s05.run_task(run, args, agent_loop, "s06_recovery", recovery=state)
     return 1 if code == 0 and state.log and state.log[-1][0] == "fail" else code
 

@@ -296,17 +296,8 @@ def run_line(run: replay.Run, flags: list) -> dict:
 
 def with_fixture_flags(parser, argv: list[str] | None, run: replay.Run):
     """s05 on: in replay, the fixture's own flags (its checked `args`, e.g. --max-steps 3) apply; the
-    reader's win. A command among them (s06's --stop-hook) is a stranger's: s02's gate decides on it
-    before the run starts, as it does for the bash commands a fixture's model asks for."""
-    args = parser.parse_args([*run.fixture_args, *(sys.argv[1:] if argv is None else argv)])
-    hook = getattr(args, "stop_hook", None)
-    if hook and (hook in run.fixture_args or f"--stop-hook={hook}" in run.fixture_args):
-        import s02_tools as s02  # the gate is s02's lesson; this only hands it what came from the fixture
-
-        permission = permission_for(args.permission, run)
-        if refusal := s02.gate(s02.REGISTRY["bash"], {"command": hook}, permission)[1]:
-            raise replay.WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
-    return args
+    reader's win. (A --stop-hook among them is a stranger's command: s06 puts it to s02's gate.)"""
+    return parser.parse_args([*run.fixture_args, *(sys.argv[1:] if argv is None else argv)])
 
 
 def streaming(args, run: replay.Run) -> bool:
