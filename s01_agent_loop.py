@@ -25,11 +25,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import replay  # isort: split
+from workbook import display, launch, scrub, step_cli  # isort: split
 
 import anthropic
-
-import support
 
 MODEL = "claude-sonnet-5"
 SYSTEM = "You are a coding agent. Use bash to solve tasks. Act, don't explain."
@@ -62,7 +60,7 @@ def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=replay.tool_environment(),
+            env=scrub.tool_environment(),
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
@@ -87,12 +85,12 @@ def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, mod
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
-        with support.waiting(len(turns) + 1):
+        with display.waiting(len(turns) + 1):
             response = client.messages.create(
                 model=model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
             )
         turns.append(response)
-        support.show_turn(len(turns), response)
+        display.show_turn(len(turns), response)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
@@ -107,21 +105,21 @@ def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, mod
         for block in response.content:
             if block.type == "tool_use":
                 output = run_tool(block, workspace)
-                support.show_tool(block, output)
+                display.show_tool(block, output)
                 results.append({"type": "tool_result", "tool_use_id": block.id, "content": output})
         messages.append({"role": "user", "content": results})
 
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    args = replay.make_parser(__doc__, DEFAULT_FIXTURE).parse_args(argv)
-    return support.run_step(args, MODEL, "s01_agent_loop", run_task)
+    args = launch.make_parser(__doc__, DEFAULT_FIXTURE).parse_args(argv)
+    return step_cli.run_step(args, MODEL, "s01_agent_loop", run_task)
 
 
-def run_task(run: replay.Run) -> int:
+def run_task(run: launch.Run) -> int:
     """The task as the first message, the loop, then the summary."""
     turns = agent_loop(run.client, [{"role": "user", "content": run.task}], run.workspace, run.model)
-    support.show_summary(turns)
+    display.show_summary(turns)
     return 0
 
 

@@ -33,13 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import replay  # isort: split
+from workbook import display, launch, step_cli, tracing, trust, workspace_files  # isort: split
 
 import anthropic
 import fastjsonschema
 from rich.markup import escape
 
-import support
 from s01_agent_loop import MAX_TOKENS, MODEL, run_bash
 from s01_agent_loop import TOOLS as BASH
 
@@ -136,7 +135,8 @@ def bash(workspace: Path, command: str) -> str:
 
 def read_file(workspace: Path, path: str) -> str:
     """A regular file's text, no more of it than a result carries (its head and tail): never a FIFO."""
-    return support.read_text(inside(workspace, path), path, MAX_OUTPUT - 100)  # bytes: room for the cut note
+    room = MAX_OUTPUT - 100  # bytes: room for the note that says what was cut
+    return workspace_files.read_text(inside(workspace, path), path, room)
 
 
 def write_file(workspace: Path, path: str, content: str) -> str:
@@ -150,7 +150,7 @@ def write_file(workspace: Path, path: str, content: str) -> str:
 def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
     """Replace the one occurrence of old_text; none or several is an error, never a guess."""
     target = inside(workspace, path)
-    with support.regular_file(target, path, MAX_FILE_BYTES):  # a file, and one small enough to edit in memory
+    with workspace_files.regular_file(target, path, MAX_FILE_BYTES):  # a file small enough to edit in memory
         text = target.read_text()
     if text.count(old_text) != 1:
         found = f"occurs {text.count(old_text)} times" if old_text in text else "does not occur"
@@ -207,7 +207,7 @@ def ask_person(tool: Tool, data: dict, danger: str | None) -> bool:
     """A y/n question at the terminal; anything but yes, or no terminal at all, is a no."""
     warning = f" [red]({danger})[/]" if danger else ""
     try:
-        answer = support.console.input(
+        answer = display.console.input(
             f"[yellow]allow[/] {tool.name} {escape(json.dumps(data)[:300])}{warning}? [y/N] "
         )
     except EOFError:
@@ -243,13 +243,13 @@ def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
         return ("read-only" if tool.read_only else "allowed"), None
     if permission == "deny":
         return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    why = not_read_only(command) if command is not None and not replay.vetted(command) else None
+    why = not_read_only(command) if command is not None and not trust.vetted(command) else None
     if why and permission == "auto" and not sys.stdin.isatty():
         return "refused", (
             f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
             "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
         )
-    if danger and permission == "auto" and replay.vetted(command):  # a trusted recording had it denied
+    if danger and permission == "auto" and trust.vetted(command):  # a trusted recording had it denied
         return "denied", (
             f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
             "(--permission auto). Do without it, or leave it to the user."
@@ -316,12 +316,12 @@ def log_call(audit: Path | None, block, decision: str, output: str, is_error: bo
     if audit:
         line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
         line |= {"ms": round((time.monotonic() - started) * 1000), "chars": len(output), "is_error": is_error}
-        support.append_line(audit, line)  # one write, the key scrubbed: a crash leaves no half line
+        tracing.append_line(audit, line)  # one write, the key scrubbed: a crash leaves no half line
 
 
-def audit_path(run: replay.Run, script: str = "s02") -> Path:
+def audit_path(run: launch.Run, script: str = "s02") -> Path:
     """The audit log, in the run's folder: beside a replay's temp workspace, else in runs/."""
-    return support.run_folder(run, script) / "audit.jsonl"
+    return step_cli.run_folder(run, script) / "audit.jsonl"
 
 
 def add_flags(parser) -> None:
@@ -350,12 +350,12 @@ def agent_loop(
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
-        with support.waiting(len(turns) + 1):
+        with display.waiting(len(turns) + 1):
             response = client.messages.create(
                 model=model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
             )
         turns.append(response)
-        support.show_turn(len(turns), response)
+        display.show_turn(len(turns), response)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
@@ -371,7 +371,7 @@ def agent_loop(
         for block in response.content:
             if block.type == "tool_use":
                 output, is_error = execute(block, workspace, permission, audit)
-                support.show_tool(block, output)
+                display.show_tool(block, output)
                 results.append(
                     {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}
                 )
@@ -380,19 +380,19 @@ def agent_loop(
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
+    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
     add_flags(parser)
     args = parser.parse_args(argv)
-    return support.run_step(args, MODEL, "s02_tools", lambda run: run_task(run, args))
+    return step_cli.run_step(args, MODEL, "s02_tools", lambda run: run_task(run, args))
 
 
-def run_task(run: replay.Run, args) -> int:
+def run_task(run: launch.Run, args) -> int:
     """The loop with the gate this run asked for, then the summary and where the audit log went."""
-    permission, audit = support.permission_for(args.permission, run), audit_path(run)
+    permission, audit = step_cli.permission_for(args.permission, run), audit_path(run)
     messages = [{"role": "user", "content": run.task}]
     turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit)
-    support.show_summary(turns)
-    support.say(f"permission {permission}; audit log: {audit}")
+    display.show_summary(turns)
+    display.say(f"permission {permission}; audit log: {audit}")
     return 0
 
 

@@ -40,12 +40,11 @@ from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-import replay  # isort: split
+from workbook import conversation, display, launch, scrub, step_cli  # isort: split
 
 import anthropic
 
 import s02_tools as s02
-import support
 from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError, audit_path, truncate
 
@@ -68,7 +67,7 @@ def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT, wait=No
         text=True,
         errors="replace",  # output that is not UTF-8 is still output, not an exception
         start_new_session=True,
-        env=replay.tool_environment(),  # as in s01: the key stays in this process
+        env=scrub.tool_environment(),  # as in s01: the key stays in this process
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -211,7 +210,7 @@ def call_model(client: anthropic.Anthropic, retry: Retry | None, send=None, **re
                 ) from err
             wait = backoff(attempt, retry.rand) if asked is None else asked
             note = " (as the server asked)" if asked is not None else ""
-            support.console.print(
+            display.console.print(
                 f"[yellow]{why}[/] ({status or 'no answer'}) — retrying in {wait:.1f} s{note}, "
                 f"attempt {attempt + 1} of {retry.attempts}"
             )
@@ -242,10 +241,10 @@ def given_up(why: str, status: int | None, attempts: int) -> str:
 
 def skip_wait(seconds: float) -> None:
     """The sleep used in replay (and with WORKBOOK_NO_SLEEP=1): say the wait, don't spend it."""
-    support.say(f"(not waiting {seconds:.1f} s: replay or WORKBOOK_NO_SLEEP)")
+    display.say(f"(not waiting {seconds:.1f} s: replay or WORKBOOK_NO_SLEEP)")
 
 
-def retry_policy(run: replay.Run) -> Retry:
+def retry_policy(run: launch.Run) -> Retry:
     """Replays (and WORKBOOK_NO_SLEEP=1) say each wait instead of spending it, with a fixed jitter."""
     no_sleep = run.mode == "replay" or os.environ.get("WORKBOOK_NO_SLEEP")
     return Retry(skip_wait, random.Random(0).random) if no_sleep else Retry()
@@ -268,7 +267,7 @@ def agent_loop(
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    call_model() retries what may pass and raises what cannot (s03).
-        with support.waiting(len(turns) + 1):
+        with display.waiting(len(turns) + 1):
             response = call_model(
                 client,
                 retry,
@@ -279,7 +278,7 @@ def agent_loop(
                 max_tokens=MAX_TOKENS,
             )
         turns.append(response)
-        support.show_turn(len(turns), response)
+        display.show_turn(len(turns), response)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
@@ -295,7 +294,7 @@ def agent_loop(
         for block in response.content:
             if block.type == "tool_use":
                 output, is_error = execute(block, workspace, permission, audit)
-                support.show_tool(block, output)
+                display.show_tool(block, output)
                 results.append(
                     {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}
                 )
@@ -304,15 +303,15 @@ def agent_loop(
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
+    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
     s02.add_flags(parser)
     args = parser.parse_args(argv)
-    return support.run_step(args, MODEL, "s03_errors", lambda run: run_task(run, args), **CLIENT_OPTIONS)
+    return step_cli.run_step(args, MODEL, "s03_errors", lambda run: run_task(run, args), **CLIENT_OPTIONS)
 
 
-def run_task(run: replay.Run, args) -> int:
+def run_task(run: launch.Run, args) -> int:
     """s02's run, with the retry policy; what retrying cannot fix stops the run, the conversation kept."""
-    permission, audit = support.permission_for(args.permission, run), audit_path(run, "s03")
+    permission, audit = step_cli.permission_for(args.permission, run), audit_path(run, "s03")
     messages = [{"role": "user", "content": run.task}]
     try:
         turns = agent_loop(
@@ -320,16 +319,16 @@ def run_task(run: replay.Run, args) -> int:
         )
     except (anthropic.APIError, GaveUp) as err:
         return stop_cleanly(err, messages, audit.parent / "conversation.json")
-    support.show_summary(turns)
-    support.say(f"permission {permission}; audit log: {audit}")
+    display.show_summary(turns)
+    display.say(f"permission {permission}; audit log: {audit}")
     return 0
 
 
 def stop_cleanly(err: Exception, messages: list, path: Path) -> int:
     """What retrying cannot fix: one line saying what to do, the conversation saved to look at, exit 1."""
-    support.error("stopped", fatal_line(err))
-    saved = support.save_conversation(messages, path)
-    support.say(f"conversation so far ({len(messages)} messages) saved to {saved}")
+    display.error("stopped", fatal_line(err))
+    saved = conversation.save_conversation(messages, path)
+    display.say(f"conversation so far ({len(messages)} messages) saved to {saved}")
     return 1
 
 

@@ -34,12 +34,11 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import replay  # isort: split
+from workbook import display, errors, launch, step_cli  # isort: split
 
 import anthropic
 
 import s02_tools as s02
-import support
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, audit_path
 from s03_errors import (
@@ -229,7 +228,7 @@ def agent_loop(
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    call_model() retries what may pass and raises what cannot (s03).
-        with support.waiting(len(turns) + 1):
+        with display.waiting(len(turns) + 1):
             response = call_model(
                 client,
                 retry,
@@ -240,7 +239,7 @@ def agent_loop(
                 max_tokens=MAX_TOKENS,
             )
         turns.append(response)
-        support.show_turn(len(turns), response)
+        display.show_turn(len(turns), response)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
@@ -258,10 +257,10 @@ def agent_loop(
         results = guard.merge(
             calls, run_tools(allowed, workspace, permission, audit, timeline, read_latency=read_latency)
         )
-        support.show_tools(calls, results, timeline)
+        display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         if guard.stop:  # asked again after a refusal: going round once more would change nothing
-            support.say(f"stopped: {guard.stop}", "bold")
+            display.say(f"stopped: {guard.stop}", "bold")
             return turns
 
 
@@ -276,23 +275,23 @@ def add_flags(parser) -> None:
     )
 
 
-def read_latency(args, run: replay.Run) -> float:
+def read_latency(args, run: launch.Run) -> float:
     """--read-latency, else the fixture's own `read_latency` (so that its reads visibly overlap), else 0."""
     latency = args.read_latency
     if latency is None:
         try:
             latency = seconds((run.fixture or {}).get("read_latency", 0))
         except (TypeError, ValueError):
-            raise replay.FixtureError(f"{run.fixture_path}: read_latency must be 0 to 60 seconds") from None
+            raise errors.FixtureError(f"{run.fixture_path}: read_latency must be 0 to 60 seconds") from None
     if latency:
-        support.say(f"each read-only call is slowed by {latency} s (simulated latency)")
+        display.say(f"each read-only call is slowed by {latency} s (simulated latency)")
     return latency
 
 
-def settings(args, run: replay.Run, step: str = "s04") -> tuple:
+def settings(args, run: launch.Run, step: str = "s04") -> tuple:
     """What the loop needs from the flags: (permission, audit log, retry policy, read latency)."""
     return (
-        support.permission_for(args.permission, run),
+        step_cli.permission_for(args.permission, run),
         audit_path(run, step),
         retry_policy(run),
         read_latency(args, run),
@@ -301,14 +300,14 @@ def settings(args, run: replay.Run, step: str = "s04") -> tuple:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
+    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
     s02.add_flags(parser)
     add_flags(parser)
     args = parser.parse_args(argv)
-    return support.run_step(args, MODEL, "s04_parallel", lambda run: run_task(run, args), **CLIENT_OPTIONS)
+    return step_cli.run_step(args, MODEL, "s04_parallel", lambda run: run_task(run, args), **CLIENT_OPTIONS)
 
 
-def run_task(run: replay.Run, args) -> int:
+def run_task(run: launch.Run, args) -> int:
     """s03's run, with the read latency this run asked for."""
     permission, audit, retry, latency = settings(args, run)
     messages = [{"role": "user", "content": run.task}]
@@ -316,8 +315,8 @@ def run_task(run: replay.Run, args) -> int:
         turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit, retry, latency)
     except (anthropic.APIError, GaveUp) as err:
         return stop_cleanly(err, messages, audit.parent / "conversation.json")
-    support.show_summary(turns)
-    support.say(f"permission {permission}; audit log: {audit}")
+    display.show_summary(turns)
+    display.say(f"permission {permission}; audit log: {audit}")
     return 0
 
 

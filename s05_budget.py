@@ -33,14 +33,13 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-import replay  # isort: split
+from workbook import conversation, display, errors, launch, step_cli, tracing  # isort: split
 
 import anthropic
 
 import s02_tools as s02
 import s03_errors as s03
 import s04_parallel as s04
-import support
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError
 from s03_errors import CLIENT_OPTIONS, GaveUp, Retry, fatal_line
@@ -198,7 +197,7 @@ def first_ctrl_c(signum, frame) -> None:
     if INTERRUPT.is_set():
         raise KeyboardInterrupt
     INTERRUPT.set()
-    support.say("\nCtrl-C: letting the running tool finish, then saving (Ctrl-C again: now)", "yellow")
+    display.say("\nCtrl-C: letting the running tool finish, then saving (Ctrl-C again: now)", "yellow")
 
 
 def call_model(client: anthropic.Anthropic, retry: Retry | None, stream: bool = False, **request):
@@ -210,33 +209,33 @@ def call_model(client: anthropic.Anthropic, retry: Retry | None, stream: bool = 
 def streamed(client: anthropic.Anthropic, **request) -> anthropic.types.Message:
     with client.messages.stream(**request) as events:
         for event in events:
-            support.show_event(event)
+            display.show_event(event)
         return events.get_final_message()
 
 
 def answer_open_calls(messages: list) -> bool:
     """After a stop mid-turn, give every tool_use of the last assistant message an is_error result, so
     that the conversation obeys the API's rules again; whether there were any to answer."""
-    last = support.plain(messages[-1]) if messages else {}
+    last = conversation.plain(messages[-1]) if messages else {}
     asked = [b["id"] for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
     if last.get("role") != "assistant" or not asked:
         return False
     note = f"{INTERRUPTED}: stopped before it had a result"
-    messages.append({"role": "user", "content": [support.tool_result(i, note, True) for i in asked]})
+    messages.append({"role": "user", "content": [conversation.tool_result(i, note, True) for i in asked]})
     return True
 
 
 def start_trace(path: Path | None, script: str, model: str, stream: bool, budget: Budget, about=None) -> None:
     """The trace's first line: what every request of the run shares, and the run's limits."""
     shared = dict(model=model, system=SYSTEM, tools=TOOLS, max_tokens=MAX_TOKENS, stream=stream)
-    support.trace_start(path, script, shared, budget, about)
+    tracing.trace_start(path, script, shared, budget, about)
 
 
 def stopped(turns: list, budget: Budget, trace_path: Path | None, reason: str = "") -> list:
     """The end of a run, whatever ended it: the reason on screen and as the trace's last line."""
     budget.reason = reason or budget.reason
-    support.say(f"stopped: {budget.reason}", "bold")
-    support.trace(trace_path, "stop", reason=budget.reason, **budget.spent())
+    display.say(f"stopped: {budget.reason}", "bold")
+    tracing.trace(trace_path, "stop", reason=budget.reason, **budget.spent())
     return turns
 
 
@@ -251,8 +250,8 @@ def failed(budget: Budget, trace_path: Path | None, err: Exception) -> None:
     """A fatal error, the last of the six ways a run ends: named, and kept in the trace."""
     budget.reason = f"fatal error: {fatal_line(err)}"
     cause = err.__cause__ if isinstance(err, GaveUp) else err
-    support.trace_error(trace_path, len(budget.rows) + 1, cause, str(err))
-    support.trace(trace_path, "stop", reason=budget.reason, **budget.spent())
+    tracing.trace_error(trace_path, len(budget.rows) + 1, cause, str(err))
+    tracing.trace(trace_path, "stop", reason=budget.reason, **budget.spent())
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -274,7 +273,7 @@ def agent_loop(
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or a
     limit, the repeat brake or a Ctrl-C stops it (budget.reason says which). A Ctrl-C during a model
     call raises KeyboardInterrupt, the conversation as it was: main keeps it."""
-    turns, guard, trace = [], RepeatGuard(), support.Trace(trace_path)  # responses; the brake; the trace
+    turns, guard, trace = [], RepeatGuard(), tracing.Trace(trace_path)  # responses; the brake; the trace
     budget, request = budget or Budget(model=model), dict(model=model, system=SYSTEM, tools=TOOLS)
     start_trace(trace_path, "s05_budget", model, stream, budget)
     while True:
@@ -286,11 +285,11 @@ def agent_loop(
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    call_model() retries what may pass, raises what cannot (s03), and streams (s05).
         started = time.monotonic()
-        with support.waiting(len(turns) + 1, stream):
+        with display.waiting(len(turns) + 1, stream):
             response = call_model(client, retry, stream, messages=messages, max_tokens=MAX_TOKENS, **request)
         turns.append(response)
-        support.show_turn(len(turns), response, stream)
-        support.show_spend(budget, budget.spend(response))
+        display.show_turn(len(turns), response, stream)
+        display.show_spend(budget, budget.spend(response))
         trace.call(len(turns), messages, response, started, budget)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
@@ -310,7 +309,7 @@ def agent_loop(
         with ctrl_c_lets_tools_finish():
             ran = run_tools(allowed, workspace, permission, audit, timeline, read_latency=read_latency)
         results = guard.merge(calls, ran)
-        support.show_tools(calls, results, timeline)
+        display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         budget.reason = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop
         trace.tools(len(turns), calls, results, started, budget.reason)
@@ -326,7 +325,7 @@ RESUME_FIXTURE = "fixtures/s05_resume.json"  # what --resume replays offline
 
 def add_flags(parser) -> None:
     """The limits, --resume, where the conversation and the trace go, and --no-stream."""
-    add, whole, dollars = parser.add_argument, support.limit, support.dollars  # 0, -1, nan: refused, 1 line
+    add, whole, dollars = parser.add_argument, step_cli.limit, step_cli.dollars  # 0, -1, nan: refused, 1 line
     add("--max-steps", type=whole, default=MAX_STEPS, metavar="N", help=f"model calls (default {MAX_STEPS})")
     add("--max-tokens-total", type=whole, default=MAX_TOKENS_TOTAL, metavar="N", help="tokens in + out")
     add("--max-input-tokens", type=whole, default=MAX_INPUT_TOKENS, metavar="N", help="input, one request")
@@ -337,13 +336,13 @@ def add_flags(parser) -> None:
     add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s04 do")
 
 
-def first_messages(run: replay.Run, resume: str | None) -> list:
+def first_messages(run: launch.Run, resume: str | None) -> list:
     """The task as the first message; or, with --resume, the saved conversation plus the instruction."""
     if not resume:
         return [{"role": "user", "content": run.task}]
-    saved = support.load_conversation(support.repo_path(resume))
-    support.say(f"resuming {resume}: {len(saved)} messages, then the task above", "bold")
-    return support.replay_leniently_unless_recorded(run, continued(saved, run.task))
+    saved = conversation.load_conversation(conversation.repo_path(resume))
+    display.say(f"resuming {resume}: {len(saved)} messages, then the task above", "bold")
+    return conversation.replay_leniently_unless_recorded(run, continued(saved, run.task))
 
 
 def continued(messages: list, instruction: str) -> list:
@@ -354,21 +353,21 @@ def continued(messages: list, instruction: str) -> list:
         extra = [{"type": "text", "text": instruction}] if instruction else []
         return messages[:-1] + [{"role": "user", "content": content + extra}]
     if not instruction:
-        raise replay.WorkbookError("the conversation ended with the model's answer: give a new instruction")
+        raise errors.WorkbookError("the conversation ended with the model's answer: give a new instruction")
     return messages + [{"role": "user", "content": instruction}]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
+    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
     for add in (s02.add_flags, s04.add_flags, add_flags):
         add(parser)
-    args = support.resume_mode(parser.parse_args(argv), RESUME_FIXTURE, RESUME_INSTRUCTION)
-    body = lambda run: run_task(run, support.with_fixture_flags(parser, argv, run))  # noqa: E731
-    return support.run_step(args, MODEL, "s05_budget", body, **CLIENT_OPTIONS)
+    args = step_cli.resume_mode(parser.parse_args(argv), RESUME_FIXTURE, RESUME_INSTRUCTION)
+    body = lambda run: run_task(run, step_cli.with_fixture_flags(parser, argv, run))  # noqa: E731
+    return step_cli.run_step(args, MODEL, "s05_budget", body, **CLIENT_OPTIONS)
 
 
-def run_task(run: replay.Run, args, loop=agent_loop, script: str = "s05_budget", **options) -> int:
+def run_task(run: launch.Run, args, loop=agent_loop, script: str = "s05_budget", **options) -> int:
     """Run `loop` (s06 passes its own) within the flags' limits; whatever ends it, keep the conversation."""
     settings = s04.settings(args, run, script[:3])  # (permission, audit log, retry policy, read latency)
     trace_path = Path(args.trace or settings[1].parent / "trace.jsonl")
@@ -376,18 +375,18 @@ def run_task(run: replay.Run, args, loop=agent_loop, script: str = "s05_budget",
     limits = (args.max_steps, args.max_tokens_total, args.max_input_tokens, args.max_cost)
     messages, budget = first_messages(run, args.resume), Budget(*limits, run.model)
     try:
-        stream = support.streaming(args, run)
+        stream = step_cli.streaming(args, run)
         loop(run.client, messages, run.workspace, run.model, *settings, budget, trace_path, stream, **options)
     except (anthropic.APIError, GaveUp) as err:  # s03: what retrying cannot fix; s05: named in the trace
         failed(budget, trace_path, err)
         return s03.stop_cleanly(err, messages, saved)
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one: keep the work
         interrupted(messages, budget, trace_path)
-    support.show_budget(budget)
+    display.show_budget(budget)
     answer_open_calls(messages)  # a conversation to resume must answer every tool_use
-    support.save_conversation(messages, saved)
-    support.say(f"audit log: {settings[1]}; trace: {trace_path}\nconversation saved: {saved}")
-    support.say(f'continue it: python {script}.py --resume {saved} "new instruction"')
+    conversation.save_conversation(messages, saved)
+    display.say(f"audit log: {settings[1]}; trace: {trace_path}\nconversation saved: {saved}")
+    display.say(f'continue it: python {script}.py --resume {saved} "new instruction"')
     return 130 if budget.reason.startswith("interrupted") else 0
 
 

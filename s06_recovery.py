@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import replay  # isort: split
+from workbook import conversation, display, errors, launch, step_cli, tracing  # isort: split
 
 import anthropic
 
@@ -32,7 +32,6 @@ import s02_tools as s02
 import s03_errors as s03
 import s04_parallel as s04
 import s05_budget as s05
-import support
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError, truncate
 from s03_errors import CLIENT_OPTIONS, Retry, api_message
@@ -135,19 +134,19 @@ def next_transition(response, state: Recovery, messages: list, hook: tuple | Non
 def show_transition(state: Recovery, transition: str, why: str, trace_path: Path | None) -> None:
     """The transition on screen, in the run's record and in the trace."""
     state.log.append((transition, why))
-    support.trace(trace_path, "transition", name=transition, why=why)
+    tracing.trace(trace_path, "transition", name=transition, why=why)
     colour = {"done": "green", "fail": "red", "next_turn": "dim"}.get(transition, "magenta")
-    support.say(f"→ {transition}  {why}", colour)
+    display.say(f"→ {transition}  {why}", colour)
 
 
 def context_chars(messages: list) -> int:
     """The size of the conversation in characters of JSON (roughly 4 per token)."""
-    return len(json.dumps(support.plain([m["content"] for m in messages]), ensure_ascii=False))
+    return len(json.dumps(conversation.plain([m["content"] for m in messages]), ensure_ascii=False))
 
 
 def blocks(message: dict) -> list[dict]:
     """A message's content as a list of plain blocks, whether a string, our dicts or the SDK's objects."""
-    content = support.plain(message["content"])
+    content = conversation.plain(message["content"])
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
@@ -193,7 +192,7 @@ def compact(client, retry, model: str, messages: list, state: Recovery, trace_pa
     ask = older[:-1] + [last]
     request = dict(model=model, system=SYSTEM, tools=state.tools(), tool_choice={"type": "none"})
     response = call_model(client, retry, False, messages=ask, max_tokens=MAX_TOKENS, **request)
-    support.Trace(trace_path).call(0, ask, response, 0, None, tool_choice={"type": "none"}, stream=False)
+    tracing.Trace(trace_path).call(0, ask, response, 0, None, tool_choice={"type": "none"}, stream=False)
     summary = "".join(b.text for b in response.content if b.type == "text").strip()
     task = messages[0]["content"] if isinstance(messages[0]["content"], str) else "(see the summary)"
     opening = f"{task}\n\n[The earlier part of this session was compacted into this summary:]\n{summary}"
@@ -205,7 +204,7 @@ def continue_cut(messages: list, response) -> None:
     """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
     the model to go on. Answering keeps the reply verbatim and tells the model exactly what happened."""
     results = [
-        support.tool_result(b.id, TRUNCATED_CALL, True) for b in response.content if b.type == "tool_use"
+        conversation.tool_result(b.id, TRUNCATED_CALL, True) for b in response.content if b.type == "tool_use"
     ]
     messages.append({"role": "user", "content": [*results, {"type": "text", "text": CONTINUE_PROMPT}]})
 
@@ -244,7 +243,7 @@ def call_unless_too_long(client, retry, stream: bool, messages: list, model: str
     except anthropic.BadRequestError as err:
         if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
             raise
-        support.say(f"400 {api_message(err)}", "yellow")
+        display.say(f"400 {api_message(err)}", "yellow")
         return None, {"status": 400, "body": err.body}
 
 
@@ -252,8 +251,8 @@ def tally(turns: list, response, budget: Budget, streamed: bool) -> None:
     """A reply is a turn: shown, and its tokens and cost spent (s05). None (too long) is not."""
     if response is not None:
         turns.append(response)
-        support.show_turn(len(turns), response, streamed)
-        support.show_spend(budget, budget.spend(response))
+        display.show_turn(len(turns), response, streamed)
+        display.show_spend(budget, budget.spend(response))
 
 
 def ended(response) -> bool:
@@ -285,15 +284,15 @@ def recover(transition: str, client, retry, model: str, messages: list, response
         else:
             state.compacted = True
             summary = compact(client, retry, model, messages, state, trace_path)
-        support.show_context(transition, before, context_chars(messages), trace_path)
+        tracing.show_context(transition, before, context_chars(messages), trace_path)
         return summary
     return None
 
 
-def run_line(run: replay.Run, args) -> dict:
-    """The trace's `run` line: what a replay of the trace needs besides the requests (support.py)."""
+def run_line(run: launch.Run, args) -> dict:
+    """The trace's `run` line: what a replay of the trace needs besides the requests (step_cli's)."""
     hook = ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
-    return support.run_line(run, ["--web-search"] * args.web_search + hook * bool(args.stop_hook))
+    return step_cli.run_line(run, ["--web-search"] * args.web_search + hook * bool(args.stop_hook))
 
 
 def differs(state: Recovery) -> dict:
@@ -306,7 +305,7 @@ def add_flags(parser) -> None:
     """The stop hook and the server-side search tool."""
     add = parser.add_argument
     add("--stop-hook", metavar="CMD", help="a shell command that must pass before the loop may stop")
-    add("--stop-hook-retries", type=support.count, default=STOP_HOOK_RETRIES, metavar="N", help="(default 2)")
+    add("--stop-hook-retries", type=step_cli.count, default=STOP_HOOK_RETRIES, metavar="N", help="default 2")
     add("--web-search", action="store_true", help="offer the API's server-side web search tool")
 
 
@@ -328,7 +327,7 @@ def agent_loop(
     recovery: Recovery | None = None,  # s06: the stop hook, --web-search, and the transitions taken
 ) -> list:
     """s05's loop, each iteration ending in a named transition: recovery repairs what it can, goes on."""
-    turns, guard, trace = [], RepeatGuard(), support.Trace(trace_path)  # responses; the brake; the trace
+    turns, guard, trace = [], RepeatGuard(), tracing.Trace(trace_path)  # responses; the brake; the trace
     budget, state = budget or Budget(model=model), recovery or Recovery()  # state: what recovery tried
     s05.start_trace(trace_path, "s06_recovery", model, stream, budget, state.about)
     while True:
@@ -338,7 +337,7 @@ def agent_loop(
 
         # 1. Send the whole history. (new in s06) Recovery sets max_tokens and tools; too long is no crash.
         started, live = time.monotonic(), stream or state.max_tokens > MAX_TOKENS  # 64k must stream
-        with support.waiting(len(turns) + 1, live):
+        with display.waiting(len(turns) + 1, live):
             response, outcome = call_unless_too_long(client, retry, live, messages, model, state)
         tally(turns, response, budget, live)
         trace.call(len(turns), messages, outcome, started, budget, **differs(state))
@@ -366,7 +365,7 @@ def agent_loop(
         with s05.ctrl_c_lets_tools_finish():
             ran = run_tools(allowed, workspace, permission, audit, timeline, read_latency=read_latency)
         results = guard.merge(calls, ran)
-        support.show_tools(calls, results, timeline)
+        display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
         budget.reason = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop
@@ -377,20 +376,20 @@ def agent_loop(
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = replay.make_parser(__doc__, DEFAULT_FIXTURE)
+    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
     for add in (s02.add_flags, s04.add_flags, s05.add_flags, add_flags):
         add(parser)
-    args = support.resume_mode(parser.parse_args(argv), s05.RESUME_FIXTURE, s05.RESUME_INSTRUCTION)
-    body = lambda run: run_task(run, support.with_fixture_flags(parser, argv, run))  # noqa: E731
-    return support.run_step(args, MODEL, "s06_recovery", body, support.trace_as_fixture, **CLIENT_OPTIONS)
+    args = step_cli.resume_mode(parser.parse_args(argv), s05.RESUME_FIXTURE, s05.RESUME_INSTRUCTION)
+    body = lambda run: run_task(run, step_cli.with_fixture_flags(parser, argv, run))  # noqa: E731
+    return step_cli.run_step(args, MODEL, "s06_recovery", body, step_cli.trace_as_fixture, **CLIENT_OPTIONS)
 
 
-def run_task(run: replay.Run, args) -> int:
+def run_task(run: launch.Run, args) -> int:
     """s05's run with this loop; a fixture's stop hook meets s02's gate first; giving up exits 1."""
-    hook, permission = args.stop_hook, support.permission_for(args.permission, run)
+    hook, permission = args.stop_hook, step_cli.permission_for(args.permission, run)
     if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):  # a stranger's command
         if refusal := s02.gate(s02.REGISTRY["bash"], {"command": hook}, permission)[1]:
-            raise replay.WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
+            raise errors.WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
     state = Recovery(hook, args.stop_hook_retries, args.web_search, about=run_line(run, args))
     code = s05.run_task(run, args, agent_loop, "s06_recovery", recovery=state)
     return 1 if code == 0 and state.log and state.log[-1][0] == "fail" else code

@@ -59,9 +59,9 @@ def quiet(module, console_class=None):
     """Swap a step's module-level `console` for one writing to memory: rendering still runs, no terminal."""
     from rich.console import Console
 
-    import support
+    from workbook import display
 
-    module = support  # every step prints through support.console
+    module = display  # every step prints through display.console
     saved = module.console
     module.console = (console_class or Console)(file=io.StringIO(), width=100, force_terminal=False)
     try:
@@ -122,10 +122,10 @@ def interleaved(commands: dict[str, list[str]], reps: int, env: dict) -> dict[st
 # (category, "module:attribute.path"): the calls timed. A missing one is skipped, so a step that adds
 # its own tool runner (s02's execute, s04's run_tools) or streams just adds a line here.
 TIMED = [
-    ("fixture load", "replay:load_fixture"),
-    ("pydantic check", "replay:_message_problems"),
-    ("workspace copy", "replay:copy_workspace"),
-    ("transport", "replay:ReplayTransport.__call__"),
+    ("fixture load", "workbook.launch:load_with_bytes"),
+    ("pydantic check", "workbook.contract:_message_problems"),
+    ("workspace copy", "workbook.launch:copy_workspace"),
+    ("transport", "workbook.replay:ReplayTransport.__call__"),
     ("SDK", "anthropic._base_client:SyncAPIClient.request"),
     ("SDK", "anthropic.lib.streaming._messages:MessageStream.__iter__"),  # parsing a stream, event by event
     ("SDK", "anthropic.lib.streaming._messages:MessageStream.__next__"),
@@ -234,7 +234,7 @@ def gc_pauses(timer=time.perf_counter):
 
 @contextlib.contextmanager
 def frozen():
-    """`gc.freeze()`, as a replay does once its fixture is loaded (replay._start_replay); then undone.
+    """`gc.freeze()`, as a replay does once its fixture is loaded (launch.start_replay); then undone.
 
     The undoing unfreezes every object, so the next measurement starts from a collector that sees all.
     """

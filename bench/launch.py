@@ -2,7 +2,7 @@
 
     python -m bench.launch NAME sNN_x.py [args...]     NAME is a what-if, or `none` for the launcher alone
 
-The change is entered and never left, so it lasts to the process's exit, as it would in replay.py.
+The change is entered and never left, so it lasts to the process's exit, as it would in workbook/launch.py.
 """
 
 import contextlib

@@ -18,7 +18,8 @@ Figures are this process's CPU time, best of the runs (on a shared machine, othe
 inflates wall time and only ever adds); the wall-time overhead is reported beside it.
 
 `make_long_fixture(turns, step)` builds the fixture (reusable by any step, e.g. s06): `turns - 1`
-turns of one bash tool_use each, then an end_turn. Like `replay.py rebuild`, the requests are the ones
+turns of one bash tool_use each, then an end_turn. Like `python -m workbook rebuild`, the requests are
+the ones
 the step's loop really sends, captured in one lenient run; each response's usage.input_tokens is
 estimated as chars/4 of the request that produced it, so steps that budget on usage see real growth.
 With `context_limit`, a request over that many (estimated) tokens is answered with the API's 400
@@ -39,9 +40,9 @@ from pathlib import Path
 import anthropic
 import httpx2
 
-import replay
 from bench.common import frozen, gc_pauses, load_step, owner, quiet, replaced, timing
 from bench.whatif import applied
+from workbook import contract, errors, fixtures, replay, wire
 
 TASK = "Run the command once per turn until you have run it enough times, then say done."
 NO_OP = "true {n}"  # the per-turn benchmark's command: {n} makes each call's input differ
@@ -95,7 +96,7 @@ def scripted_responses(turns: int, command: str = NO_OP) -> list[dict]:
 
 @dataclass
 class ScriptedModel:
-    """A transport that answers each request with the next scripted response, as `replay.py rebuild` does.
+    """A transport that answers each request with the next scripted response, as `rebuild` does.
 
     Checks the API's rules on every request, fills usage.input_tokens from the request actually sent,
     streams when asked, and keeps every (request, response) pair as a fixture exchange. A request over
@@ -110,7 +111,7 @@ class ScriptedModel:
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content or b"{}")
-        replay.check_api_rules(body, f"long fixture, request {len(self.exchanges) + 1}")
+        contract.check_api_rules(body, f"long fixture, request {len(self.exchanges) + 1}")
         tokens = estimate_tokens(body)
         if self.context_limit and tokens > self.context_limit:
             message = f"prompt is too long: {tokens} tokens > {self.context_limit} maximum"
@@ -123,16 +124,16 @@ class ScriptedModel:
             message = json.loads(json.dumps(self.responses[self.served]))
             self.served += 1
         else:
-            raise replay.ReplayExhausted(f"the loop sent more than {len(self.responses)} requests")
+            raise errors.ReplayExhausted(f"the loop sent more than {len(self.responses)} requests")
         message["usage"]["input_tokens"] = tokens
         if body.get("stream"):
-            stream = replay.message_to_events(message)
+            stream = wire.message_to_events(message)
             return self._answer(body, {"status": 200, "headers": SSE, "stream": stream})
         return self._answer(body, {"status": 200, "headers": JSON, "body": message})
 
     def _answer(self, body: dict, response: dict) -> httpx2.Response:
         self.exchanges.append({"request": body, "response": response})
-        return replay.http_response(response)
+        return wire.http_response(response)
 
 
 JSON = {"content-type": "application/json"}
@@ -238,12 +239,12 @@ class _TimedReplay(replay.ReplayTransport):
 def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     """One run of the step's loop over replay's strict transport: per-turn stamps, checks, categories."""
     module = load_step(step)
-    assert not replay.fixture_problems(fixture)  # what load_fixture checks, so checked=True as in a replay
+    assert not fixtures.fixture_problems(fixture)  # what load_fixture checks, so checked=True as in a replay
     transport = _TimedReplay(fixture, "long fixture", strict=True, checked=True)
     transport.stamps, transport.checks = [], []
     turns = len(fixture["exchanges"])
     gc.collect()  # every run starts with no collection owed by the one before
-    # A replay freezes what exists once its fixture is loaded (replay._start_replay): so does this run.
+    # A replay freezes what exists once its fixture is loaded (launch.start_replay): so does this run.
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
         frozen(),
@@ -272,7 +273,7 @@ def floor_run(fixture: dict) -> dict:
     def serve(request):
         stamps.append(CPU())
         cursor[0] += 1
-        return replay.http_response(exchanges[cursor[0] - 1]["response"])
+        return wire.http_response(exchanges[cursor[0] - 1]["response"])
 
     http = anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(serve))
     client = anthropic.Anthropic(api_key="bench", http_client=http, max_retries=0)
@@ -308,7 +309,7 @@ def measure(
     Per-turn figures are CPU time of this process (all threads), the best of `reps` runs; `wall` and
     `floor_wall` are the same runs' wall time, for comparison. Also where the loop's time goes per
     turn (exclusive categories: transport, SDK, tools, rendering, spinner, the rest of the loop) and
-    the garbage collector's pauses. `what_if` (see bench/whatif.py) applies a replay.py change not made
+    the garbage collector's pauses. `what_if` (see bench/whatif.py) applies a replay change not made
     to the loop runs only: the floor is always the plain SDK.
     """
     fixture = fixture or make_long_fixture(turns, step)

@@ -101,9 +101,9 @@ def child(step: str, what_if: str | None = None) -> dict:
         importlib.import_module(name)
     ms["import rich"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    import replay  # noqa: F401
+    import workbook.launch  # noqa: F401
 
-    ms["import replay"] = time.perf_counter() - mark
+    ms["import workbook"] = time.perf_counter() - mark
     mark = time.perf_counter()
     module = importlib.import_module(step)
     ms["import script (other)"] = time.perf_counter() - mark

@@ -3,7 +3,7 @@
     python bench/run.py                  replay cost, per-turn overhead, parallel speedup, token growth
     python bench/run.py --quick          the same with fewer repetitions
     python bench/run.py --suite          also time the README's test command (`pytest`, slow)
-    python bench/run.py --what-if NAME   also measure a replay.py change not made (see bench/whatif.py)
+    python bench/run.py --what-if NAME   also measure a replay change not made (see bench/whatif.py)
     python bench/run.py --server         also load the classroom server (bench/server_load.py)
 
 Benchmarks print figures; nothing here asserts a timing. Results and how to read them: docs/benchmarks.md.
@@ -32,7 +32,7 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 PER_TURN_GOAL = 2.0  # ms per turn beyond the SDK's own call
 BREAKDOWN_ROWS = (
     "import rich",
-    "import replay",
+    "import workbook",
     "import script (other)",
     "fixture load",
     "pydantic check",
@@ -141,7 +141,7 @@ def estimate(cell: dict) -> str:
     """The replay's cost over the floor as the in-process breakdown sees it: steadier than whole processes."""
     if "error" in cell or not cell.get("import anthropic"):
         return "-"
-    extra = sum(cell.get(k, 0.0) for k in ("import rich", "import replay", "import script (other)", "main"))
+    extra = sum(cell.get(k, 0.0) for k in ("import rich", "import workbook", "import script (other)", "main"))
     return f"{1 + extra / cell['import anthropic']:.3f}"
 
 
@@ -335,9 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--suite", action="store_true", help="also time the whole test suite (slow)")
     parser.add_argument("--server", action="store_true", help="also load the classroom replay server")
-    parser.add_argument(
-        "--what-if", choices=sorted(WHAT_IFS), help="also measure a replay.py change not made"
-    )
+    parser.add_argument("--what-if", choices=sorted(WHAT_IFS), help="also measure a replay change not made")
     parser.add_argument(
         "--turns", type=int, default=200, help="length of the generated fixture (default 200)"
     )

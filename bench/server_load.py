@@ -4,7 +4,7 @@
     python -m bench.server_load --quick      fewer requests per student
     python -m bench.server_load --root DIR   the server of another checkout (before -> after), same clients
 
-The server runs as a teacher runs it, `python replay.py serve fixtures/s01_hello_agent.json --port 0`,
+The server runs as a teacher runs it, `python -m workbook serve fixtures/s01_hello_agent.json --port 0`,
 in a process of its own. Each student is a thread here, on one kept-alive HTTP/1.1 connection, sending
 the s01 recording's two requests in turn (turn 1, turn 2, then turn 1 again: a restart) and timing
 each answer. The floor is the smallest server the same library makes: http.server answering one fixed
@@ -79,7 +79,7 @@ def server(argv: list[str], cwd: Path = ROOT):
 
 def replay_server(root: Path = ROOT):
     """The classroom server as a teacher starts it, from this checkout or another."""
-    return server(["replay.py", "serve", str(FIXTURE.relative_to(ROOT)), "--port", "0"], cwd=root)
+    return server(["-m", "workbook", "serve", str(FIXTURE.relative_to(ROOT)), "--port", "0"], cwd=root)
 
 
 def floor_server():
@@ -293,14 +293,15 @@ PARSES = ("json.loads", "parse_json", "frozen")
 def parse_pause(variant: str, megabytes: int = BIG_MB) -> float:
     """In a process set up as the server is (its modules, the fixture loaded): the longest pause of
     another thread while one big body is parsed by `variant`, one of PARSES ("frozen": parse_json
-    after gc.freeze(), as `replay.py serve` does once serving)."""
-    import replay_server
+    after gc.freeze(), as `python -m workbook serve` does once serving)."""
 
-    replay_server.load_fixtures([str(FIXTURE)])
+    from workbook import server as classroom_server
+
+    classroom_server.load_fixtures([str(FIXTURE)])
     raw = big_request(megabytes)
     if variant == "frozen":
         gc.freeze()
-    parse = json.loads if variant == "json.loads" else replay_server.parse_json
+    parse = json.loads if variant == "json.loads" else classroom_server.parse_json
     return longest_pause(lambda: parse(raw))
 
 

@@ -1,13 +1,13 @@
-"""Changes to replay.py not made, applied only inside a benchmark so their effect can be measured.
+"""Changes to the replay not made, applied only inside a benchmark so their effect can be measured.
 
-Each is a context manager that patches `replay` for the duration; replay.py itself is untouched.
+Each is a context manager that patches `replay` for the duration; workbook/replay.py itself is untouched.
 `python bench/run.py --what-if NAME` measures the table's rows with it applied, next to the rows
 without it; for whole processes, `python -m bench.launch NAME sNN_x.py` runs a step with it.
 
 - diff-fast-path: `request_diff` returns None at once when the request equals the recorded one (one C
   level dict comparison); only a request that differs is normalised and walked for a readable diff.
   Exactly equivalent. Since replay serves a request identical to its checked recording before any
-  diff (the fast path and `gc.freeze()` this module once proposed are now in replay.py), this only
+  diff (the fast path and `gc.freeze()` this module once proposed are now in workbook/replay.py), this only
   matters for a transport built with `checked=False`.
 - no-pydantic-check: the fixture loader skips `Message.model_validate` of every 200 body (the SDK
   parses the body anyway; only the error message for a malformed body would be less precise).
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 
-import replay
 from bench.common import replaced
+from workbook import compare, replay
 
 
 @contextlib.contextmanager
 def diff_fast_path():
-    original = replay.request_diff
+    original = compare.request_diff
 
     def request_diff(expected, actual, *args, **kwargs):
         return None if expected == actual else original(expected, actual, *args, **kwargs)

@@ -20,11 +20,16 @@ STEPS = sorted(p.stem for p in ROOT.glob("s0*_*.py"))  # the step scripts that e
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID")  # what picks the mode and model
 
 
+# What every step shares from the workbook package, searched after the steps themselves.
+SHARED = ("workbook.display", "workbook.step_cli", "workbook.conversation", "workbook.tracing")
+
+
 class Step:
     """A step as its tests see it: what the step defines, else what it uses from the step that introduced
     it (s06's REGISTRY is s05's, its run_tools s04's). Steps import what they inherit, so a test of a
     mechanism, parametrized over every step that has it, reaches the one piece that step really runs.
-    Setting a name sets it where it lives: `console` and `RUNS` in support.py, the rest in its owner."""
+    Setting a name sets it where it lives: `console` in workbook.display, `RUNS` in
+    workbook.step_cli, the rest in its owner."""
 
     # No instance __dict__: pytest's monkeypatch then takes the value it restores from getattr (the
     # owner's), instead of finding nothing in the instance __dict__ and deleting the owner's on undo.
@@ -32,13 +37,11 @@ class Step:
 
     def __init__(self, name: str):
         chain = [importlib.import_module(s) for s in reversed(STEPS[: STEPS.index(name) + 1])]
-        chain.append(importlib.import_module("support"))  # the display and file formats every step uses
+        chain += [importlib.import_module(module) for module in SHARED]
         object.__setattr__(self, "chain", chain)
         object.__setattr__(self, "__name__", name)
 
     def owner(self, attr: str):
-        if attr in ("console", "RUNS"):
-            return importlib.import_module("support")
         return next((m for m in self.chain if attr in vars(m)), self.chain[0])
 
     def __getattr__(self, attr: str):

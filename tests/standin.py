@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import replay
+from workbook import contract, wire
 
 
 @dataclass
@@ -86,12 +86,12 @@ class StandIn:
         n = len(self.requests)
         self.requests.append({"body": body, "headers": headers})
         self.rule_problems += [
-            f"request {n + 1}: {p}" for p in replay.api_rule_problems(body.get("messages", []))
+            f"request {n + 1}: {p}" for p in contract.api_rule_problems(body.get("messages", []))
         ]
         reply = self.brain(body, n)
         reply = reply if isinstance(reply, Reply) else Reply(body=reply)
         if body.get("stream") and reply.status == 200 and reply.events is None:  # as the API does:
-            reply.events = replay.message_to_events(reply.body)  # a streaming request gets SSE
+            reply.events = wire.message_to_events(reply.body)  # a streaming request gets SSE
         return reply
 
     def _handler(self):
@@ -104,7 +104,7 @@ class StandIn:
                 reply = standin.answer(json.loads(raw or b"{}"), headers)
                 time.sleep(reply.delay)
                 if reply.events is not None:
-                    payload, kind = replay.sse_bytes(reply.events), "text/event-stream"
+                    payload, kind = wire.sse_bytes(reply.events), "text/event-stream"
                 else:
                     payload, kind = json.dumps(reply.body).encode(), "application/json"
                 self.send_response(reply.status)

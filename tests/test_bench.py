@@ -12,8 +12,8 @@ import anthropic
 import httpx2
 import pytest
 
-import replay
 from bench import common, parallel, per_turn, replay_cost, suite, tokens, whatif
+from workbook import compare, fixtures, replay
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def long_fixture() -> dict:
 
 
 def test_long_fixture_is_a_valid_fixture_of_the_asked_length(long_fixture):
-    assert replay.fixture_problems(long_fixture) == []
+    assert fixtures.fixture_problems(long_fixture) == []
     exchanges = long_fixture["exchanges"]
     assert [len(e["request"]["messages"]) for e in exchanges] == [1, 3, 5, 7, 9]
     assert [e["response"]["body"]["stop_reason"] for e in exchanges] == ["tool_use"] * 4 + ["end_turn"]
@@ -138,10 +138,10 @@ def test_clock_charges_a_generator_for_the_time_it_takes_to_produce_each_item():
 def test_timing_puts_every_wrapped_function_back(long_fixture):
     import s01_agent_loop
 
-    before = (replay.ReplayTransport.__call__, s01_agent_loop.run_tool, replay.load_fixture)
+    before = (replay.ReplayTransport.__call__, s01_agent_loop.run_tool, fixtures.load_fixture)
     with common.timing(s01_agent_loop):
         assert replay.ReplayTransport.__call__ is not before[0]
-    assert (replay.ReplayTransport.__call__, s01_agent_loop.run_tool, replay.load_fixture) == before
+    assert (replay.ReplayTransport.__call__, s01_agent_loop.run_tool, fixtures.load_fixture) == before
 
 
 def test_replay_cost_child_times_a_whole_replay_in_process(monkeypatch, tmp_path):
@@ -172,8 +172,8 @@ def test_diff_fast_path_gives_the_same_answer_as_the_full_diff(long_fixture):
     recorded = long_fixture["exchanges"][2]["request"]
     changed = dict(recorded, messages=recorded["messages"][:-2])
     with whatif.applied("diff-fast-path"):
-        fast = (replay.request_diff(recorded, recorded), replay.request_diff(recorded, changed))
-    assert fast == (None, replay.request_diff(recorded, changed)) and fast[1]
+        fast = (compare.request_diff(recorded, recorded), compare.request_diff(recorded, changed))
+    assert fast == (None, compare.request_diff(recorded, changed)) and fast[1]
 
 
 def test_frozen_freezes_as_a_replay_does_and_unfreezes_after():

@@ -1,4 +1,4 @@
-"""grade.py: the graded ladder. Each step climbs it up to its own rung, a loop written outside the
+"""workbook/grade.py: the graded ladder. Each step climbs it up to its own rung, a loop written outside the
 workbook (plain Python, JavaScript) is graded the same way, and a failing rung names the loop's
 first mistake in the student's terms."""
 
@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, STEPS, offline_env
 
-import grade
-import replay
-import replay_server
+from workbook import classroom, compare, fixtures, grade
 
 LOOPS = ROOT / "tests" / "grade_loops"
 NODE = shutil.which("node")
@@ -101,7 +99,8 @@ def test_the_classic_bug_fails_rung_one_naming_the_missing_assistant_turn(tmp_pa
     done = subprocess.run(
         [
             sys.executable,
-            "replay.py",
+            "-m",
+            "workbook",
             "grade",
             "--json",
             "--only",
@@ -282,7 +281,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
 
 def test_the_command_line_says_what_is_wrong_without_a_traceback():
     done = subprocess.run(
-        [sys.executable, "replay.py", "grade", "--", "no-such-program-here"],
+        [sys.executable, "-m", "workbook", "grade", "--", "no-such-program-here"],
         cwd=ROOT,
         env=offline_env(),
         capture_output=True,
@@ -315,11 +314,11 @@ def test_every_grade_fixture_is_a_rung_and_every_rung_says_in_one_line_what_it_c
 
 @pytest.mark.parametrize("rung", grade.RUNGS, ids=lambda r: r.name)
 def test_each_recording_keeps_the_rule_it_grades_replies_go_back_verbatim(rung):
-    fixture = replay.load_fixture(ROOT / "fixtures" / f"{rung.fixture}.json")
+    fixture = fixtures.load_fixture(ROOT / "fixtures" / f"{rung.fixture}.json")
     assert fixture["provenance"] == "scripted" and "estimates" in fixture["provenance_note"]
     replies = [
         grade.without_nulls(
-            replay.normalize_messages([{"role": "assistant", "content": e["response"]["body"]["content"]}])
+            compare.normalize_messages([{"role": "assistant", "content": e["response"]["body"]["content"]}])
         )
         for e in fixture["exchanges"]
         if e["response"].get("status") == 200
@@ -327,14 +326,14 @@ def test_each_recording_keeps_the_rule_it_grades_replies_go_back_verbatim(rung):
     for exchange in fixture["exchanges"]:
         for message in exchange["request"]["messages"]:
             if message["role"] == "assistant":
-                assert grade.without_nulls(replay.normalize_messages([message])) in replies
+                assert grade.without_nulls(compare.normalize_messages([message])) in replies
 
 
 @pytest.mark.parametrize("rung", grade.RUNGS, ids=lambda r: r.name)
 def test_each_recording_replays_offline_through_its_own_step(rung, run_main):
     """The rung's step, replaying the rung strictly, sends the recorded requests: the recording is its own."""
     path = f"fixtures/{rung.fixture}.json"
-    fixture = replay.load_fixture(ROOT / path)
+    fixture = fixtures.load_fixture(ROOT / path)
     code, out = run_main(fixture["script"], "--replay", path)
     assert "Traceback" not in out and f"error: {path}" not in out, out
     ends_in_error = fixture["exchanges"][-1]["response"].get("status") != 200
@@ -342,13 +341,13 @@ def test_each_recording_replays_offline_through_its_own_step(rung, run_main):
 
 
 def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
-    fixture = replay.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
-    classroom = replay_server.Classroom({"grade_s01_loop": fixture}, out=grade.LogLines())
+    fixture = fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
+    room = classroom.Classroom({"grade_s01_loop": fixture}, out=grade.LogLines())
     seen = []
-    classroom.observer = lambda *event: seen.append(event)
+    room.observer = lambda *event: seen.append(event)
     first = fixture["exchanges"][0]["request"]
-    classroom.answer("ada", first, None)
-    classroom.answer("ada", {**first, "messages": first["messages"] * 2}, None)
+    room.answer("ada", first, None)
+    room.answer("ada", {**first, "messages": first["messages"] * 2}, None)
     assert [(who, name, turn, mistake is None) for who, name, turn, _, _, mistake in seen] == [
         ("ada", "grade_s01_loop", 1, True),
         ("ada", "grade_s01_loop", 2, False),

@@ -12,7 +12,7 @@ from conftest import STEPS, load_step
 from rich.console import Console
 from standin import message, text, tool_use
 
-import replay
+from workbook import replay
 
 
 def reply(*blocks, stop: str = "tool_use") -> dict:

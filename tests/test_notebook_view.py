@@ -9,14 +9,14 @@ import json
 import pytest
 from conftest import ROOT
 
-import notebook_view as view
-import replay
+from workbook import fixtures, replay, wire
+from workbook import notebook_view as view
 
 FIXTURES = sorted((ROOT / "fixtures").glob("s0*.json"))
 
 
 def fixture(name: str) -> dict:
-    return replay.load_fixture(ROOT / "fixtures" / f"{name}.json")
+    return fixtures.load_fixture(ROOT / "fixtures" / f"{name}.json")
 
 
 def lines_of(name: str, new_only: bool = False) -> list[str]:
@@ -134,7 +134,7 @@ def test_compaction_shows_the_shorter_list_and_the_whole_summary():
     last = request_block(lines_of("s06_collapse_then_compact", new_only=True), 8)
     assert "  messages: 3  (down from 7: rewritten from [0] on)" in last
     summary = fixture("s06_collapse_then_compact")["exchanges"][6]["response"]
-    text = replay.events_to_message(summary["stream"])["content"][0]["text"]
+    text = wire.events_to_message(summary["stream"])["content"][0]["text"]
     ending = text.split()[-4:]  # far past what one line holds
     assert " ".join(ending) in " ".join(" ".join(last).split())
 
@@ -155,7 +155,7 @@ def test_a_paused_turn_resumed_extends_the_same_assistant_message():
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
 def test_no_line_is_wider_than_200_characters(path):
-    exchanges = replay.load_fixture(path)["exchanges"]
+    exchanges = fixtures.load_fixture(path)["exchanges"]
     for new_only in (False, True):
         lines = view.run_lines(
             [e["request"] for e in exchanges], [e["response"] for e in exchanges], new_only

@@ -13,9 +13,8 @@ import pytest
 from conftest import ROOT
 from rich.console import Console
 
-import replay
 import s01_agent_loop
-import support
+from workbook import display, fixtures, replay, scratch
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("s[0-9][0-9]_*.ipynb"))
 
@@ -106,11 +105,11 @@ def test_a_plain_console_shows_the_loop_without_spinner_frames(monkeypatch):
     """The notebooks' recipe for deterministic rich output: the spinner leaves nothing behind."""
     out = io.StringIO()
     plain = Console(file=out, force_terminal=False, force_jupyter=False, width=100, highlight=False)
-    monkeypatch.setattr(support, "console", plain)
-    fixture = replay.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
+    monkeypatch.setattr(display, "console", plain)
+    fixture = fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
     client, _ = replay.replay_client(fixture, "s01_hello_agent.json")
     messages = [{"role": "user", "content": fixture["task"]}]
-    s01_agent_loop.agent_loop(client, messages, replay.copy_workspace(fixture["workspace"]))
+    s01_agent_loop.agent_loop(client, messages, scratch.copy_workspace(fixture["workspace"]))
     text = out.getvalue()
     assert "tokens in 114 / out 65" in text and "tokens in 671 / out 22" in text
     assert "waiting for the model" not in text

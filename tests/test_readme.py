@@ -4,7 +4,7 @@ import re
 
 from conftest import ROOT, STEPS
 
-import stepdiff
+from workbook import stepdiff
 
 ROWS = re.findall(r"^\| \[(s0\d)_\w+\.py\]\(.*?\| ([^|]+) \|$", (ROOT / "README.md").read_text(), re.M)
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-import replay
+from workbook import contract, errors, fixtures, replay
 
 settings.register_profile(
     "default", max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -203,8 +203,8 @@ def test_a_malformed_fixture_is_one_line_naming_file_and_place(tmp_path, name, m
     broken = mutate(json.dumps(good_fixture(), indent=2))
     path = tmp_path / "broken.json"
     path.write_bytes(broken if isinstance(broken, bytes) else broken.encode())
-    with pytest.raises(replay.FixtureError) as caught:
-        replay.load_fixture(path)
+    with pytest.raises(errors.FixtureError) as caught:
+        fixtures.load_fixture(path)
     message = str(caught.value)
     assert message.startswith(str(path)) and "\n" not in message and len(message) < 400
 
@@ -214,8 +214,8 @@ def test_a_malformed_fixture_is_one_line_naming_file_and_place(tmp_path, name, m
 def test_any_bytes_as_a_fixture_give_a_fixture_error_not_a_traceback(garbage, tmp_path_factory):
     path = tmp_path_factory.mktemp("garbage") / "f.json"
     path.write_bytes(garbage)
-    with pytest.raises(replay.FixtureError):
-        replay.load_fixture(path)
+    with pytest.raises(errors.FixtureError):
+        fixtures.load_fixture(path)
 
 
 def test_a_huge_text_block_is_fine_and_a_huge_error_line_is_cut(tmp_path):
@@ -223,11 +223,11 @@ def test_a_huge_text_block_is_fine_and_a_huge_error_line_is_cut(tmp_path):
     fixture["exchanges"][1]["response"]["body"]["content"][0]["text"] = "x" * 2_000_000
     path = tmp_path / "huge.json"
     path.write_text(json.dumps(fixture))
-    replay.load_fixture(path)  # big but valid
+    fixtures.load_fixture(path)  # big but valid
     fixture["exchanges"][1]["response"]["body"]["usage"] = "y" * 100_000
     path.write_text(json.dumps(fixture))
-    with pytest.raises(replay.FixtureError) as caught:
-        replay.load_fixture(path)
+    with pytest.raises(errors.FixtureError) as caught:
+        fixtures.load_fixture(path)
     assert len(str(caught.value)) < 400
 
 
@@ -295,7 +295,7 @@ def test_random_api_faults_are_retried_within_bounds_or_stop_cleanly(
         if fatal:  # only the documented fatal stops escape, and what was built so far is valid
             with pytest.raises((anthropic.APIStatusError, step.GaveUp)):
                 step.agent_loop(client, messages, workspace, retry=no_wait)
-            assert replay.api_rule_problems(step.plain(messages)) == []
+            assert contract.api_rule_problems(step.plain(messages)) == []
         else:
             step.agent_loop(client, messages, workspace, retry=no_wait)
         assert transport.cursor == len(fixture["exchanges"])  # every fault served, nothing skipped

@@ -1,4 +1,4 @@
-"""replay.py: the fixture format, the API's rules, and the transport's contract."""
+"""workbook's replay: the fixture format, the API's rules, and the transport's contract."""
 
 import copy
 import importlib
@@ -8,14 +8,14 @@ import anthropic
 import pytest
 from conftest import ROOT, STEPS
 
-import replay
+from workbook import cli, compare, contract, errors, fixtures, replay
 
 FIXTURES = sorted((ROOT / "fixtures").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_every_fixture_passes_the_checker(path):
-    fixture = replay.load_fixture(path)
+    fixture = fixtures.load_fixture(path)
     assert fixture["script"] in STEPS, f"{path.name} names a script that does not exist"
     if fixture["provenance"] == "scripted":
         assert fixture.get("provenance_note"), (
@@ -65,12 +65,12 @@ TEXT = {"type": "text", "text": "hi"}
     ],
 )
 def test_api_rules_catch_what_the_api_rejects(messages, problem):
-    assert any(problem in p for p in replay.api_rule_problems(messages))
+    assert any(problem in p for p in contract.api_rule_problems(messages))
 
 
 def test_api_rules_accept_a_valid_tool_round():
     assert (
-        replay.api_rule_problems([user(TEXT), assistant(TEXT, USE), user(RESULT, TEXT), assistant(TEXT)])
+        contract.api_rule_problems([user(TEXT), assistant(TEXT, USE), user(RESULT, TEXT), assistant(TEXT)])
         == []
     )
 
@@ -81,14 +81,14 @@ def test_api_rules_accept_a_valid_tool_round():
 def fixture_error(tmp_path, fixture) -> str:
     path = tmp_path / "f.json"
     path.write_text(json.dumps(fixture) if not isinstance(fixture, str) else fixture)
-    with pytest.raises(replay.FixtureError) as caught:
-        replay.load_fixture(path)
+    with pytest.raises(errors.FixtureError) as caught:
+        fixtures.load_fixture(path)
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
     return str(caught.value)
 
 
 def good():
-    return copy.deepcopy(replay.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json"))
+    return copy.deepcopy(fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json"))
 
 
 def test_a_body_that_is_not_a_message_names_its_place(tmp_path):
@@ -177,7 +177,7 @@ def test_a_replayed_stream_parses_through_the_sdk():
 
 def test_a_mismatch_is_not_retried_by_the_sdk():
     client, transport = replay.replay_client(good(), "t", max_retries=3)
-    with pytest.raises(replay.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
+    with pytest.raises(errors.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
         client.messages.create(model="m", max_tokens=8000, messages=[{"role": "user", "content": "other"}])
     assert len(transport.seen) == 1
 
@@ -185,7 +185,7 @@ def test_a_mismatch_is_not_retried_by_the_sdk():
 def test_the_diff_explains_a_missing_assistant_turn():
     recorded = good()["exchanges"][1]["request"]
     sent = {**recorded, "messages": [recorded["messages"][0], recorded["messages"][2]]}
-    diff = replay.request_diff(recorded, sent)
+    diff = compare.request_diff(recorded, sent)
     assert diff.startswith("expected 3 messages, got 2")
 
 
@@ -193,16 +193,16 @@ def test_structure_only_ignores_tool_output_but_not_ids():
     recorded = good()["exchanges"][1]["request"]
     sent = copy.deepcopy(recorded)
     sent["messages"][2]["content"][0]["content"] = "different output on this machine"
-    assert replay.request_diff(recorded, sent, structure_only=True) is None
-    assert "content expected" in replay.request_diff(recorded, sent)
+    assert compare.request_diff(recorded, sent, structure_only=True) is None
+    assert "content expected" in compare.request_diff(recorded, sent)
     sent["messages"][2]["content"][0]["tool_use_id"] = "toolu_other"
-    assert "tool_use_id expected" in replay.request_diff(recorded, sent, structure_only=True)
+    assert "tool_use_id expected" in compare.request_diff(recorded, sent, structure_only=True)
 
 
 def test_the_cli_checks_fixtures(tmp_path):
-    assert replay.main(["check", str(ROOT / "fixtures" / "s01_hello_agent.json")]) == 0
+    assert cli.main(["check", str(ROOT / "fixtures" / "s01_hello_agent.json")]) == 0
     (tmp_path / "bad.json").write_text("[]")
-    assert replay.main(["check", str(tmp_path / "bad.json")]) == 1
+    assert cli.main(["check", str(tmp_path / "bad.json")]) == 1
 
 
 def test_the_fast_path_for_checked_fixtures_still_catches_every_difference():
@@ -211,6 +211,6 @@ def test_the_fast_path_for_checked_fixtures_still_catches_every_difference():
     first = fixture["exchanges"][0]["request"]
     client.messages.create(**first)  # identical to the recording: served without a diff
     sent = {**first, "messages": first["messages"]}  # the same opening again, where turn 2 is due
-    with pytest.raises(replay.ReplayMismatch, match="turn 2: expected 3 messages, got 1"):
+    with pytest.raises(errors.ReplayMismatch, match="turn 2: expected 3 messages, got 1"):
         client.messages.create(**sent)
     assert transport.cursor == 1

@@ -15,12 +15,12 @@ import anthropic
 import pytest
 from conftest import ROOT, offline_env
 
-import replay
-import replay_server
 import s01_agent_loop
+from workbook import classroom, compare, fixtures, scratch, wire
+from workbook import server as classroom_server
 
 S01 = ROOT / "fixtures" / "s01_hello_agent.json"
-FIXTURE = replay.load_fixture(S01)
+FIXTURE = fixtures.load_fixture(S01)
 TURN1 = FIXTURE["exchanges"][0]["request"]["messages"]  # the first message alone
 BODY1, BODY2 = (e["response"]["body"] for e in FIXTURE["exchanges"])
 IDS = [b["id"] for b in BODY1["content"]]  # the three tool_use ids turn 1 asks for
@@ -37,7 +37,7 @@ def serve():
     def start(limits=None, **fixtures: dict):
         fixtures = fixtures or {"s01_hello_agent": FIXTURE}  # by name, the first is the default
         log = io.StringIO()
-        server = replay_server.ReplayServer(fixtures, port=0, out=log, limits=limits)
+        server = classroom_server.ReplayServer(fixtures, port=0, out=log, limits=limits)
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         started.append(server)
         return server, log
@@ -100,7 +100,7 @@ def variant(tmp_path, name: str, edit) -> dict:
     edit(fixture)
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(fixture))
-    return replay.load_fixture(path)
+    return fixtures.load_fixture(path)
 
 
 # -- the SDK and hand-written loops run a fixture to the end ----------------------------------------
@@ -109,7 +109,7 @@ def variant(tmp_path, name: str, edit) -> dict:
 def test_sdk_runs_the_s01_loop_to_the_end(serve):
     server, _ = serve()
     client = anthropic.Anthropic(api_key="alice", base_url=server.url, max_retries=0)
-    workspace = replay.copy_workspace(FIXTURE["workspace"])
+    workspace = scratch.copy_workspace(FIXTURE["workspace"])
     messages = [{"role": "user", "content": FIXTURE["task"]}]
     turns = s01_agent_loop.agent_loop(client, messages, workspace)
     assert [t.stop_reason for t in turns] == ["tool_use", "end_turn"]
@@ -156,7 +156,7 @@ def test_sdk_retries_a_recorded_529_and_dropped_connection_through_the_server(se
 
     server, log = serve(flaky=variant(tmp_path, "flaky", edit))
     client = anthropic.Anthropic(api_key="alice", base_url=server.url, max_retries=2)
-    turns = s01_agent_loop.agent_loop(client, [dict(TURN1[0])], replay.copy_workspace("hello"))
+    turns = s01_agent_loop.agent_loop(client, [dict(TURN1[0])], scratch.copy_workspace("hello"))
     assert [t.stop_reason for t in turns] == ["tool_use", "end_turn"]
     assert "529 overloaded_error (recorded)" in log.getvalue()
     assert "closed without an answer" in log.getvalue()
@@ -375,7 +375,7 @@ def test_streaming_through_the_sdk_gives_the_same_message_as_json(serve):
 def test_a_fixture_recorded_as_sse_is_served_as_json_to_a_plain_request(serve, tmp_path):
     def edit(f):
         for exchange in f["exchanges"]:
-            events = replay.message_to_events(exchange["response"].pop("body"))
+            events = wire.message_to_events(exchange["response"].pop("body"))
             exchange["response"] = {
                 "status": 200,
                 "headers": {"content-type": "text/event-stream"},
@@ -388,16 +388,16 @@ def test_a_fixture_recorded_as_sse_is_served_as_json_to_a_plain_request(serve, t
     assert (status, headers["content-type"], data) == (200, "application/json", BODY1)
     status, headers, text = post(server.url, request(turn2(), stream=True))
     assert headers["content-type"].startswith("text/event-stream")
-    assert text == replay.sse_bytes(sse["exchanges"][1]["response"]["stream"]).decode()
+    assert text == wire.sse_bytes(sse["exchanges"][1]["response"]["stream"]).decode()
 
 
 def test_message_to_events_and_back_is_the_same_message():
     thinking = {"type": "thinking", "thinking": "let me look at the files first", "signature": "sig=="}
     message = BODY1 | {"content": [thinking, {"type": "text", "text": "Listing… ✓"}, *BODY1["content"]]}
-    events = replay.message_to_events(message)
+    events = wire.message_to_events(message)
     assert [e["event"] for e in events][:2] == ["message_start", "content_block_start"]
     assert [e["event"] for e in events][-2:] == ["message_delta", "message_stop"]
-    assert replay.events_to_message(events) == message
+    assert wire.events_to_message(events) == message
 
 
 def sse(kind: str, **data) -> dict:
@@ -423,7 +423,7 @@ def test_events_to_message_reads_a_stream_as_the_api_sends_it():
         ),
         sse("message_stop"),
     ]
-    message = replay.events_to_message(events)
+    message = wire.events_to_message(events)
     assert message["content"] == [
         {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}
     ]
@@ -432,17 +432,17 @@ def test_events_to_message_reads_a_stream_as_the_api_sends_it():
         {"input_tokens": 114, "output_tokens": 40},
     )
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-    assert replay.events_to_message([*events[:3], {"event": "error", "data": error}]) == error
+    assert wire.events_to_message([*events[:3], {"event": "error", "data": error}]) == error
 
 
 def test_conversation_only_ignores_what_a_student_writes_but_not_the_ids():
     recorded = FIXTURE["exchanges"][1]["request"]
     theirs = {"model": "x", "max_tokens": 5, "stream": True, "system": "mine", "messages": turn2()}
     theirs["messages"][0] = {"role": "user", "content": [{"type": "text", "text": "my words"}]}
-    assert replay.request_diff(recorded, theirs, conversation_only=True) is None
-    assert replay.request_diff(recorded, theirs, structure_only=True).startswith("max_tokens")  # unchanged
+    assert compare.request_diff(recorded, theirs, conversation_only=True) is None
+    assert compare.request_diff(recorded, theirs, structure_only=True).startswith("max_tokens")  # unchanged
     swapped = turn2([IDS[1], IDS[0], IDS[2]])
-    problem = replay.request_diff(recorded, {"messages": swapped}, conversation_only=True)
+    problem = compare.request_diff(recorded, {"messages": swapped}, conversation_only=True)
     assert problem == f'messages[2].content[0]: tool_use_id expected "{IDS[0]}", got "{IDS[1]}"'
 
 
@@ -476,7 +476,7 @@ def test_unknown_paths_are_a_404_in_the_api_shape(serve):
 
 
 def test_replay_py_serve_starts_prints_its_url_and_answers():
-    command = [sys.executable, "replay.py", "serve", str(S01.relative_to(ROOT)), "--port", "0"]
+    command = [sys.executable, "-m", "workbook", "serve", str(S01.relative_to(ROOT)), "--port", "0"]
     proc = subprocess.Popen(
         command, cwd=ROOT, env=offline_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
     )
@@ -492,9 +492,9 @@ def test_replay_py_serve_starts_prints_its_url_and_answers():
 
 
 def test_a_missing_fixture_or_busy_port_is_a_one_line_error(serve, capsys):
-    assert replay_server.main(["fixtures/nope.json", "--port", "0"]) == 1
+    assert classroom_server.main(["fixtures/nope.json", "--port", "0"]) == 1
     server, _ = serve()
-    assert replay_server.main([str(S01), "--port", str(server.server_address[1])]) == 1
+    assert classroom_server.main([str(S01), "--port", str(server.server_address[1])]) == 1
     errors = capsys.readouterr().err.splitlines()
     assert len(errors) == 2
     assert errors[0].startswith("error: fixtures/nope.json: no such fixture")
@@ -542,7 +542,7 @@ def test_a_body_over_32_mb_is_a_413_answered_before_the_body_is_read(serve):
 
 
 def test_a_client_that_sends_a_body_too_large_whole_still_reads_the_413(serve):
-    server, _ = serve(limits=replay_server.Limits(body_bytes=2000))
+    server, _ = serve(limits=classroom.Limits(body_bytes=2000))
     client = anthropic.Anthropic(api_key="alice", base_url=server.url, max_retries=0)
     with pytest.raises(anthropic.RequestTooLargeError, match="the most is 2,000 bytes"):
         client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x" * 50_000}])
@@ -575,7 +575,7 @@ def test_two_different_content_lengths_are_a_400(serve):
 
 
 def test_a_chunked_body_is_read_and_its_size_checked(serve):
-    server, _ = serve(limits=replay_server.Limits(body_bytes=1000))
+    server, _ = serve(limits=classroom.Limits(body_bytes=1000))
     body = json.dumps(request(TURN1)).encode()
     chunked = head(transfer_encoding="chunked", connection="close")
     chunks = b"".join(
@@ -589,7 +589,7 @@ def test_a_chunked_body_is_read_and_its_size_checked(serve):
 
 
 def test_headers_sent_too_slowly_time_out_and_close_the_connection(serve):
-    server, log = serve(limits=replay_server.Limits(headers=0.3))
+    server, log = serve(limits=classroom.Limits(headers=0.3))
     parts = urlsplit(server.url)
     with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
         sock.sendall(b"POST /v1/messages HTTP/1.1\r\n")
@@ -610,19 +610,19 @@ def test_headers_sent_too_slowly_time_out_and_close_the_connection(serve):
 
 
 def test_a_body_that_stops_arriving_times_out_and_closes_the_connection(serve):
-    server, log = serve(limits=replay_server.Limits(body=0.2))
+    server, log = serve(limits=classroom.Limits(body=0.2))
     received = raw_exchange(server.url, head(content_length=100) + b'{"model":')  # 9 of 100 bytes
     assert received == b""  # closed without an answer
     assert "timed out" in log.getvalue()
 
 
 def test_an_idle_kept_alive_connection_is_closed_after_its_limit(serve):
-    server, _ = serve(limits=replay_server.Limits(idle=0.2))
+    server, _ = serve(limits=classroom.Limits(idle=0.2))
     assert raw_exchange(server.url, b"") == b""
 
 
 def test_connections_past_the_limit_are_closed_and_counted_back_when_others_end(serve):
-    server, log = serve(limits=replay_server.Limits(connections=2))
+    server, log = serve(limits=classroom.Limits(connections=2))
     parts = urlsplit(server.url)
     first, second = (socket.create_connection((parts.hostname, parts.port), timeout=10) for _ in "ab")
     first.sendall(head("GET /", connection="keep-alive"))
@@ -641,7 +641,7 @@ def test_connections_past_the_limit_are_closed_and_counted_back_when_others_end(
 def test_kept_alive_connection_serves_many_requests_each_reply_in_one_write(serve):
     writes = []
 
-    class Counting(replay_server.Handler):
+    class Counting(classroom_server.Handler):
         def setup(self):
             super().setup()
             writes.append(("nodelay", self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
@@ -682,11 +682,11 @@ def test_each_student_has_a_lock_of_their_own_so_one_never_waits_on_another(serv
 def test_a_big_body_parses_to_the_same_json():
     big = json.dumps(request(turn2()) | {"padding": [{"text": "x" * 100}] * 5000}).encode()
     assert len(big) > 256 * 1024
-    assert replay_server.parse_json(big) == json.loads(big)
+    assert classroom_server.parse_json(big) == json.loads(big)
 
 
 def test_the_class_is_capped_and_the_next_student_is_told_why(serve):
-    server, log = serve(limits=replay_server.Limits(students=2))
+    server, log = serve(limits=classroom.Limits(students=2))
     assert post(server.url, request(TURN1), key="alice")[0] == 200
     assert post(server.url, request(TURN1), key="bob")[0] == 200
     status, _, data = post(server.url, request(TURN1), key="carol")
@@ -701,12 +701,12 @@ def test_the_class_is_capped_and_the_next_student_is_told_why(serve):
 
 def test_max_students_is_a_command_line_flag(capsys):
     with pytest.raises(SystemExit):
-        replay_server.main([str(S01), "--max-students", "0"])
+        classroom_server.main([str(S01), "--max-students", "0"])
     assert "1 or more" in capsys.readouterr().err
 
 
 def test_the_class_table_lists_at_most_its_limit_and_says_how_many_more(serve):
-    server, _ = serve(limits=replay_server.Limits(listed=3))
+    server, _ = serve(limits=classroom.Limits(listed=3))
     for name in "abcde":
         post(server.url, request(TURN1), key=name)
     page = get(server.url, "/")
@@ -739,8 +739,8 @@ def test_escape_codes_in_a_name_reach_the_teacher_escaped_never_raw(serve):
 
 
 def test_printable_escapes_controls_and_bidi_overrides_and_keeps_names_in_any_script():
-    assert replay_server.printable("李雷 Zoë") == "李雷 Zoë"
-    assert replay_server.printable("a\u202eb\nc\x00") == "a\\u202eb\\nc\\x00"
+    assert classroom.printable("李雷 Zoë") == "李雷 Zoë"
+    assert classroom.printable("a\u202eb\nc\x00") == "a\\u202eb\\nc\\x00"
 
 
 def test_a_name_sent_as_utf_8_bytes_is_read_as_utf_8(serve):

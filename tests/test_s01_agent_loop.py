@@ -12,15 +12,15 @@ import pytest
 from conftest import ROOT, offline_env, run_script
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
-import replay
 import s01_agent_loop as s01
+from workbook import cli, errors, fixtures, replay, scratch, trust
 
 FIXTURE = ROOT / "fixtures" / "s01_hello_agent.json"
 
 
 def one_turn_fixture(content: list, stop_reason: str) -> dict:
     """A one-exchange fixture, for loop behaviour that needs only the first reply."""
-    fixture = copy.deepcopy(replay.load_fixture(FIXTURE))
+    fixture = copy.deepcopy(fixtures.load_fixture(FIXTURE))
     fixture["exchanges"] = fixture["exchanges"][:1]
     fixture["exchanges"][0]["response"]["body"].update(content=content, stop_reason=stop_reason)
     return fixture
@@ -30,7 +30,7 @@ def replay_s01(fixture: dict, workspace=None):
     """Run s01's loop on a fixture, in a fresh copy of its workspace unless one is given."""
     client, transport = replay.replay_client(fixture, "test")
     messages = [{"role": "user", "content": fixture["task"]}]
-    turns = s01.agent_loop(client, messages, workspace or replay.copy_workspace(fixture["workspace"]))
+    turns = s01.agent_loop(client, messages, workspace or scratch.copy_workspace(fixture["workspace"]))
     return turns, messages, transport
 
 
@@ -49,7 +49,7 @@ def test_stops_on_max_tokens_without_running_the_cut_off_tool(tmp_path):
 
 
 def test_every_tool_use_is_answered_once_in_one_message(tmp_path):
-    fixture = replay.load_fixture(FIXTURE)
+    fixture = fixtures.load_fixture(FIXTURE)
     _, messages, transport = replay_s01(fixture)
     asked = [b.id for b in messages[1]["content"] if b.type == "tool_use"]
     answered = [b["tool_use_id"] for b in transport.seen[1]["messages"][2]["content"]]
@@ -57,7 +57,7 @@ def test_every_tool_use_is_answered_once_in_one_message(tmp_path):
 
 
 def test_assistant_content_is_appended_verbatim(tmp_path):
-    fixture = replay.load_fixture(FIXTURE)
+    fixture = fixtures.load_fixture(FIXTURE)
     turns, messages, transport = replay_s01(fixture)
     assert messages[1]["content"] is turns[0].content
     assert (
@@ -66,13 +66,13 @@ def test_assistant_content_is_appended_verbatim(tmp_path):
 
 
 def test_tools_really_run_in_the_workspace():
-    workspace = replay.copy_workspace("hello")
-    replay_s01(replay.load_fixture(FIXTURE), workspace)
+    workspace = scratch.copy_workspace("hello")
+    replay_s01(fixtures.load_fixture(FIXTURE), workspace)
     assert (workspace / "hello_agent.txt").read_text() == "Hello from Agent Loop!\n"
 
 
 def test_the_seed_token_figures_replay():
-    turns, _, transport = replay_s01(replay.load_fixture(FIXTURE))
+    turns, _, transport = replay_s01(fixtures.load_fixture(FIXTURE))
     assert [t.usage.input_tokens for t in turns] == [114, 671]
     assert [len(body["messages"]) for body in transport.seen] == [1, 3]
 
@@ -88,27 +88,27 @@ def broken_loop(line_to_drop: str):
 
 def test_replay_catches_a_loop_that_forgets_the_assistant_turn():
     loop = broken_loop('messages.append({"role": "assistant", "content": response.content})')
-    fixture = replay.load_fixture(FIXTURE)
+    fixture = fixtures.load_fixture(FIXTURE)
     client, _ = replay.replay_client(fixture, "s01_hello_agent.json")
-    with pytest.raises(replay.WorkbookError) as caught:
-        loop(client, [{"role": "user", "content": fixture["task"]}], replay.copy_workspace("hello"))
+    with pytest.raises(errors.WorkbookError) as caught:
+        loop(client, [{"role": "user", "content": fixture["task"]}], scratch.copy_workspace("hello"))
     message_ = str(caught.value)
     assert "turn 2" in message_ and "the assistant turn was not appended" in message_
 
 
 def test_replay_catches_a_loop_that_drops_the_results(tmp_path):
     loop = broken_loop('messages.append({"role": "user", "content": results})')
-    client, _ = replay.replay_client(replay.load_fixture(FIXTURE), "s01_hello_agent.json")
+    client, _ = replay.replay_client(fixtures.load_fixture(FIXTURE), "s01_hello_agent.json")
     with pytest.raises(
-        replay.WorkbookError, match="turn 2: expected 3 messages, got 2 .* the tool results were not appended"
+        errors.WorkbookError, match="turn 2: expected 3 messages, got 2 .* the tool results were not appended"
     ):
-        loop(client, [{"role": "user", "content": replay.load_fixture(FIXTURE)["task"]}], tmp_path)
+        loop(client, [{"role": "user", "content": fixtures.load_fixture(FIXTURE)["task"]}], tmp_path)
 
 
 def test_an_exhausted_fixture_is_a_clear_error_not_a_hang():
-    fixture = copy.deepcopy(replay.load_fixture(FIXTURE))
+    fixture = copy.deepcopy(fixtures.load_fixture(FIXTURE))
     fixture["exchanges"] = fixture["exchanges"][:1]
-    with pytest.raises(replay.ReplayExhausted, match="request 2 but the fixture holds only 1"):
+    with pytest.raises(errors.ReplayExhausted, match="request 2 but the fixture holds only 1"):
         replay_s01(fixture)
 
 
@@ -124,7 +124,7 @@ def test_bash_result_carries_stdout_stderr_and_exit_code(tmp_path):
 def test_a_wrong_tool_call_is_answered_not_crashed(tmp_path):
     weird = [tool_use("toolu_1", "bash", {"cmd": "ls"}), tool_use("toolu_2", "python", {"code": "1"})]
     fixture = one_turn_fixture(weird, "tool_use")
-    fixture["exchanges"].append(copy.deepcopy(replay.load_fixture(FIXTURE)["exchanges"][1]))
+    fixture["exchanges"].append(copy.deepcopy(fixtures.load_fixture(FIXTURE)["exchanges"][1]))
     client, transport = replay.replay_client(fixture, "test", strict=False)
     s01.agent_loop(client, [{"role": "user", "content": "x"}], tmp_path)
     results = transport.seen[1]["messages"][2]["content"]
@@ -211,13 +211,13 @@ def test_record_then_replay_offline(run_main, tmp_path, monkeypatch):
     assert code == 0, out
     saved = recording.read_text()
     assert "sk-test-secret" not in saved and "authorization" not in saved.lower()
-    fixture = replay.load_fixture(recording)
+    fixture = fixtures.load_fixture(recording)
     assert fixture["provenance"] == "recorded" and fixture["recorded"]["sdk"].startswith("anthropic ")
     assert len(fixture["exchanges"]) == 2
     refused, out = run_main("s01_agent_loop", "--replay", str(recording))  # s01 has no gate: trusted only
-    assert refused == 1 and "replay.py trust" in out
-    monkeypatch.setattr(replay, "TRUST_FILE", tmp_path / "TRUSTED")
-    replay.trust(recording)  # the reader read it (or recorded it), and says so
+    assert refused == 1 and "python -m workbook trust" in out
+    monkeypatch.setattr(trust, "TRUST_FILE", tmp_path / "TRUSTED")
+    cli.trust(recording)  # the reader read it (or recorded it), and says so
     again, out = run_main("s01_agent_loop", "--replay", str(recording))
     assert again == 0, out
     assert "wrote live" in out and "offline replay of" in out

@@ -1,12 +1,12 @@
-"""stepdiff.py: how agent_loop changed from one step to the next, and each step's size for the README."""
+"""`python -m workbook stepdiff`: how agent_loop changed from step to step, and each step's size."""
 
 from conftest import STEPS, run_script
 
-import stepdiff
+from workbook import stepdiff
 
 
 def test_one_step_shows_how_its_loop_changed_from_the_step_before():
-    done = run_script("stepdiff.py", "s02")
+    done = run_script("-m", "workbook", "stepdiff", "s02")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[:2] == ["--- s01_agent_loop.agent_loop", "+++ s02_tools.agent_loop"]
@@ -16,11 +16,14 @@ def test_one_step_shows_how_its_loop_changed_from_the_step_before():
 
 
 def test_one_step_means_the_diff_from_the_step_before():
-    assert run_script("stepdiff.py", "s05").stdout == run_script("stepdiff.py", "s04", "s05").stdout
+    assert (
+        run_script("-m", "workbook", "stepdiff", "s05").stdout
+        == run_script("-m", "workbook", "stepdiff", "s04", "s05").stdout
+    )
 
 
 def test_stat_gives_every_step_its_size_and_its_loops_change():
-    done = run_script("stepdiff.py", "--stat")
+    done = run_script("-m", "workbook", "stepdiff", "--stat")
     rows = done.stdout.splitlines()
     assert done.returncode == 0 and len(rows) == len(STEPS)
     steps = stepdiff.scripts()
@@ -33,6 +36,6 @@ def test_stat_gives_every_step_its_size_and_its_loops_change():
 
 
 def test_an_unknown_step_is_one_line_of_usage():
-    done = run_script("stepdiff.py", "s01", "s99")
+    done = run_script("-m", "workbook", "stepdiff", "s01", "s99")
     assert done.returncode == 2 and len(done.stdout.splitlines()) == 1
     assert "the steps here: s01, s02" in done.stdout and "Traceback" not in done.stderr

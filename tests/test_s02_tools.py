@@ -10,10 +10,9 @@ import pytest
 from conftest import ROOT, run_script
 from standin import StandIn, message, scripted, text, tool_use
 
-import replay
 import s01_agent_loop as s01
 import s02_tools as s02
-import support
+from workbook import errors, fixtures, replay, scratch, step_cli
 
 FIXTURE = ROOT / "fixtures" / "s02_fix_divide_by_zero.json"
 
@@ -266,13 +265,13 @@ def test_the_audit_log_has_one_line_per_call(ws):
 
 def replay_fixture(fixture: dict):
     client, transport = replay.replay_client(fixture, "s02_fix_divide_by_zero.json")
-    workspace = replay.copy_workspace(fixture["workspace"])
+    workspace = scratch.copy_workspace(fixture["workspace"])
     turns = s02.agent_loop(client, [{"role": "user", "content": fixture["task"]}], workspace)
     return turns, transport, workspace
 
 
 def test_the_fixture_replays_and_really_fixes_the_bug():
-    turns, transport, workspace = replay_fixture(replay.load_fixture(FIXTURE))
+    turns, transport, workspace = replay_fixture(fixtures.load_fixture(FIXTURE))
     assert [t.stop_reason for t in turns] == ["tool_use"] * 5 + ["end_turn"]
     assert "if not numbers:" in (workspace / "utils.py").read_text()
     flags = [[r["is_error"] for r in body["messages"][-1]["content"]] for body in transport.seen[1:]]
@@ -281,9 +280,9 @@ def test_the_fixture_replays_and_really_fixes_the_bug():
 
 
 def test_the_fixture_pins_the_error_the_model_recovered_from():
-    fixture = copy.deepcopy(replay.load_fixture(FIXTURE))
+    fixture = copy.deepcopy(fixtures.load_fixture(FIXTURE))
     fixture["exchanges"][0]["response"]["body"]["content"][2]["input"] = {"path": "utils.py"}
-    with pytest.raises(replay.ReplayMismatch, match="turn 2"):
+    with pytest.raises(errors.ReplayMismatch, match="turn 2"):
         replay_fixture(fixture)  # the recorded turn 2 expects the invalid-input error, not the file
 
 
@@ -321,7 +320,7 @@ def clumsy_model():
 
 
 def test_live_the_loop_answers_every_bad_call_with_an_error_and_finishes(ws, monkeypatch):
-    monkeypatch.setattr(support, "RUNS", ws.parent / "runs")
+    monkeypatch.setattr(step_cli, "RUNS", ws.parent / "runs")
     with StandIn(clumsy_model()) as api:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
@@ -337,7 +336,7 @@ def test_live_the_loop_answers_every_bad_call_with_an_error_and_finishes(ws, mon
 
 
 def test_live_tools_really_act_in_the_given_workspace(ws, monkeypatch):
-    monkeypatch.setattr(support, "RUNS", ws.parent / "runs")
+    monkeypatch.setattr(step_cli, "RUNS", ws.parent / "runs")
     edit = tool_use("toolu_1", "edit_file", {"path": "notes.txt", "old_text": "beta", "new_text": "BETA"})
     with StandIn(scripted(message([edit], "tool_use"), message([text("done")]))) as api:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
@@ -355,7 +354,7 @@ class Terminal(io.StringIO):
 
 
 def test_live_at_a_terminal_asks_by_default_and_a_no_is_an_error_result(ws, monkeypatch, capsys):
-    monkeypatch.setattr(support, "RUNS", ws.parent / "runs")
+    monkeypatch.setattr(step_cli, "RUNS", ws.parent / "runs")
     monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     write = tool_use("toolu_1", "write_file", {"path": "x.txt", "content": "x"})
     with StandIn(scripted(message([write], "tool_use"), message([text("ok, I won't")]))) as api:
@@ -368,7 +367,7 @@ def test_live_at_a_terminal_asks_by_default_and_a_no_is_an_error_result(ws, monk
 
 
 def test_live_without_a_terminal_defaults_to_auto(ws, monkeypatch, capsys):
-    monkeypatch.setattr(support, "RUNS", ws.parent / "runs")
+    monkeypatch.setattr(step_cli, "RUNS", ws.parent / "runs")
     with StandIn(scripted(message([text("nothing to do")]))) as api:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)

@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT, STEPS, load_step, offline_env, run_script
 from standin import StandIn, api_error, message, scripted, text, tool_use
 
-import replay
+from workbook import contract, fixtures, replay, scratch
 
 STEPS_FROM = [s for s in STEPS if s >= "s03"]
 
@@ -252,7 +252,7 @@ def test_save_conversation_turns_sdk_objects_into_api_json(step, tmp_path):
         {"type": "text", "text": "look"},
         {"type": "tool_use", "id": "toolu_1", "name": "list_files", "input": {}},
     ]
-    assert saved[2]["content"] == [result] and replay.api_rule_problems(saved) == []
+    assert saved[2]["content"] == [result] and contract.api_rule_problems(saved) == []
 
 
 # -- live mode, over real HTTP, against a stand-in that misbehaves -----------------------------------
@@ -315,7 +315,7 @@ def test_live_a_403_stops_at_once_with_advice_and_the_conversation(live, step, c
     assert "403: this key may not use this model" in out and "retrying" not in out
     [saved] = runs.glob("*/conversation.json")
     conversation = json.loads(saved.read_text())
-    assert len(conversation) == 3 and replay.api_rule_problems(conversation) == []
+    assert len(conversation) == 3 and contract.api_rule_problems(conversation) == []
     assert conversation[2]["content"][0]["content"] == "alpha\nbeta\n"
 
 
@@ -406,7 +406,7 @@ def test_bad_key_stops_cleanly_with_the_conversation_saved(replays):
     path = Path(re.search(r"saved to (\S+conversation\.json)", out).group(1))
     conversation = json.loads(path.read_text())
     assert conversation == [{"role": "user", "content": "List the files in this folder."}]
-    assert replay.api_rule_problems(conversation) == []
+    assert contract.api_rule_problems(conversation) == []
     assert not str(path).startswith(str(ROOT))  # a replay writes beside its temp workspace, not in the repo
 
 
@@ -432,13 +432,13 @@ def test_help_names_the_default_fixture_and_the_test_only_no_sleep_switch(capsys
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "fixtures").glob("s03_*.json")))
 def test_every_s03_fixture_is_scripted_with_estimated_usage(name):
-    fixture = replay.load_fixture(ROOT / "fixtures" / f"{name}.json")
+    fixture = fixtures.load_fixture(ROOT / "fixtures" / f"{name}.json")
     assert fixture["script"] == "s03_errors" and fixture["provenance"] == "scripted"
     assert "estimates" in fixture["provenance_note"]
 
 
 def test_the_login_workspace_is_really_broken_before_the_replay():
-    workspace = replay.copy_workspace("login")
+    workspace = scratch.copy_workspace("login")
     done = run_script(str(workspace / "tests" / "test_login.py"))
     assert done.returncode == 1 and "FAIL  test_user_names_are_not_case_sensitive" in done.stdout
     assert os.path.exists(workspace / "src" / "login.py")

@@ -19,7 +19,7 @@ from conftest import ROOT, STEPS, load_step, run_script
 from rich.console import Console
 from standin import StandIn, message, scripted, text, tool_use
 
-import replay
+from workbook import fixtures, replay, scratch
 
 STEPS_FROM = [s for s in STEPS if s >= "s04"]
 FIXTURES = ["s04_read_many.json", "s04_mixed_turn.json", "s04_tool_storm.json"]
@@ -283,10 +283,10 @@ def test_the_timeline_records_each_calls_group_and_the_results_hold_no_timing(st
 def test_the_turn_shows_which_calls_ran_together(step, monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(step, "console", Console(file=out, force_terminal=False, width=120))
-    fixture = replay.load_fixture(ROOT / "fixtures" / "s04_mixed_turn.json")
+    fixture = fixtures.load_fixture(ROOT / "fixtures" / "s04_mixed_turn.json")
     client, _ = replay.replay_client(fixture, "s04_mixed_turn.json", strict=False)
     step.agent_loop(
-        client, [{"role": "user", "content": fixture["task"]}], replay.copy_workspace("inventory")
+        client, [{"role": "user", "content": fixture["task"]}], scratch.copy_workspace("inventory")
     )
     shown = out.getvalue()
     assert "same group = ran together" in shown
@@ -301,7 +301,7 @@ def test_the_turn_shows_which_calls_ran_together(step, monkeypatch):
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_the_fixture_replays_through_its_script(name):
-    fixture = replay.load_fixture(ROOT / "fixtures" / name)
+    fixture = fixtures.load_fixture(ROOT / "fixtures" / name)
     done = run_script(f"{fixture['script']}.py", "--replay", f"fixtures/{name}", "--read-latency", "0")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"offline replay of fixtures/{name}" in done.stdout and "end_turn" in done.stdout
@@ -309,9 +309,9 @@ def test_the_fixture_replays_through_its_script(name):
 
 
 def replay_in_process(step, name: str):
-    fixture = replay.load_fixture(ROOT / "fixtures" / name)
+    fixture = fixtures.load_fixture(ROOT / "fixtures" / name)
     client, transport = replay.replay_client(fixture, name, strict=False)  # later steps may word things anew
-    workspace = replay.copy_workspace(fixture["workspace"])
+    workspace = scratch.copy_workspace(fixture["workspace"])
     with_console = Console(file=io.StringIO(), force_terminal=False)
     saved, step.console = step.console, with_console
     try:

@@ -22,7 +22,7 @@ from conftest import ROOT, STEPS, load_step, offline_env, run_script
 from rich.console import Console
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
-import replay
+from workbook import contract, errors, fixtures, replay, scratch, wire
 
 STEPS_FROM = [s for s in STEPS if s >= "s05"]
 FIXTURES = ROOT / "fixtures"
@@ -53,7 +53,7 @@ def reply(used: anthropic.types.Usage) -> anthropic.types.Message:
 
 
 def fixture(name: str) -> dict:
-    return replay.load_fixture(FIXTURES / f"s05_{name}.json")
+    return fixtures.load_fixture(FIXTURES / f"s05_{name}.json")
 
 
 def replay_loop(step, name: str, strict: bool = True, tmp_path: Path | None = None, **limits):
@@ -62,7 +62,7 @@ def replay_loop(step, name: str, strict: bool = True, tmp_path: Path | None = No
     client, transport = replay.replay_client(recorded, f"s05_{name}.json", strict, max_retries=0)
     budget = step.Budget(**limits)
     messages = [{"role": "user", "content": recorded["task"]}]
-    workspace = replay.copy_workspace(recorded["workspace"])
+    workspace = scratch.copy_workspace(recorded["workspace"])
     trace = tmp_path / "trace.jsonl" if tmp_path else None
     audit = workspace.parent / "audit.jsonl"
     turns = step.agent_loop(client, messages, workspace, audit=audit, budget=budget, trace_path=trace)
@@ -126,7 +126,7 @@ def test_max_steps_stops_after_the_last_allowed_call_with_its_tools_answered(ste
     turns, budget, transport, messages = replay_loop(step, "max_steps", max_steps=3)
     assert len(turns) == 3 == transport.cursor
     assert budget.reason == "max steps: 3 model calls made (--max-steps 3)"
-    assert messages[-1]["role"] == "user" and replay.api_rule_problems(step.plain(messages)) == []
+    assert messages[-1]["role"] == "user" and contract.api_rule_problems(step.plain(messages)) == []
 
 
 @pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_each_limit_stops_the_growing_run_at_the_turn_it_is_reached(step, limits
     turns, budget, transport, messages = replay_loop(step, "token_budget", strict=False, **limits)
     assert len(turns) == calls == transport.cursor
     assert budget.reason.startswith(reason)
-    assert replay.api_rule_problems(step.plain(messages)) == []
+    assert contract.api_rule_problems(step.plain(messages)) == []
 
 
 def test_the_token_budget_fixture_warns_about_cost_before_the_token_budget_stops_it(step):
@@ -246,8 +246,8 @@ STREAMED = sorted(p.stem for p in FIXTURES.glob("s05_*.json"))
 @pytest.mark.parametrize("name", STREAMED)
 def test_a_streamed_reply_is_the_same_message_as_its_json_body(name):
     """Each recorded stream, parsed by the SDK's own SSE code, equals the Message it adds up to."""
-    for exchange in replay.load_fixture(FIXTURES / f"{name}.json")["exchanges"]:
-        body = replay.events_to_message(exchange["response"]["stream"])
+    for exchange in fixtures.load_fixture(FIXTURES / f"{name}.json")["exchanges"]:
+        body = wire.events_to_message(exchange["response"]["stream"])
         one = {"exchanges": [exchange], "task": "", "workspace": ""}
         client, _ = replay.replay_client(one, name, strict=False)
         request = {
@@ -267,7 +267,7 @@ def test_every_request_asks_for_a_stream_unless_told_not_to(step):
     recorded = fixture("streamed")
     for stream in (True, False):
         client, transport = replay.replay_client(recorded, "s05_streamed.json", strict=False)
-        workspace = replay.copy_workspace("notes_app")
+        workspace = scratch.copy_workspace("notes_app")
         step.agent_loop(client, [{"role": "user", "content": "go"}], workspace, stream=stream)
         assert [body.get("stream") for body in transport.seen] == [True if stream else None] * 3
 
@@ -418,7 +418,7 @@ def test_ctrl_c_during_a_slow_command_cancels_it_answers_every_call_and_saves(si
     out, code, saved = signalled["once"]
     assert code == 130 and "Traceback" not in out, out
     assert "stopped: interrupted by the user (Ctrl-C while tools ran" in out
-    assert replay.api_rule_problems(saved) == []
+    assert contract.api_rule_problems(saved) == []
     answers = saved[-1]["content"]
     assert [a["is_error"] for a in answers] == [True, True]
     assert "the command was cancelled, its process group killed" in answers[0]["content"]
@@ -430,7 +430,7 @@ def test_ctrl_c_during_a_slow_command_cancels_it_answers_every_call_and_saves(si
 def test_a_second_ctrl_c_stops_at_once_and_still_saves(signalled):
     out, code, saved = signalled["twice"]
     assert code == 130 and "Traceback" not in out, out
-    assert replay.api_rule_problems(saved) == [] and len(saved) == 3
+    assert contract.api_rule_problems(saved) == [] and len(saved) == 3
     assert all(a["is_error"] and "interrupted by the user" in a["content"] for a in saved[-1]["content"])
     assert "12 checks passed" not in json.dumps(saved)
 
@@ -447,7 +447,7 @@ def test_ctrl_c_during_a_model_call_drops_the_partial_reply(signalled):
 def test_the_trace_is_valid_json_lines_after_kill_9(signalled):
     lines = [json.loads(line) for line in signalled["kill -9"].splitlines()]  # each line whole
     assert [line["event"] for line in lines] == ["start", "model_call"]
-    first = replay.events_to_message(fixture("interrupt")["exchanges"][0]["response"]["stream"])
+    first = wire.events_to_message(fixture("interrupt")["exchanges"][0]["response"]["stream"])
     traced = anthropic.types.Message.model_validate(lines[1]["response"])
     expected = anthropic.types.Message.model_validate(first)
     assert traced.to_dict(exclude_none=True) == expected.to_dict(exclude_none=True)
@@ -474,7 +474,7 @@ def test_resume_continues_the_saved_conversation_with_the_new_instruction(step):
     client, transport = replay.replay_client(recorded, "s05_resume.json", max_retries=0)  # strict
     messages = step.continued(step.load_conversation(SAVED), recorded["task"])
     budget = step.Budget()
-    turns = step.agent_loop(client, messages, replay.copy_workspace("notes_app"), budget=budget)
+    turns = step.agent_loop(client, messages, scratch.copy_workspace("notes_app"), budget=budget)
     assert transport.seen[0]["messages"][-1]["content"][-1] == {"type": "text", "text": recorded["task"]}
     assert len(turns) == 2 and budget.reason.startswith("the model ended its turn")
 
@@ -499,7 +499,7 @@ def test_a_resumed_conversation_that_ended_on_an_answer_needs_an_instruction(ste
         {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
     ]
     assert step.continued(finished, "and now?")[-1] == {"role": "user", "content": "and now?"}
-    with pytest.raises(replay.WorkbookError, match="give a new instruction"):
+    with pytest.raises(errors.WorkbookError, match="give a new instruction"):
         step.continued(finished, "")
 
 
@@ -649,7 +649,7 @@ def test_live_a_model_that_runs_long_is_stopped_by_max_steps(live):
     code, requests, out, saved = live(wanders, "--max-steps", "5")
     assert code == 0 and len(requests) == 5
     assert "ended: max steps: 5 model calls made (--max-steps 5)" in out
-    assert replay.api_rule_problems(saved) == [] and len(saved) == 11
+    assert contract.api_rule_problems(saved) == [] and len(saved) == 11
 
 
 def test_live_a_growing_conversation_is_stopped_by_the_token_budget_with_cache_tokens_counted(live):
@@ -700,7 +700,7 @@ def test_live_a_recorded_stream_replays_offline_streamed(live, step, tmp_path, m
     first = message([text("Looking."), tool_use("toolu_1", "list_files", {})], "tool_use")
     brain = scripted(first, message([text("Two lines.")]))
     code, requests, out, _ = live(brain, "--record", str(recording))
-    fixture = replay.load_fixture(recording)
+    fixture = fixtures.load_fixture(recording)
     assert code == 0 and all("stream" in e["response"] for e in fixture["exchanges"])  # SSE kept as events
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     out = io.StringIO()

@@ -10,7 +10,7 @@ from conftest import ROOT, STEPS, load_step, run_script
 from rich.console import Console
 from standin import Reply, StandIn, api_error, message, text, tool_use
 
-import replay
+from workbook import compare, contract, fixtures, replay, scratch, wire
 
 STEPS_FROM = [s for s in STEPS if s >= "s06"]  # every step that has the recovery chain
 FIXTURES = ROOT / "fixtures"
@@ -50,9 +50,9 @@ def recovery_for(step, fixture: dict, **extra):
 
 def replay_path(step, name: str, tmp_path=None, strict: bool = True):
     """Replay fixtures/s06_<name>.json through the step's own loop: (transitions, transport, ...)."""
-    fixture = replay.load_fixture(FIXTURES / f"s06_{name}.json")
+    fixture = fixtures.load_fixture(FIXTURES / f"s06_{name}.json")
     client, transport = replay.replay_client(fixture, name, strict)
-    workspace = replay.copy_workspace(fixture["workspace"])
+    workspace = scratch.copy_workspace(fixture["workspace"])
     trace = tmp_path / "trace.jsonl" if tmp_path else None
     recovery = recovery_for(step, fixture)
     where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
@@ -67,7 +67,7 @@ def replay_path(step, name: str, tmp_path=None, strict: bool = True):
 def reply(fixture: dict, n: int) -> dict:
     """The Message of exchange n, whether recorded as a JSON body or as a stream of events."""
     response = fixture["exchanges"][n]["response"]
-    return response["body"] if "body" in response else replay.events_to_message(response["stream"])
+    return response["body"] if "body" in response else wire.events_to_message(response["stream"])
 
 
 def body(content: list, stop_reason: str) -> dict:
@@ -84,7 +84,7 @@ def generated(step, replies: list, attempts: int = 5, **recovery):
     state = step.Recovery(**recovery)
     messages = [{"role": "user", "content": "go"}]
     step.agent_loop(
-        client, messages, replay.copy_workspace(""), retry=no_wait(step, attempts), recovery=state
+        client, messages, scratch.copy_workspace(""), retry=no_wait(step, attempts), recovery=state
     )
     return state, transport, messages
 
@@ -99,7 +99,7 @@ def too_long(tokens: int = 203117) -> dict:
 
 def assert_every_request_valid(transport):
     for n, request in enumerate(transport.seen, 1):
-        assert replay.api_rule_problems(request["messages"]) == [], f"request {n}"
+        assert contract.api_rule_problems(request["messages"]) == [], f"request {n}"
 
 
 # -- each path on its fixture ----------------------------------------------------------------------
@@ -116,7 +116,7 @@ def test_each_fixture_replays_through_its_transitions(step, name):
 def test_no_request_ever_has_an_unanswered_tool_use_or_a_split_pair(step, name):
     _, transport, messages, _, _ = replay_path(step, name)
     assert_every_request_valid(transport)
-    assert replay.api_rule_problems(json.loads(json.dumps(step.plain(messages)))) == []
+    assert contract.api_rule_problems(json.loads(json.dumps(step.plain(messages)))) == []
 
 
 def test_every_transition_is_explained_and_shown(step):
@@ -276,8 +276,8 @@ def test_compaction_never_splits_a_tool_use_from_its_result(step, shape):
     )
     step.compact(client, no_wait(step), step.MODEL, messages, step.Recovery(), None)
     assert (
-        replay.api_rule_problems(messages) == []
-        and replay.api_rule_problems(transport.seen[0]["messages"]) == []
+        contract.api_rule_problems(messages) == []
+        and contract.api_rule_problems(transport.seen[0]["messages"]) == []
     )
     assert messages[1]["content"][0]["id"] == f"toolu_{shape - 1}" and len(messages) == 3
 
@@ -291,8 +291,8 @@ def test_pause_turn_content_goes_back_unchanged_with_no_new_user_message(step):
     second, third = transport.seen[1]["messages"], transport.seen[2]["messages"]
     assert [m["role"] for m in second] == [m["role"] for m in third] == ["user", "assistant"]
     assert (
-        replay.normalize_messages(second)[1]["content"]
-        == replay.normalize_messages([{"role": "assistant", "content": responses[0]}])[0]["content"]
+        compare.normalize_messages(second)[1]["content"]
+        == compare.normalize_messages([{"role": "assistant", "content": responses[0]}])[0]["content"]
     )
     assert third[1]["content"] == second[1]["content"] + responses[1]
     assert any(t["name"] == "web_search" for t in transport.seen[0]["tools"])
@@ -313,7 +313,7 @@ def test_a_refusal_stops_cleanly_and_says_so(step):
 
 
 def broken_stream() -> dict:
-    events = replay.message_to_events(body([text("Let me look")], "end_turn"))[:4]
+    events = wire.message_to_events(body([text("Let me look")], "end_turn"))[:4]
     events.append(
         {
             "event": "error",
@@ -371,8 +371,8 @@ def test_stop_hook_retries_are_capped(step):
 def test_a_trace_replays_to_the_same_transitions(step, name, tmp_path):
     transitions, *_ = replay_path(step, name, tmp_path)
     fixture = step.trace_to_fixture(tmp_path / "trace.jsonl")
-    assert replay.fixture_problems(fixture) == []
-    recorded = replay.load_fixture(FIXTURES / f"s06_{name}.json")["exchanges"]
+    assert fixtures.fixture_problems(fixture) == []
+    recorded = fixtures.load_fixture(FIXTURES / f"s06_{name}.json")["exchanges"]
     retried = sum(any(e["event"] == "error" for e in x["response"].get("stream", [])) for x in recorded)
     # call_model's retries happen below the trace: a stream that broke and was retried is not in it
     assert len(fixture["exchanges"]) == len(recorded) - retried
@@ -382,13 +382,13 @@ def test_a_trace_replays_to_the_same_transitions(step, name, tmp_path):
 
 
 def replay_path_file(step, path):
-    fixture = replay.load_fixture(path)
+    fixture = fixtures.load_fixture(path)
     client, transport = replay.replay_client(fixture, path.name)
     recovery = recovery_for(step, fixture)
     step.agent_loop(
         client,
         [{"role": "user", "content": fixture["task"]}],
-        replay.copy_workspace(fixture["workspace"]),
+        scratch.copy_workspace(fixture["workspace"]),
         retry=no_wait(step),
         recovery=recovery,
     )
@@ -421,7 +421,7 @@ def streamed(brain):
     def wrapper(body_, n):
         reply = brain(body_, n)
         if isinstance(reply, dict) and body_.get("stream"):
-            return Reply(events=replay.message_to_events(reply))
+            return Reply(events=wire.message_to_events(reply))
         return reply
 
     return wrapper
@@ -582,7 +582,7 @@ def test_an_escalated_call_streams_even_when_the_loop_does_not(step):
     )
     state = step.Recovery()
     step.agent_loop(
-        client, [{"role": "user", "content": "go"}], replay.copy_workspace(""), stream=False, recovery=state
+        client, [{"role": "user", "content": "go"}], scratch.copy_workspace(""), stream=False, recovery=state
     )
     assert [r.get("stream") for r in transport.seen] == [None, True]
 
@@ -608,11 +608,11 @@ def test_a_bad_hook_retry_count_is_one_line(step, bad, capsys):
 def test_a_trace_written_by_s05_converts_to_its_exact_requests(step, tmp_path, monkeypatch):
     s05 = load_step("s05_budget")
     monkeypatch.setattr(s05, "console", Console(file=io.StringIO()))
-    fixture = replay.load_fixture(FIXTURES / "s05_streamed.json")
+    fixture = fixtures.load_fixture(FIXTURES / "s05_streamed.json")
     client, transport = replay.replay_client(fixture, "s05_streamed")
     messages = [{"role": "user", "content": fixture["task"]}]
-    workspace = replay.copy_workspace(fixture["workspace"])
+    workspace = scratch.copy_workspace(fixture["workspace"])
     s05.agent_loop(client, messages, workspace, retry=no_wait(s05), trace_path=tmp_path / "s05.jsonl")
     converted = step.trace_to_fixture(tmp_path / "s05.jsonl")
     assert [e["request"] for e in converted["exchanges"]] == transport.seen
-    assert converted["task"] == fixture["task"] and replay.fixture_problems(converted) == []
+    assert converted["task"] == fixture["task"] and fixtures.fixture_problems(converted) == []

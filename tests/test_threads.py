@@ -21,13 +21,12 @@ import test_notebooks_meta as meta
 from anthropic import beta_tool
 from conftest import ROOT
 
-import replay
-import replay_server
-import threads
+from workbook import classroom, errors, fixtures, replay, scratch, threads, wire
+from workbook import server as classroom_server
 
-S01 = replay.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
-S02 = replay.load_fixture(ROOT / "fixtures" / "s02_fix_divide_by_zero.json")  # six turns, one parallel
-PAUSED = replay.load_fixture(ROOT / "fixtures" / "s06_pause_turn.json")  # a turn paused twice, resumed
+S01 = fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
+S02 = fixtures.load_fixture(ROOT / "fixtures" / "s02_fix_divide_by_zero.json")  # six turns, one parallel
+PAUSED = fixtures.load_fixture(ROOT / "fixtures" / "s06_pause_turn.json")  # a turn paused twice, resumed
 FIXTURES = {"s01_hello_agent": S01, "s02_fix_divide_by_zero": S02, "s06_pause_turn": PAUSED}
 MODEL = "claude-sonnet-5"
 
@@ -65,7 +64,7 @@ def workspace_tools(workspace: Path) -> list:
 
 def run_tool_runner(client, fixture: dict, stream: bool, **params) -> list:
     """The SDK's tool runner with its defaults on the fixture's task; the stop_reason of every reply."""
-    workspace = replay.copy_workspace(fixture["workspace"])
+    workspace = scratch.copy_workspace(fixture["workspace"])
     runner = client.beta.messages.tool_runner(
         model=MODEL,
         max_tokens=4096,
@@ -79,11 +78,11 @@ def run_tool_runner(client, fixture: dict, stream: bool, **params) -> list:
 
 
 def recorded_stops(fixture: dict) -> list:
-    return [replay.recorded_message(e["response"])["stop_reason"] for e in fixture["exchanges"]]
+    return [wire.recorded_message(e["response"])["stop_reason"] for e in fixture["exchanges"]]
 
 
 def recorded_ids(fixture: dict) -> list:
-    return [replay.recorded_message(e["response"])["id"] for e in fixture["exchanges"]]
+    return [wire.recorded_message(e["response"])["id"] for e in fixture["exchanges"]]
 
 
 # -- a classroom server in a thread, and a client that logs every exchange ---------------------------
@@ -106,7 +105,7 @@ class LoggedTransport(httpx2.BaseTransport):
 @pytest.fixture
 def server():
     """A replay server for both fixtures on a free loopback port."""
-    served = replay_server.ReplayServer(FIXTURES, port=0, out=io.StringIO())
+    served = classroom_server.ReplayServer(FIXTURES, port=0, out=io.StringIO())
     threading.Thread(target=served.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield served
     served.shutdown()
@@ -120,7 +119,7 @@ def server_client(server, fixture_name: str, student: str = "alice"):
         api_key=student,
         base_url=server.url,
         http_client=anthropic.DefaultHttpxClient(transport=logged),
-        default_headers={replay_server.FIXTURE_HEADER: fixture_name},
+        default_headers={classroom.FIXTURE_HEADER: fixture_name},
         max_retries=0,
     )
     return client, logged
@@ -170,7 +169,7 @@ def test_the_sdk_sends_the_threads_beta_header():
 
     def answer(request: httpx2.Request) -> httpx2.Response:
         seen_headers.append(request.headers.get("anthropic-beta"))
-        return replay.http_response(S01["exchanges"][len(seen_headers) - 1]["response"])
+        return wire.http_response(S01["exchanges"][len(seen_headers) - 1]["response"])
 
     client = anthropic.Anthropic(
         api_key="k", http_client=anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(answer))
@@ -181,7 +180,7 @@ def test_the_sdk_sends_the_threads_beta_header():
 
 def test_strict_replay_still_holds_the_workbooks_own_steps_to_the_recording():
     client, _ = replay.replay_client(S01, "s01", max_retries=0)  # the default: strict
-    with pytest.raises(replay.ReplayMismatch, match="turn 1: system: expected"):
+    with pytest.raises(errors.ReplayMismatch, match="turn 1: system: expected"):
         run_tool_runner(client, S01, stream=False)  # the runner sends no system prompt
 
 
@@ -190,12 +189,12 @@ def test_shape_matching_still_catches_a_loop_that_loses_the_reply():
     first = client.messages.create(model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}])
     answers = [{"type": "tool_result", "tool_use_id": b.id, "content": "x"} for b in first.content]
     forgot_the_reply = [{"role": "user", "content": "hi"}, {"role": "user", "content": answers}]
-    with pytest.raises(replay.ReplayMismatch, match="turn 2: expected 3 messages, got 2"):
+    with pytest.raises(errors.ReplayMismatch, match="turn 2: expected 3 messages, got 2"):
         client.messages.create(model=MODEL, max_tokens=100, messages=forgot_the_reply)
 
 
 def test_an_unknown_match_is_a_clear_error():
-    with pytest.raises(replay.WorkbookError, match="match='loose': use one of strict, shape"):
+    with pytest.raises(errors.WorkbookError, match="match='loose': use one of strict, shape"):
         replay.replay_client(S01, "s01", match="loose")
 
 
@@ -264,7 +263,7 @@ def test_a_continue_is_checked_as_the_whole_conversation(client_for):
     first = start_thread(client)
     one_answer_missing = answers_to(first)
     one_answer_missing[0]["content"].pop()
-    with pytest.raises((anthropic.BadRequestError, replay.ReplayMismatch)) as caught:
+    with pytest.raises((anthropic.BadRequestError, errors.ReplayMismatch)) as caught:
         continue_from(client, first.id, one_answer_missing)
     # The request carried one message; the problem is named where it sits in the whole conversation.
     assert "turn 2" in str(caught.value) and "messages[2]" in str(caught.value)

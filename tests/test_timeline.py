@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-import support
 from s04_parallel import Timed
+from workbook import display
 
 
 def call(name: str, path: str):
@@ -16,10 +16,10 @@ def call(name: str, path: str):
 
 @pytest.fixture
 def screen(monkeypatch):
-    """support.console as an 80-column terminal that writes to memory: returns what it printed."""
+    """display.console as an 80-column terminal that writes to memory: returns what it printed."""
     out = io.StringIO()
     monkeypatch.setattr(
-        support, "console", Console(file=out, width=80, force_terminal=False, highlight=False)
+        display, "console", Console(file=out, width=80, force_terminal=False, highlight=False)
     )
     return lambda: out.getvalue().splitlines()
 
@@ -37,7 +37,7 @@ def bar(line: str) -> str:
 
 
 def test_every_line_fits_80_columns_with_the_bars_whole(screen):
-    support.show_timeline(timed((1, 0.0, 0.2), (1, 0.0, 0.2), (2, 0.2, 0.3)))
+    display.show_timeline(timed((1, 0.0, 0.2), (1, 0.0, 0.2), (2, 0.2, 0.3)))
     lines = screen()
     assert max(map(len, lines)) <= 80
     calls = [line for line in lines if "|" in line]
@@ -45,12 +45,12 @@ def test_every_line_fits_80_columns_with_the_bars_whole(screen):
 
 
 def test_calls_that_overlap_are_said_to_run_together(screen):
-    support.show_timeline(timed((1, 0.0, 0.2), (1, 0.01, 0.2), (1, 0.02, 0.21)))
+    display.show_timeline(timed((1, 0.0, 0.2), (1, 0.01, 0.2), (1, 0.02, 0.21)))
     assert "   group 1: 3 reads ran together, up to 3 at once" in screen()
 
 
 def test_calls_run_one_by_one_are_a_staircase_and_said_so(screen):
-    support.show_timeline(timed((1, 0.0, 0.1), (1, 0.1, 0.2), (1, 0.2, 0.3)))
+    display.show_timeline(timed((1, 0.0, 0.1), (1, 0.1, 0.2), (1, 0.2, 0.3)))
     lines = screen()
     starts = [len(bar(line)) - len(bar(line).lstrip()) for line in lines if "|" in line]
     assert starts == sorted(starts) and len(set(starts)) == 3
@@ -58,7 +58,7 @@ def test_calls_run_one_by_one_are_a_staircase_and_said_so(screen):
 
 
 def test_calls_too_quick_to_time_are_drawn_by_group_not_as_a_staircase(screen):
-    support.show_timeline(timed((1, 0.0, 0.0001), (1, 0.0002, 0.0003), (2, 0.0004, 0.0005)))
+    display.show_timeline(timed((1, 0.0, 0.0001), (1, 0.0002, 0.0003), (2, 0.0004, 0.0005)))
     lines = screen()
     bars = [bar(line) for line in lines if "|" in line]
     assert bars[0] == bars[1] != bars[2]  # the two reads of group 1 share one slot
@@ -68,17 +68,17 @@ def test_calls_too_quick_to_time_are_drawn_by_group_not_as_a_staircase(screen):
 
 
 def test_a_turn_of_one_call_shows_no_timeline(screen):
-    support.show_timeline(timed((1, 0.0, 0.2)))
+    display.show_timeline(timed((1, 0.0, 0.2)))
     assert screen() == []
 
 
 def test_patching_a_steps_console_in_a_test_puts_supports_console_back(monkeypatch):
-    """conftest.Step sets `console` on support.py; undoing the patch must not delete it (every later
+    """conftest.Step sets `console` on workbook.display; undoing the patch must not delete it (every later
     test in the same worker, the timeline's included, prints through it)."""
     from conftest import load_step
 
-    before = support.console
+    before = display.console
     with monkeypatch.context() as patch:
         patch.setattr(load_step("s02_tools"), "console", None)
-        assert support.console is None
-    assert support.console is before
+        assert display.console is None
+    assert display.console is before

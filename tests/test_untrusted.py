@@ -1,4 +1,4 @@
-"""Fixtures, flags and files come from strangers: what replay.py refuses, what it keeps to itself,
+"""Fixtures, flags and files come from strangers: what the workbook refuses, what it keeps to itself,
 and what it writes only whole. Each test is one finding of the red-team pass (issue 15)."""
 
 import copy
@@ -18,11 +18,22 @@ import pytest
 from conftest import ROOT, offline_env, run_script
 from standin import StandIn, message, scripted, text, tool_use
 
-import replay
 import s01_agent_loop as s01
 import s02_tools as s02
 import s03_errors as s03
-import support
+from workbook import (
+    cli,
+    conversation,
+    errors,
+    files,
+    fixture_flags,
+    fixtures,
+    launch,
+    scratch,
+    scrub,
+    tracing,
+    trust,
+)
 
 HELLO = ROOT / "fixtures" / "s01_hello_agent.json"
 BUDGET = ROOT / "fixtures" / "s05_max_steps.json"
@@ -30,7 +41,7 @@ STOP_HOOK = ROOT / "fixtures" / "s06_stop_hook.json"
 
 
 def fixture(path=HELLO, **changes) -> dict:
-    loaded = copy.deepcopy(replay.load_fixture(path))
+    loaded = copy.deepcopy(fixtures.load_fixture(path))
     loaded.update(changes)
     return loaded
 
@@ -39,8 +50,8 @@ def refused(tmp_path, value, *words) -> str:
     """`value` written as a fixture is refused by the loader and by `check`, each in one line."""
     path = tmp_path / "f.json"
     path.write_text(value if isinstance(value, str) else json.dumps(value))
-    with pytest.raises(replay.FixtureError) as caught:
-        replay.load_fixture(path)
+    with pytest.raises(errors.FixtureError) as caught:
+        fixtures.load_fixture(path)
     line = str(caught.value)
     assert "\n" not in line and str(path) in line
     for word in words:
@@ -49,8 +60,8 @@ def refused(tmp_path, value, *words) -> str:
 
 
 def check(*argv) -> tuple[int, str]:
-    """`python replay.py ARGV` as a reader types it: exit code and everything printed."""
-    done = run_script("replay.py", *argv, timeout=30)
+    """`python -m workbook ARGV` as a reader types it: exit code and everything printed."""
+    done = run_script("-m", "workbook", *argv, timeout=30)
     return done.returncode, done.stdout + done.stderr
 
 
@@ -85,10 +96,10 @@ def test_fixture_args_set_behaviour_flags_only(tmp_path, args, why):
 
 
 def test_a_resumed_conversation_must_be_one(tmp_path, monkeypatch):
-    monkeypatch.setattr(replay, "CONVERSATIONS", tmp_path)
-    monkeypatch.setattr(replay, "ROOT", tmp_path.parent)
+    monkeypatch.setattr(fixture_flags, "CONVERSATIONS", tmp_path)
+    monkeypatch.setattr(fixture_flags, "ROOT", tmp_path.parent)
     (tmp_path / "bad.json").write_text(json.dumps({"messages": "not a list"}))
-    problems = replay.args_problems(["--resume", f"{tmp_path.name}/bad.json"], "s05_budget")
+    problems = fixture_flags.args_problems(["--resume", f"{tmp_path.name}/bad.json"], "s05_budget")
     assert problems and "not a saved conversation" in problems[0]
 
 
@@ -97,11 +108,12 @@ def test_fixture_args_are_checked_against_the_step_that_runs_them(tmp_path):
 
 
 def test_the_projects_own_args_still_pass():
-    assert replay.args_problems(["--max-steps", "3"], "s05_budget") == []
+    assert fixture_flags.args_problems(["--max-steps", "3"], "s05_budget") == []
     assert (
-        replay.args_problems(["--resume", "fixtures/conversations/s05_interrupted.json"], "s05_budget") == []
+        fixture_flags.args_problems(["--resume", "fixtures/conversations/s05_interrupted.json"], "s05_budget")
+        == []
     )
-    assert replay.args_problems(["--stop-hook", "sh check.sh", "--web-search"], "s06_recovery") == []
+    assert fixture_flags.args_problems(["--stop-hook", "sh check.sh", "--web-search"], "s06_recovery") == []
 
 
 @pytest.mark.parametrize("workspace", ["/etc", "../../..", "hello/../../..", "~", "missing", 3, None])
@@ -110,8 +122,8 @@ def test_workspace_names_a_folder_under_fixtures_workspace(tmp_path, workspace):
 
 
 def test_copy_workspace_refuses_a_path(tmp_path):
-    with pytest.raises(replay.FixtureError, match="not a path"):
-        replay.copy_workspace("../../..")
+    with pytest.raises(errors.FixtureError, match="not a path"):
+        scratch.copy_workspace("../../..")
 
 
 @pytest.mark.parametrize("script", ["../../../tmp/evil", "s07_more", "replay", 3])
@@ -232,29 +244,29 @@ def test_rebuild_never_runs_a_file_the_fixture_names(tmp_path):
 def test_rebuild_refuses_a_fixture_not_on_the_trust_list(tmp_path):
     (tmp_path / "f.json").write_text(json.dumps(fixture(description="edited by someone")))
     code, out = check("rebuild", str(tmp_path / "f.json"))
-    assert code == 1 and "replay.py trust" in out and "Traceback" not in out
+    assert code == 1 and "python -m workbook trust" in out and "Traceback" not in out
 
 
 def test_rebuild_of_a_trusted_fixture_stores_the_same_requests_and_keeps_it_trusted(tmp_path, monkeypatch):
     trust_file = tmp_path / "TRUSTED"
-    trust_file.write_bytes(replay.TRUST_FILE.read_bytes())
-    monkeypatch.setattr(replay, "TRUST_FILE", trust_file)
+    trust_file.write_bytes(trust.TRUST_FILE.read_bytes())
+    monkeypatch.setattr(trust, "TRUST_FILE", trust_file)
     copy_ = tmp_path / "hello.json"
     copy_.write_bytes(HELLO.read_bytes())
-    assert replay.main(["rebuild", str(copy_)]) == 0
+    assert cli.main(["rebuild", str(copy_)]) == 0
     assert copy_.read_bytes() == HELLO.read_bytes()  # the script sends what was recorded
-    assert replay.is_trusted(copy_.read_bytes()) and str(copy_) in trust_file.read_text()
+    assert trust.is_trusted(copy_.read_bytes()) and str(copy_) in trust_file.read_text()
 
 
 # -- trust -----------------------------------------------------------------------------------------
 
 
 def test_every_fixture_in_the_repo_is_trusted_as_it_is_now():
-    listed = replay.trusted_digests()
+    listed = trust.trusted_digests()
     for path in sorted((ROOT / "fixtures").glob("*.json")):
-        digest = replay.fixture_digest(path.read_bytes())
+        digest = trust.fixture_digest(path.read_bytes())
         assert digest in listed, (
-            f"{path.name} changed or is new: `python replay.py trust fixtures/{path.name}`"
+            f"{path.name} changed or is new: `python -m workbook trust fixtures/{path.name}`"
         )
 
 
@@ -278,7 +290,7 @@ def start(*argv, script="s02_tools", **env):
         patch.delenv("ANTHROPIC_API_KEY", raising=False)
         for name, value in env.items():
             patch.setenv(name, value)
-        return replay.start(args, "claude-sonnet-5", script)
+        return launch.start(args, "claude-sonnet-5", script)
 
 
 def test_a_copy_of_a_project_fixture_is_trusted_and_an_edited_one_is_not(tmp_path):
@@ -294,29 +306,29 @@ def test_a_copy_of_a_project_fixture_is_trusted_and_an_edited_one_is_not(tmp_pat
 
 
 def test_trust_adds_a_fixture_as_it_is(tmp_path, monkeypatch):
-    monkeypatch.setattr(replay, "TRUST_FILE", tmp_path / "TRUSTED")
+    monkeypatch.setattr(trust, "TRUST_FILE", tmp_path / "TRUSTED")
     mine = tmp_path / "mine.json"
     mine.write_text(json.dumps(fixture(description="written by me")))
-    assert replay.main(["trust", str(mine)]) == 0
-    assert replay.is_trusted(mine.read_bytes())
+    assert cli.main(["trust", str(mine)]) == 0
+    assert trust.is_trusted(mine.read_bytes())
     mine.write_text(json.dumps(fixture(description="changed since")))
-    assert not replay.is_trusted(mine.read_bytes())
+    assert not trust.is_trusted(mine.read_bytes())
 
 
 def test_only_a_trusted_fixtures_commands_are_vetted(tmp_path, monkeypatch):
     stranger = fixture(description="shared by a stranger")
     stranger["exchanges"][0]["response"]["body"]["content"][0]["input"]["command"] = "rm -rf ~"
     (tmp_path / "f.json").write_text(json.dumps(stranger))
-    monkeypatch.setattr(replay, "VETTED", set())
-    replay.load_fixture(tmp_path / "f.json")
-    assert not replay.vetted("rm -rf ~") and not replay.vetted("ls")
-    replay.load_fixture(HELLO)
-    assert replay.vetted("ls") and not replay.vetted("rm -rf ~")
+    monkeypatch.setattr(trust, "VETTED", set())
+    fixtures.load_fixture(tmp_path / "f.json")
+    assert not trust.vetted("rm -rf ~") and not trust.vetted("ls")
+    fixtures.load_fixture(HELLO)
+    assert trust.vetted("ls") and not trust.vetted("rm -rf ~")
 
 
 def test_s01_has_no_gate_so_it_replays_only_trusted_commands(tmp_path):
     (tmp_path / "f.json").write_text(json.dumps(fixture(description="shared by a stranger")))
-    with pytest.raises(replay.FixtureError, match="no permission gate.*replay.py trust"):
+    with pytest.raises(errors.FixtureError, match="no permission gate.*python -m workbook trust"):
         start("--replay", str(tmp_path / "f.json"), script="s01_agent_loop")
     start("--replay", str(HELLO), script="s01_agent_loop").finish()  # the project's own: trusted
 
@@ -329,7 +341,7 @@ def test_tools_get_no_anthropic_variable(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token-secret-2")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://u:p@example.com")
     monkeypatch.setenv("HOME_FOR_TOOLS", "kept")
-    env = replay.tool_environment()
+    env = scrub.tool_environment()
     assert not [name for name in env if name.startswith("ANTHROPIC_")]
     assert env["HOME_FOR_TOOLS"] == "kept" and env.get("PATH") == os.environ.get("PATH")
 
@@ -338,22 +350,22 @@ def test_scrub_removes_every_credential_at_any_depth(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-1234")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://alice:hunter2hunter2@proxy.example/v1?token=abc")
     dirty = {"a": ["env: ANTHROPIC_API_KEY=sk-ant-secret-1234", {"sk-ant-secret-1234": 1}], "n": 3}
-    clean = json.dumps(replay.scrub_secrets(dirty))
+    clean = json.dumps(scrub.scrub_secrets(dirty))
     assert "sk-ant-secret-1234" not in clean and '"n": 3' in clean
-    assert "hunter2hunter2" not in replay.scrub_secrets("see https://alice:hunter2hunter2@proxy.example/")
+    assert "hunter2hunter2" not in scrub.scrub_secrets("see https://alice:hunter2hunter2@proxy.example/")
 
 
 def test_a_plain_endpoint_and_a_bare_user_are_not_secrets(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
     kept = {"endpoint": "https://api.anthropic.com", "remote": "ssh://git@github.com/o/r"}
-    assert replay.scrub_secrets(kept) == kept
+    assert scrub.scrub_secrets(kept) == kept
 
 
 def test_an_endpoint_is_kept_without_userinfo_or_query():
     assert (
-        replay.public_endpoint("https://u:pw@host.example:8443/v1?key=s#f") == "https://host.example:8443/v1"
+        scrub.public_endpoint("https://u:pw@host.example:8443/v1?key=s#f") == "https://host.example:8443/v1"
     )
-    assert replay.public_endpoint(None) == "https://api.anthropic.com"
+    assert scrub.public_endpoint(None) == "https://api.anthropic.com"
 
 
 def env_dumping_model():
@@ -383,17 +395,18 @@ def test_a_recording_keeps_no_key_and_no_password(tmp_path):
     saved = recording.read_text()
     assert key not in saved
     assert password not in saved and "query-secret" not in saved
-    assert replay.load_fixture(recording)["recorded"]["endpoint"] == api.url
+    assert fixtures.load_fixture(recording)["recorded"]["endpoint"] == api.url
 
 
 # -- atomic saves ----------------------------------------------------------------------------------
 
 
 WRITER = """
-import sys, replay
+import sys
+from workbook import files
 path = sys.argv[1]
 for n in range(10**6):
-    replay.write_atomic(path, (b"A" if n % 2 else b"B") * 30_000_000)
+    files.write_atomic(path, (b"A" if n % 2 else b"B") * 30_000_000)
 """
 
 
@@ -410,8 +423,8 @@ def test_kill_9_during_a_save_leaves_a_whole_file(tmp_path):
 
 
 def test_write_atomic_refuses_a_folder(tmp_path):
-    with pytest.raises(replay.WorkbookError, match="is a folder"):
-        replay.write_atomic(tmp_path, "x")
+    with pytest.raises(errors.WorkbookError, match="is a folder"):
+        files.write_atomic(tmp_path, "x")
 
 
 def test_kill_9_during_a_recording_keeps_the_exchanges_so_far(tmp_path):
@@ -430,13 +443,13 @@ def test_kill_9_during_a_recording_keeps_the_exchanges_so_far(tmp_path):
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert len(replay.load_fixture(recording)["exchanges"]) == 1
+    assert len(fixtures.load_fixture(recording)["exchanges"]) == 1
 
 
 def test_record_refuses_to_overwrite_without_force(tmp_path):
     existing = tmp_path / "mine.json"
     existing.write_text("keep me")
-    with pytest.raises(replay.WorkbookError, match="--force"):
+    with pytest.raises(errors.WorkbookError, match="--force"):
         start("--record", str(existing), "a task", ANTHROPIC_API_KEY="sk-x")
     assert existing.read_text() == "keep me"
 
@@ -480,7 +493,7 @@ def test_with_a_key_and_no_task_the_default_fixture_replays(run_main):
 
 
 def test_replays_leave_no_workspace_behind(run_main):
-    root = replay.scratch_root()
+    root = scratch.scratch_root()
     before = set(root.glob("*/workspace"))  # copies other tests in this process still hold
     for _ in range(3):
         assert run_main("s01_agent_loop")[0] == 0
@@ -495,15 +508,19 @@ def made_by_a_process(code: str) -> Path:
 
 
 def test_a_killed_runs_copy_is_swept_by_the_next_run(tmp_path):
-    make = "import os, replay; print(replay.copy_workspace('hello'), flush=True); os._exit(0)"  # no cleanup
+    # os._exit: no clean-up at exit, as after a kill
+    make = (
+        "import os; from workbook import scratch\n"
+        "print(scratch.copy_workspace('hello'), flush=True); os._exit(0)"
+    )
     left = made_by_a_process(make)
     assert left.name == "workspace" and left.is_dir()
-    replay.release(replay.copy_workspace("hello").parent)
+    scratch.release(scratch.copy_workspace("hello").parent)
     assert not left.exists()
 
 
 def test_a_process_removes_its_copies_when_it_exits():
-    make = "import replay; print(replay.copy_workspace('hello'))"
+    make = "from workbook import scratch; print(scratch.copy_workspace('hello'))"
     left = made_by_a_process(make)
     assert not left.exists() and not left.parent.exists()
 
@@ -512,7 +529,7 @@ def test_a_process_removes_its_copies_when_it_exits():
 
 
 def test_ctrl_c_while_replay_py_starts_is_not_a_traceback():
-    command = [sys.executable, "replay.py", "check", str(HELLO)]
+    command = [sys.executable, "-m", "workbook", "check", str(HELLO)]
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc = subprocess.Popen(command, cwd=ROOT, env=offline_env(), **pipes)
     time.sleep(0.3)  # while it imports the SDK
@@ -599,7 +616,7 @@ def test_permission_all_runs_every_command_unasked(ws):
 
 
 def test_an_edited_copy_of_a_trusted_fixture_meets_the_gate(run_main, tmp_path, monkeypatch):
-    monkeypatch.setattr(replay, "VETTED", set())  # as in a fresh process: no trusted fixture loaded yet
+    monkeypatch.setattr(trust, "VETTED", set())  # as in a fresh process: no trusted fixture loaded yet
     edited = json.loads((ROOT / "fixtures" / "s02_fix_divide_by_zero.json").read_text())
     (tmp_path / "f.json").write_text(json.dumps(edited | {"description": "edited"}))
     code, out = run_main("s02_tools", "--replay", str(tmp_path / "f.json"))
@@ -673,10 +690,11 @@ def test_a_folder_or_a_deep_file_as_resume_is_one_line(run_main, tmp_path):
 
 
 SAVER = """
-import sys, support
+import sys
+from workbook import conversation
 messages = [{"role": "user", "content": "x" * 1_000_000} for _ in range(30)]
 while True:
-    support.save_conversation(messages, __import__("pathlib").Path(sys.argv[1]))
+    conversation.save_conversation(messages, __import__("pathlib").Path(sys.argv[1]))
 """
 
 
@@ -694,9 +712,9 @@ def test_kill_9_during_a_conversation_save_leaves_it_whole(tmp_path, after):
 
 def test_a_save_replaces_the_file_instead_of_rewriting_it_in_place(tmp_path):
     saved = tmp_path / "conversation.json"
-    support.save_conversation([{"role": "user", "content": "first"}], saved)
+    conversation.save_conversation([{"role": "user", "content": "first"}], saved)
     before = saved.stat().st_ino
-    support.save_conversation([{"role": "user", "content": "second"}], saved)
+    conversation.save_conversation([{"role": "user", "content": "second"}], saved)
     assert saved.stat().st_ino != before  # a new file renamed over the old: never truncated, then written
     assert [p.name for p in tmp_path.iterdir()] == ["conversation.json"]  # no temp file left behind
 
@@ -704,8 +722,8 @@ def test_a_save_replaces_the_file_instead_of_rewriting_it_in_place(tmp_path):
 def test_saves_and_logs_never_hold_the_key(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-leaked-in-a-reply-7")
     said = [{"role": "user", "content": "my key is sk-ant-leaked-in-a-reply-7"}]
-    support.save_conversation(said, tmp_path / "conversation.json")
-    support.append_line(tmp_path / "trace.jsonl", {"event": "x", "said": said})
+    conversation.save_conversation(said, tmp_path / "conversation.json")
+    tracing.append_line(tmp_path / "trace.jsonl", {"event": "x", "said": said})
     for name in ("conversation.json", "trace.jsonl"):
         assert "sk-ant-leaked-in-a-reply-7" not in (tmp_path / name).read_text()
 

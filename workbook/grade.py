@@ -1,9 +1,9 @@
 """grade.py — the graded ladder: any loop, in any language, walked up the workbook's recordings.
 
-    python replay.py grade [--json] [--only RUNG] [--timeout S] -- CMD [ARGS...]
+    python -m workbook grade [--json] [--only RUNG] [--timeout S] -- CMD [ARGS...]
 
 Each rung is one recording (fixtures/grade_*.json) that tests one step's mechanism from outside
-the program. For each rung the grader starts a private classroom replay server (replay_server.py)
+the program. For each rung the grader starts a private classroom replay server (workbook/server.py)
 on a free loopback port, copies the rung's workspace into a fresh temp folder, and runs
 `CMD ARGS... "<the rung's task>"` there, with the task also in AGENT_TASK, ANTHROPIC_BASE_URL
 pointing at that server, ANTHROPIC_API_KEY set to a stand-in (a real key in the teacher's
@@ -31,15 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import replay
-import replay_server
+from workbook import classroom, compare, errors, fixtures, paths, scratch, server, wire
 
 DEFAULT_TIMEOUT = 60.0  # seconds per rung; retry waits in the rungs are tiny (retry-after 0, 20 ms)
 STUDENT = "grader"  # the API key the program gets: the replay server's name for this student
 RUNNING: set[subprocess.Popen] = set()  # the programs being graded right now: Ctrl-C ends them all
 
 
-class GradeError(replay.WorkbookError):
+class GradeError(errors.WorkbookError):
     """Bad input to the grader itself (no command, an unknown rung): one line, exit 2."""
 
 
@@ -171,17 +170,17 @@ class LogLines:
 def run_rung(rung: Rung, fixture: dict, command: list[str], timeout: float) -> Outcome:
     """Serve the rung's recording on a free loopback port and run the program against it once."""
     seen, log = [], LogLines()
-    server = replay_server.ReplayServer({rung.fixture: fixture}, replay_server.LOOPBACK, 0, out=log)
-    server.classroom.observer = lambda student, name, turn, body, reply, mistake: seen.append(
+    rung_server = server.ReplayServer({rung.fixture: fixture}, classroom.LOOPBACK, 0, out=log)
+    rung_server.classroom.observer = lambda student, name, turn, body, reply, mistake: seen.append(
         Seen(turn, body, None if mistake is None else str(mistake))
     )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    workspace = replay.copy_workspace(fixture["workspace"])
+    threading.Thread(target=rung_server.serve_forever, daemon=True).start()
+    workspace = scratch.copy_workspace(fixture["workspace"])
     try:
-        code, last_line = run_program([*command, fixture["task"]], workspace, server.url, timeout)
+        code, last_line = run_program([*command, fixture["task"]], workspace, rung_server.url, timeout)
     finally:
-        server.shutdown()
-        server.server_close()
+        rung_server.shutdown()
+        rung_server.server_close()
         shutil.rmtree(workspace.parent, ignore_errors=True)
     return Outcome(seen, code, last_line, log.lines)
 
@@ -262,7 +261,7 @@ def explain_mistake(request: Seen, exchanges: list) -> str:
 def shape_hint(recorded: list, sent: list, exchanges: list, turn: int) -> str | None:
     """The loop's usual mistakes, named: a reply or results not appended, results out of order..."""
     try:
-        want, got = replay.normalize_messages(recorded), replay.normalize_messages(sent)
+        want, got = compare.normalize_messages(recorded), compare.normalize_messages(sent)
     except (AttributeError, TypeError):
         return None  # malformed messages: the server's own message says which
     for k, expected in enumerate(want):
@@ -328,14 +327,14 @@ def stop_reason(response: dict) -> str | None:
     """A recorded response's stop_reason (None for an error or a dropped connection)."""
     if response.get("status") != 200:
         return None
-    body = replay.events_to_message(response["stream"]) if "stream" in response else response["body"]
+    body = wire.events_to_message(response["stream"]) if "stream" in response else response["body"]
     return body.get("stop_reason")
 
 
 def reply_not_verbatim(request: Seen, exchanges: list) -> str | None:
     """Every assistant turn the loop sends back must be the reply as it came (None values aside)."""
-    recorded = replay.normalize_messages(exchanges[request.turn - 1]["request"]["messages"])
-    sent = replay.normalize_messages(request.body["messages"])
+    recorded = compare.normalize_messages(exchanges[request.turn - 1]["request"]["messages"])
+    sent = compare.normalize_messages(request.body["messages"])
     for i, (want, got) in enumerate(zip(recorded, sent)):
         if want["role"] != "assistant":
             continue
@@ -451,7 +450,7 @@ def passed_reason(rung: Rung, out: Outcome) -> str:
 
 def grade_rung(rung: Rung, command: list[str], timeout: float) -> Result:
     """Run the command on one rung and judge the run."""
-    fixture = replay.load_fixture(replay.ROOT / "fixtures" / f"{rung.fixture}.json")
+    fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{rung.fixture}.json")
     outcome = run_rung(rung, fixture, command, timeout)
     problem = judge(rung, fixture, outcome)
     return Result(rung, problem is None, problem or passed_reason(rung, outcome))
@@ -474,7 +473,7 @@ def resolve(command: list[str]) -> list[str]:
     """The command with its program found and its file arguments made absolute: it runs in a temp folder."""
     if not command:
         raise GradeError(
-            "no command to grade: put it after --, e.g. `python replay.py grade -- python my_loop.py`"
+            "no command to grade: put it after --, e.g. `python -m workbook grade -- python my_loop.py`"
         )
     program = command[0]
     if os.sep in program or (os.altsep and os.altsep in program):
@@ -494,7 +493,9 @@ class Parser(argparse.ArgumentParser):
     """argparse, with its errors raised as GradeError (one line) instead of printed with the usage."""
 
     def error(self, message):  # one line, not argparse's usage block
-        raise GradeError(f"{message} — usage: python replay.py grade [--json] [--only RUNG] -- CMD [ARGS...]")
+        raise GradeError(
+            f"{message} — usage: python -m workbook grade [--json] [--only RUNG] -- CMD [ARGS...]"
+        )
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -502,7 +503,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     split = argv.index("--") if "--" in argv else len(argv)
     rungs = "\n".join(f"  {r.step} {r.name:<13} {r.checks}" for r in RUNGS)
     parser = Parser(
-        prog="python replay.py grade",
+        prog="python -m workbook grade",
         usage="%(prog)s [--json] [--only RUNG] [--timeout S] -- CMD [ARGS...]",
         description=__doc__.split("\n\n")[2],
         epilog=f"rungs (--only takes a rung or a step):\n{rungs}\n\nTeachers: docs/teaching.md, Grading.",

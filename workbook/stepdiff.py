@@ -1,11 +1,11 @@
-"""stepdiff.py — how the loop changed from one step to the next: that diff is the step's story.
+"""stepdiff — how the loop changed from one step to the next: that diff is the step's story.
 
 Each step holds its own mechanism and its whole `agent_loop`; everything else it imports from the step
 that introduced it. So the loop is the one thing every step repeats, and its diff says what changed.
 
-python stepdiff.py s05         how agent_loop changed from s04 to s05
-python stepdiff.py s02 s05     how it changed from s02 to s05
-python stepdiff.py --stat      each step's size: the file, its agent_loop, and how that loop changed
+python -m workbook stepdiff s05         how agent_loop changed from s04 to s05
+python -m workbook stepdiff s02 s05     how it changed from s02 to s05
+python -m workbook stepdiff --stat      each step's size: the file, its agent_loop, and how that loop changed
 """
 
 import ast
@@ -13,7 +13,7 @@ import difflib
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent  # the repo, where the steps are
 
 
 def scripts() -> dict[str, Path]:
@@ -46,6 +46,9 @@ def stat(old: Path, new: Path) -> tuple[int, int]:
 def main(argv: list[str]) -> int:
     steps = scripts()
     names = list(steps)
+    if argv in (["--help"], ["-h"]):
+        print(__doc__.strip())
+        return 0
     if argv == ["--stat"]:
         for i, name in enumerate(names):
             script, size, loop = (
@@ -63,7 +66,8 @@ def main(argv: list[str]) -> int:
     if len(argv) == 1 and argv[0] in steps and argv[0] != names[0]:
         argv = [names[names.index(argv[0]) - 1], argv[0]]
     if len(argv) != 2 or not all(step in steps for step in argv):
-        print(f"usage: python stepdiff.py NEW | OLD NEW | --stat   (the steps here: {', '.join(names)})")
+        usage = "python -m workbook stepdiff NEW | OLD NEW | --stat"
+        print(f"usage: {usage}   (the steps here: {', '.join(names)})")
         return 2
     try:
         sys.stdout.writelines(diff(steps[argv[0]], steps[argv[1]]))

@@ -1,4 +1,4 @@
-"""threads.py — server-held conversations (the SDK's message threads), for replay and the classroom server.
+"""threads — server-held conversations (the SDK's message threads), for replay and the classroom server.
 
 With the beta `message-threads-2026-08-12`, a client sends the whole conversation once, with
 `thread: {"type": "create"}`. The server holds it, the reply included, under the reply's `id`. Each

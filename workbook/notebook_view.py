@@ -1,4 +1,4 @@
-"""notebook_view.py — how the notebooks show a run: every request the loop sent, one line per block.
+"""notebook_view — how the notebooks show a run: every request the loop sent, one line per block.
 
 Every notebook shows its main fixture in this one format, so a reader sees the `messages` list grow
 the same way in all six steps:
@@ -240,7 +240,7 @@ def as_message(response) -> dict:
     if response.get("error") in ("connect", "timeout"):
         return {"status": None, "error": response["error"]}
     if "stream" in response:
-        from replay import events_to_message  # only here: the view itself needs no replay
+        from workbook.wire import events_to_message  # only here: the view itself needs no replay
 
         message = events_to_message(response["stream"])
         return message if message.get("type") == "message" else {"status": 200, "in_stream": message}
@@ -535,6 +535,7 @@ def merged_streams(outputs: list) -> list:
     return merged
 
 
-if __name__ == "__main__":  # python notebook_view.py notebooks/s05_budget.ipynb ...: refresh their outputs
+# python -m workbook.notebook_view notebooks/s05_budget.ipynb ...: refresh their outputs
+if __name__ == "__main__":
     for name in sys.argv[1:]:
         refresh(name)

@@ -1,0 +1,66 @@
+"""The conversation as data: tool_result blocks, plain JSON, saved and loaded for --resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anthropic
+
+from workbook.compare import normalize_messages
+from workbook.contract import api_rule_problems, messages_problems
+from workbook.display import say
+from workbook.errors import WorkbookError
+from workbook.files import read_json, write_json
+from workbook.paths import ROOT
+
+if TYPE_CHECKING:  # for the annotations only: launch imports this module
+    from workbook.launch import Run
+
+
+def tool_result(tool_use_id: str, content: str, is_error: bool = False) -> dict:
+    """One tool_result block, as the next user message carries it."""
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}
+
+
+def plain(value):
+    """SDK objects, in lists and dicts at any depth, as the plain JSON the API would send."""
+    if isinstance(value, anthropic.BaseModel):
+        return value.to_dict(mode="json")
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def save_conversation(messages: list, path: Path) -> Path:
+    """The messages list as plain JSON, to read after a stop (and, from s05 on, to resume): written
+    whole or not at all (a temp file renamed over the old one), the API key scrubbed."""
+    return write_json(path, plain(messages))
+
+
+def repo_path(name: str) -> Path:
+    """A file the reader named: as given, or else from the repo root (where the fixtures live)."""
+    path = Path(name)
+    return path if path.exists() or not (ROOT / name).exists() else ROOT / name
+
+
+def replay_leniently_unless_recorded(run: Run, messages: list) -> list:
+    """A resumed conversation in replay: what was saved depends on when Ctrl-C came, so unless it is
+    the one the fixture was recorded from, check each request against the API's rules only."""
+    recorded = run.fixture["exchanges"][0]["request"]["messages"] if run.fixture else None
+    if recorded and normalize_messages(recorded) != normalize_messages(plain(messages)):
+        run.transport.strict = False
+        say("note: not the conversation this fixture was recorded from; replaying leniently", "yellow")
+    return messages
+
+
+def load_conversation(path: Path) -> list:
+    """A saved conversation, checked against the API's rules; any problem is one line saying what to do
+    (a folder or a pipe is refused unread, and so is a file of the wrong shape at any depth)."""
+    messages = read_json(path, "saved conversation", "give the path a run printed after its stop")
+    problems = messages_problems(messages) or api_rule_problems(messages)
+    if problems:
+        raise WorkbookError(f"{path}: cannot continue this conversation — {problems[0].lstrip('.')}")
+    return messages

@@ -1,0 +1,191 @@
+"""The terminal: what the reader sees of a run.
+
+Everything goes through one `console`, which a notebook or a test swaps once, here.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from functools import cache
+
+import anthropic
+from rich.cells import cell_len
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+console = Console(highlight=False)
+
+
+def say(text: str, style: str = "dim") -> None:
+    """One line of plain text (never read as markup), in a style. console.out, not print: no markup,
+    wrapping or pretty-printing to work out, which costs a turn more than the rest of its output."""
+    console.out(text, style=style, highlight=False)
+
+
+def error(label: str, text: str) -> None:
+    """The one line a run ends with when something stops it: `label: what happened and what to do`."""
+    console.print(f"[red]{label}:[/] {escape(text)}", soft_wrap=True)
+
+
+@cache
+def spinner(on: Console):
+    """One spinner for a whole run (a new one every turn costs more than the turn itself)."""
+    return on.status("waiting for the model…")
+
+
+@contextmanager
+def waiting(turn: int, streamed: bool = False):
+    """While the model answers: a streamed turn opens with its rule (its text then prints as it comes);
+    a whole one shows the spinner, at a terminal only."""
+    if streamed:
+        console.rule(f"turn {turn}")
+        yield
+        return
+    status = spinner(console) if console.is_terminal else None
+    if status:
+        status.start()
+    try:
+        yield
+    finally:
+        if status:
+            status.stop()
+
+
+def show_turn(turn: int, response: anthropic.types.Message, streamed: bool = False) -> None:
+    """One turn: the model's text (unless it was streamed as it came), then the stop reason and tokens."""
+    if not streamed:
+        console.rule(f"turn {turn}")
+        for block in response.content:
+            if block.type == "text":
+                console.print(f"[bold]model:[/] {escape(block.text)}")
+    tokens = f"tokens in {response.usage.input_tokens} / out {response.usage.output_tokens}"
+    say(f"stop_reason={response.stop_reason}  {tokens}")
+
+
+def show_tool(block, output: str, limit: int = 400) -> None:
+    """A tool call as it would look in a terminal, its output shortened to stay readable."""
+    command = block.input.get("command") if isinstance(block.input, dict) else None
+    say(f"$ {command}" if command else f"{block.name} {block.input}", "cyan")
+    shown = output if len(output) <= limit else output[:limit] + f"… ({len(output) - limit} more chars)"
+    if all(cell_len(line) <= console.width for line in shown.splitlines()):
+        console.out(shown, highlight=False)  # nothing to wrap: the cheap way (rich's print costs ~0.3 ms)
+    else:
+        console.print(shown, markup=False)
+
+
+def show_summary(turns: list) -> None:
+    """A table of every turn: how it ended and what it cost."""
+    rows = [(r.stop_reason, r.usage.input_tokens, r.usage.output_tokens) for r in turns]
+    table = Table(title="summary")
+    for column in ("turn", "stop_reason", "tokens in", "tokens out"):
+        table.add_column(column)
+    for n, (stop_reason, tokens_in, tokens_out) in enumerate(rows, 1):
+        table.add_row(str(n), stop_reason, str(tokens_in), str(tokens_out))
+    table.add_row("total", "", str(sum(r[1] for r in rows)), str(sum(r[2] for r in rows)))
+    console.print(table)
+
+
+def show_budget(budget) -> None:
+    """s05's summary: every turn with its tokens and estimated cost, then why the loop ended."""
+    table = Table(title="summary")
+    for column in ("turn", "stop_reason", "tokens in", "tokens out", "cost (est.)"):
+        table.add_column(column, justify="left" if column == "stop_reason" else "right")
+    for n, (stop_reason, tokens_in, tokens_out, dollars) in enumerate(budget.rows, 1):
+        table.add_row(str(n), stop_reason, f"{tokens_in:,}", f"{tokens_out:,}", f"${dollars:.4f}")
+    tokens_in, tokens_out = sum(row[1] for row in budget.rows), sum(row[2] for row in budget.rows)
+    table.add_row("total", "", f"{tokens_in:,}", f"{tokens_out:,}", f"${budget.cost:.4f}")
+    console.print(table)
+    console.print(f"[bold]ended:[/] {escape(budget.reason)}")
+
+
+def label(block, limit: int = 44) -> str:
+    """A call in a few words: its tool and the first line of its first input."""
+    first = next(iter(block.input.values()), "") if isinstance(block.input, dict) else ""
+    return f"{block.name} {(str(first).splitlines() or [''])[0]}"[:limit]
+
+
+TIMELINE_RESOLUTION = 0.005  # s: a turn shorter than this is drawn by group, not by time
+
+
+def show_timeline(timeline: list, width: int | None = None) -> None:
+    """Which calls ran together and how long each took: one line per call, its bar on the turn's time
+    axis, fitted to the terminal; then, per group, whether its calls really overlapped. A turn of one
+    call has nothing to compare, so it shows none."""
+    if len(timeline) < 2:
+        return
+    calls = sorted(timeline, key=lambda t: t.index)
+    names = [label(t.block, 36) for t in calls]
+    name_width = max(map(len, names))
+    bar_width = max(10, (width or console.width) - name_width - 20)  # " g1  name  12345 ms  |bar|"
+    start, end = min(t.started for t in calls), max(t.ended for t in calls)
+    timed = end - start >= TIMELINE_RESOLUTION  # else the bars could only show noise: draw groups
+    groups = sorted({t.group for t in calls})
+    axis = "bars: time" if timed else "too quick to time: by group"
+    console.print(f"tool calls this turn: same group = ran together ({axis})", style="dim")
+    for t, name in zip(calls, names):
+        if timed:
+            scale = bar_width / (end - start)
+            left, length = round((t.started - start) * scale), max(1, round((t.ended - t.started) * scale))
+        else:
+            slot = bar_width // len(groups)
+            left, length = slot * groups.index(t.group), max(1, slot - 1)
+        bar = (" " * left + "█" * length)[:bar_width].ljust(bar_width)
+        ms = (t.ended - t.started) * 1000
+        console.print(
+            f" g{t.group:<2} {name:<{name_width}}  {ms:5.0f} ms  |{bar}|", markup=False, highlight=False
+        )
+    for group in groups:
+        console.print(
+            f"   group {group}: {together([t for t in calls if t.group == group], timed)}", style="dim"
+        )
+
+
+def together(calls: list, timed: bool) -> str:
+    """One group in words: alone, ran together (their times overlap), or one after another."""
+    if len(calls) == 1:
+        return f"{label(calls[0].block, 36)}, alone"
+    if not timed:
+        return f"{len(calls)} reads sent to the thread pool together (each too quick to time)"
+    most = at_once(calls)
+    if most == 1:
+        return f"{len(calls)} reads ran one after another (never two at once)"
+    return f"{len(calls)} reads ran together, up to {most} at once"
+
+
+def at_once(calls: list) -> int:
+    """The most calls running at the same moment (an end and a start at one instant do not overlap)."""
+    events = sorted([(t.started, 1) for t in calls] + [(t.ended, -1) for t in calls])
+    running = most = 0
+    for _, change in events:
+        running += change
+        most = max(most, running)
+    return most
+
+
+def show_tools(calls: list, results: list[dict], timeline: list) -> None:
+    """s04 on: each call with its answer, in tool_use order, then the timeline of what ran together."""
+    for block, result in zip(calls, results):
+        show_tool(block, result["content"])
+    show_timeline(timeline)
+
+
+def show_event(event) -> None:
+    """s05: one streamed event as the reader sees it: text at once, a tool call once its input is whole."""
+    if event.type == "content_block_start" and event.content_block.type == "text":
+        console.out("model: ", style="bold", end="", highlight=False)
+    elif event.type == "text":
+        console.out(event.text, end="", highlight=False)
+    elif event.type == "content_block_stop" and event.content_block.type == "text":
+        console.out("")
+    elif event.type == "content_block_stop" and event.content_block.type == "tool_use":
+        block = event.content_block
+        say(f"asks for {block.name} {json.dumps(block.input)}")
+
+
+def show_spend(budget, warning: str | None) -> None:
+    """s05: what the run has spent so far, and the cost warning the first time it applies."""
+    say(f"run so far: {budget.tokens:,} tokens, about ${budget.cost:.4f}")
+    if warning:
+        console.print(f"[yellow]cost warning:[/] {escape(warning)}")

@@ -1,0 +1,160 @@
+"""Reading and writing files: only what the user named, whole or not at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import tempfile
+from itertools import accumulate
+from pathlib import Path
+
+from workbook.errors import WorkbookError, one_line
+from workbook.scrub import scrub_json
+
+MAX_JSON_BYTES = (
+    64 * 1024 * 1024
+)  # the largest fixture is under 100 KB; a 2 GB file is a mistake or an attack
+
+
+MAX_JSON_DEPTH = 64  # a real fixture nests about 10 deep; far deeper only exhausts the stack
+
+
+def read_json(path: str | Path, what: str = "fixture", hint: str = "fix the file or re-record it"):
+    """A JSON file that the user named, parsed; any problem is one WorkbookError line naming the file.
+
+    Only a regular file is opened (a folder, a FIFO or a device is refused before any read), and only
+    up to MAX_JSON_BYTES. NaN and Infinity are not JSON and are refused, and so is nesting past
+    MAX_JSON_DEPTH, so that nothing later can hit a RecursionError on it.
+    """
+    return parse_json(path, read_bytes(path, what), what, hint)
+
+
+def read_bytes(path: str | Path, what: str) -> bytes:
+    """The bytes of a regular file the user named, at most MAX_JSON_BYTES; else one WorkbookError line."""
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        if what == "fixture":
+            raise WorkbookError(
+                f"{path}: no such fixture — see `ls fixtures/` for the ones that exist"
+            ) from None
+        raise WorkbookError(f"{path}: no such file — check the path to the {what}") from None
+    except IsADirectoryError:
+        raise WorkbookError(f"{path}: is a folder, not a {what} file — name the .json file inside") from None
+    except (OSError, ValueError) as err:  # permission denied, a name with a NUL byte, ...
+        raise WorkbookError(f"{path}: cannot open this {what} ({one_line(err)})") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise WorkbookError(f"{path}: is a folder, not a {what} file — name the .json file inside")
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkbookError(f"{path}: not a regular file (a pipe or a device?) — give a {what} file")
+        if info.st_size > MAX_JSON_BYTES:
+            raise WorkbookError(f"{path}: {info.st_size:,} bytes is too large for a {what} (limit 64 MB)")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            return file.read(MAX_JSON_BYTES + 1)
+    except OSError as err:
+        raise WorkbookError(f"{path}: cannot read this {what} ({one_line(err)})") from None
+    finally:
+        os.close(fd)
+
+
+def parse_json(path, raw: bytes, what: str, hint: str):
+    def not_json(constant):
+        raise ValueError(f"{constant} is not a JSON number")
+
+    try:
+        text = raw.decode("utf-8")
+        if text_depth(raw) > MAX_JSON_DEPTH:  # measured before parsing, since json.loads recurses
+            raise WorkbookError(
+                f"{path}: nested more than {MAX_JSON_DEPTH} levels deep — not a {what}; {hint}"
+            )
+        return json.loads(text, parse_constant=not_json)
+    except RecursionError:
+        raise WorkbookError(f"{path}: nested too deeply to be a {what} — {hint}") from None
+    except (UnicodeDecodeError, ValueError) as err:  # JSONDecodeError is a ValueError; so is 5,000 digits
+        kind = "a JSON fixture" if what == "fixture" else f"a {what} (not JSON)"
+        raise WorkbookError(f"{path}: not {kind}: {one_line(err)} — {hint}") from None
+
+
+JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included (unrolled: fast)
+
+
+NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+
+
+def text_depth(raw: bytes) -> int:
+    """How deeply a JSON text nests, from its brackets outside strings: no parse, no tree walk."""
+    brackets = JSON_STRING.sub(b"", raw).translate(None, NOT_BRACKETS)
+    return max(accumulate(1 if c in b"[{" else -1 for c in brackets), default=0)
+
+
+def json_depth(value) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (a scalar is 0); no recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            todo.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()  # read once, at import: os.umask can only be read by setting it
+
+
+def write_atomic(path: str | Path, text: str | bytes) -> Path:
+    """Write a whole file or nothing: a temp file in the same folder, fsync, then rename over `path`.
+
+    A crash or `kill -9` at any moment leaves either the old file or the new one, never a torn or
+    empty one (a stray `.NAME.*.tmp` beside it at worst). The folder is created if missing.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise WorkbookError(f"{path}: is a folder — give a file name to write to")
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)  # an existing file keeps its permissions
+    except OSError:
+        mode = 0o666 & ~UMASK  # a new one gets what open() would have given it
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fchmod(file.fileno(), mode)
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)  # the rename itself survives a power cut only once its folder is synced
+    return path
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json(path: str | Path, value) -> Path:
+    """`value` as indented JSON, its secrets scrubbed, written atomically (fixtures, saved conversations)."""
+    return write_atomic(path, scrub_json(json.dumps(value, indent=2, ensure_ascii=False)) + "\n")

@@ -1,0 +1,90 @@
+"""Loading a fixture and checking every field of it before anything uses it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbook import trust
+from workbook.contract import exchange_problems
+from workbook.errors import FixtureError, WorkbookError
+from workbook.files import MAX_JSON_DEPTH, json_depth, parse_json, read_bytes
+from workbook.fixture_flags import args_problems
+from workbook.paths import STEPS
+from workbook.scratch import workspace_problem
+from workbook.trust import is_trusted, recorded_commands
+
+FIXTURE_FIELDS = ("script", "scenario", "description", "provenance", "task", "workspace", "exchanges")
+
+
+def load_fixture(path: str | Path) -> dict:
+    """Read a fixture and check it; any problem raises FixtureError naming the file and the place."""
+    return load_with_bytes(path)[0]
+
+
+def load_with_bytes(path: str | Path) -> tuple[dict, bytes]:
+    """The checked fixture and the exact bytes it came from (what trust is judged on)."""
+    try:
+        raw = read_bytes(path, "fixture")
+        fixture = checked_fixture(path, parse_json(path, raw, "fixture", "fix the file or re-record it"))
+    except FixtureError:
+        raise
+    except WorkbookError as err:
+        raise FixtureError(str(err)) from None
+    if is_trusted(raw):
+        trust.VETTED.update(recorded_commands(fixture))
+    return fixture, raw
+
+
+def checked_fixture(path, fixture) -> dict:
+    for problem in _problems(fixture):  # read from a file: its nesting was measured on the text
+        raise FixtureError(f"{path}: {problem}")
+    return fixture
+
+
+def fixture_problems(fixture) -> list[str]:
+    """Everything wrong with a parsed fixture, each naming its place (e.g. `exchanges[2].response`)."""
+    if isinstance(fixture, dict) and json_depth(fixture) > MAX_JSON_DEPTH:
+        return [f"nested more than {MAX_JSON_DEPTH} levels deep"]
+    return _problems(fixture)
+
+
+def _problems(fixture) -> list[str]:
+    if not isinstance(fixture, dict):
+        return ["the top level must be a JSON object"]
+    problems = [f"missing field `{name}`" for name in FIXTURE_FIELDS if name not in fixture]
+    if problems:
+        return problems
+    problems += _field_problems(fixture)
+    if not isinstance(fixture["exchanges"], list) or not fixture["exchanges"]:
+        return problems + ["`exchanges` must be a non-empty list"]
+    for n, exchange in enumerate(fixture["exchanges"]):
+        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange)]
+    return problems
+
+
+def _field_problems(fixture: dict) -> list[str]:
+    """The fields around the exchanges: each of the right type, and none pointing outside the project."""
+    problems = []
+    for name in ("scenario", "description", "provenance_note"):
+        if name in fixture and not isinstance(fixture[name], str):
+            problems.append(f"`{name}` must be a string")
+    if fixture["provenance"] not in ("recorded", "scripted"):
+        problems.append("provenance must be `recorded` or `scripted`")
+    if fixture["script"] not in STEPS:
+        problems.append(f"`script` must name one of the steps: {', '.join(STEPS)}")
+    if not isinstance(fixture["task"], str) or not fixture["task"].strip():
+        problems.append("`task` must be a non-empty string")
+    problem = workspace_problem(fixture["workspace"])
+    if problem:
+        problems.append(f"`workspace`: {problem}")
+    recorded = fixture.get("recorded", {})
+    if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+        problems.append("`recorded` must be an object of strings (date, model, sdk, endpoint)")
+    if fixture.get("match", "structure") != "structure":
+        problems.append("`match` must be `structure` or absent")
+    latency = fixture.get("read_latency", 0)
+    if not isinstance(latency, int | float) or isinstance(latency, bool) or not 0 <= latency <= 60:
+        problems.append("read_latency must be 0 to 60 seconds")
+    if fixture["script"] in STEPS:
+        problems += [f"`args`: {p}" for p in args_problems(fixture.get("args", []), fixture["script"])]
+    return problems

@@ -1,0 +1,102 @@
+"""Replay: the real SDK client over a transport that serves a fixture's responses and checks each request."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import anthropic
+import httpx2
+
+from workbook.compare import request_diff
+from workbook.contract import check_api_rules
+from workbook.errors import ReplayExhausted, ReplayMismatch, WorkbookError
+from workbook.threads import Refusal, Threads
+from workbook.wire import http_response, recorded_message
+
+MATCHES = ("strict", "shape")  # how a request is compared with the recorded one
+
+
+@dataclass
+class ReplayTransport:
+    """Serves a fixture's responses in order; checks each request against the API and the recording.
+
+    match="strict" compares the whole request with the recording (messages, text, system, tools);
+    match="shape" only the conversation's shape, as the classroom server does (roles, block types,
+    tool_use ids and the tool_result pairing), so any loop with its own prompt and tools (the SDK's
+    tool runner, a student's) replays too. strict=False (lenient) keeps the API-rule check but skips
+    the comparison: the fixture is then only a script of responses (used to rebuild fixtures and by
+    the property tests). Server-held threads (workbook/threads.py) are served in every mode.
+    """
+
+    fixture: dict
+    name: str = "fixture"
+    strict: bool = True
+    cursor: int = 0
+    # Each request's bytes as the loop sent them: bytes are never scanned by the garbage collector,
+    # where a parsed copy of every request (each holding the whole history) made long runs quadratic.
+    sent: list[bytes] = field(default_factory=list)
+    checked: bool = False  # the fixture came through load_fixture: its recorded requests keep the rules
+    match: str = "strict"
+    threads: Threads = field(default_factory=Threads)  # conversations held for thread requests
+
+    @property
+    def seen(self) -> list[dict]:
+        """The request bodies in the order the loop sent them, parsed anew on each access."""
+        return [json.loads(raw or b"{}") for raw in self.sent]
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.sent.append(request.content)
+        body = json.loads(request.content or b"{}")
+        try:
+            body, thread = self.threads.expand(body)  # a thread's request, whole again
+        except Refusal as refusal:
+            return httpx2.Response(refusal.status, json=refusal.body())
+        exchanges = self.fixture["exchanges"]
+        turn = self.cursor + 1
+        if self.cursor >= len(exchanges):
+            raise ReplayExhausted(
+                f"{self.name}: the loop sent request {turn} but the fixture holds only {len(exchanges)} — "
+                "the loop did not stop when the recording did"
+            )
+        recorded = exchanges[self.cursor]
+        # Identical to a recording already checked: nothing to compare, no cost.
+        if not (self.strict and self.checked and self.match == "strict" and body == recorded["request"]):
+            self.check(body, recorded, turn)
+        self.cursor += 1
+        if thread:
+            self.threads.hold(thread, body, recorded_message(recorded["response"]))
+        return http_response(recorded["response"], bool(body.get("stream")))
+
+    def check(self, body: dict, recorded: dict, turn: int) -> None:
+        """The recording's own diff first, since it says what the loop did wrong; then the API's rules."""
+        if self.strict:
+            structure = recorded.get("match") == "structure"
+            diff = request_diff(recorded["request"], body, structure, conversation_only=self.match == "shape")
+            if diff:
+                raise ReplayMismatch(f"{self.name}, turn {turn}: {diff}")
+        check_api_rules(body, f"{self.name}, turn {turn}")
+
+    def http_client(self) -> httpx2.Client:
+        return anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(self))
+
+
+def replay_client(
+    fixture: dict,
+    name: str = "fixture",
+    strict: bool = True,
+    checked: bool = False,
+    match: str = "strict",
+    **client_options,
+):
+    """The real SDK client, talking to a ReplayTransport instead of the network.
+
+    checked=True says the fixture came from load_fixture, so a request identical to its recording
+    needs no further check (the per-turn cost then stays flat however long the history grows).
+    match="shape" compares only the conversation's shape (see ReplayTransport); the default is strict.
+    """
+    if match not in MATCHES:
+        raise WorkbookError(f"match={match!r}: use one of {', '.join(MATCHES)}")
+    transport = ReplayTransport(fixture, name, strict, checked=checked, match=match)
+    client = anthropic.Anthropic(api_key="replay", http_client=transport.http_client(), **client_options)
+    return client, transport

@@ -1,0 +1,172 @@
+"""Temp folders: a fresh copy of a fixture's workspace per run, all under one private root, cleaned up."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from workbook.errors import FixtureError, WorkbookError
+from workbook.paths import WORKSPACES
+
+
+def workspace_problem(name) -> str | None:
+    """Why `name` is not a folder under fixtures/workspace/ (None when it is, or when it is "")."""
+    if not isinstance(name, str):
+        return 'must be a string naming a folder under fixtures/workspace/ (or "" for an empty one)'
+    if name == "":
+        return None
+    if "\0" in name or name.startswith(("/", "\\", "~")) or ".." in Path(name).parts or ":" in name:
+        return f"{name!r} must be a folder name under fixtures/workspace/, not a path"
+    source = (WORKSPACES / name).resolve()
+    if not source.is_relative_to(WORKSPACES.resolve()) or source == WORKSPACES.resolve():
+        return f"{name!r} must be a folder name under fixtures/workspace/, not a path"
+    if not source.is_dir():
+        return f"no folder {name!r} under fixtures/workspace/"
+    return None
+
+
+KEPT_RUNS = 10  # the newest replays' files (audit log, trace, saved conversation) kept; older ones go
+
+
+def scratch_root() -> Path:
+    """$TMPDIR/workbook-<uid>: every temp folder the workbook makes lives here, and only here.
+
+    Private to this user (mode 700, owned, not a symlink); if something else holds the name, this
+    process uses a folder of its own instead, removed when it exits.
+    """
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    root = Path(tempfile.gettempdir()) / f"workbook-{uid}"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        info = root.lstat()
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:  # ours, and not a symlink planted for us
+            if info.st_mode & 0o077:
+                root.chmod(0o700)
+            return root
+    except OSError:
+        pass
+    global _PRIVATE_ROOT
+    if _PRIVATE_ROOT is None:
+        _PRIVATE_ROOT = Path(tempfile.mkdtemp(prefix=f"workbook-{uid}-"))
+    return _PRIVATE_ROOT
+
+
+_PRIVATE_ROOT: Path | None = None
+
+
+_MADE_HERE: list[Path] = []  # run folders this process made, emptied of workspaces at exit
+
+
+def new_run_folder() -> Path:
+    """A fresh folder for one run (`<pid>-<random>`) under scratch_root(), after sweeping old ones."""
+    for _ in range(3):  # another process may remove an empty root between our mkdir and mkdtemp
+        root = scratch_root()
+        sweep(root)
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+        except FileNotFoundError:
+            continue
+        _MADE_HERE.append(folder)
+        return folder
+    raise WorkbookError(f"cannot make a temp folder under {tempfile.gettempdir()} — is it writable?")
+
+
+def sweep(root: Path) -> None:
+    """Tidy what ended runs left: their workspace copies go; of their other files, the newest
+    KEPT_RUNS runs' stay. A folder whose process still runs is never touched."""
+    ended = []
+    for folder in _entries(root):
+        pid = folder.name.partition("-")[0]
+        if folder.is_symlink() or not folder.is_dir() or not pid.isdigit() or _alive(int(pid)):
+            continue
+        release(folder)
+        if folder.exists():
+            ended.append(folder)
+    ended.sort(key=_mtime, reverse=True)
+    for folder in ended[KEPT_RUNS:]:
+        remove_tree(folder)
+
+
+def release(folder: Path) -> None:
+    """A run is over: remove its workspace copy, and the run folder too if nothing else is in it."""
+    remove_tree(folder / "workspace")
+    try:
+        folder.rmdir()  # only if empty: an audit log or a saved conversation keeps it
+    except OSError:
+        pass
+
+
+def _release_all_at_exit() -> None:
+    for folder in _MADE_HERE:
+        release(folder)
+    for root in {folder.parent for folder in _MADE_HERE}:
+        try:
+            root.rmdir()  # only if nothing is left in it at all
+        except OSError:
+            pass
+
+
+atexit.register(_release_all_at_exit)
+
+
+def _entries(root: Path) -> list[Path]:
+    try:
+        return list(root.iterdir())
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists but is not ours
+        return True
+    return True
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder a run made, even where a tool left it read-only; never follows symlinks."""
+
+    def writable_then_retry(function, name, _):
+        try:
+            os.chmod(os.path.dirname(name), 0o700)
+            function(name)
+        except OSError:
+            pass
+
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif path.exists():
+        shutil.rmtree(path, onerror=writable_then_retry)
+
+
+def copy_workspace(name: str) -> Path:
+    """A fresh temp copy of fixtures/workspace/<name>: replayed tools never touch the reader's files.
+
+    It lives in a run folder under scratch_root(), removed when the run ends (Run.finish), when this
+    process exits, or by the next run's sweep if this one was killed.
+    """
+    problem = workspace_problem(name)
+    if problem:
+        raise FixtureError(f"workspace: {problem}")
+    target = new_run_folder() / "workspace"
+    if name:
+        shutil.copytree(WORKSPACES / name, target, symlinks=True)
+    else:
+        target.mkdir()
+    return target

@@ -1,0 +1,153 @@
+"""The trace: one JSON line per event of a run, and a trace turned back into a fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from workbook import display
+from workbook.conversation import plain
+from workbook.errors import FixtureError
+from workbook.files import MAX_JSON_DEPTH, read_bytes, text_depth, write_json
+from workbook.scratch import new_run_folder
+from workbook.scrub import scrub_json
+from workbook.wire import message_to_events
+
+
+def trace(path: Path | None, event: str, **fields) -> None:
+    """Append one line to the trace (see append_line)."""
+    if path is not None:
+        append_line(path, {"event": event, **fields})
+
+
+def append_line(path: Path, value) -> None:
+    """One JSON line appended with a single write() and no buffer, every secret scrubbed first: a crash,
+    even kill -9, loses nothing written before it and leaves no half line (trace, audit log)."""
+    line = scrub_json(json.dumps(plain(value), ensure_ascii=False)) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode(errors="backslashreplace"))  # a lone surrogate the model sent, escaped
+    finally:
+        os.close(fd)
+
+
+def trace_start(path: Path | None, script: str, shared: dict, budget, about: dict | None = None) -> None:
+    """The first line: what every request of the run shares, and the run's limits. s06 writes a `run`
+    line before it (`about`): what replaying the trace needs besides the requests."""
+    if about:
+        trace(path, "run", **about)
+    limits = {
+        name: getattr(budget, name)
+        for name in ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")
+    }
+    trace(path, "start", script=script, **shared, limits=limits)
+
+
+class Trace:
+    """s05's trace as a loop writes it: one line per model call and per turn of tools. It remembers the
+    messages its last model_call line sent, so that each line logs only what is new."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.logged = path, []
+
+    def call(self, step: int, messages: list, outcome, started: float, budget, **extra) -> None:
+        """The line for one model call: what it added to the messages, the reply (or, s06, the error)
+        and what the run has spent. `extra`: what this request has that the start line does not."""
+        new = next((i for i, (a, b) in enumerate(zip(self.logged, messages)) if a is not b), len(self.logged))
+        sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:], **extra}
+        spent = {"spent": {"tokens": budget.tokens, "cost": round(budget.cost, 6)}} if budget else {}
+        ms = {"ms": round((time.monotonic() - started) * 1000)} if budget else {}
+        result = {"error": outcome} if isinstance(outcome, dict) else {"response": outcome}
+        trace(self.path, "model_call", step=step, request=sent, **result, **ms, **spent)
+        self.logged = list(messages)
+
+    def tools(self, step: int, calls: list, results: list, started: float, stop: str) -> None:
+        """The line for one turn's tool calls: what ran, what came back, whether the loop goes on."""
+        ran = [result | {"name": block.name, "input": block.input} for block, result in zip(calls, results)]
+        ms = round((time.monotonic() - started) * 1000)
+        trace(self.path, "tools", step=step, results=ran, ms=ms, next="stop" if stop else "continue")
+
+
+def trace_error(path: Path | None, step: int, cause: Exception, message: str) -> None:
+    """The line for a model call that failed for good: its status and body, when the API sent them."""
+    status = getattr(cause, "status_code", None)
+    error = {"status": status, "body": getattr(cause, "body", None), "message": message}
+    trace(path, "model_call", step=step, error=error)
+
+
+def trace_to_fixture(path: Path, script: str = "s06_recovery") -> dict:
+    """A trace as a fixture: each model_call line becomes an exchange, its request rebuilt from the
+    start line and the messages the call added, so any traced run replays offline (`--replay run.jsonl`).
+    The tools run again, in the workspace the `run` line names (a fixture's, when the trace came from a
+    replay; a live run's folder is not copied: put its files in fixtures/workspace/<name>/ and set
+    `workspace`). Live tool output differs from machine to machine, so requests are compared by structure."""
+    raw = read_bytes(path, "trace")  # a regular file of sane size, or one line saying why not
+    try:
+        if text_depth(raw) > MAX_JSON_DEPTH:
+            raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+        lines = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+        return fixture_from_trace(lines, path, script)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as err:  # not what --trace writes
+        raise FixtureError(
+            f"{path}: not a JSON-lines trace ({err!r:.120}) — give a file --trace wrote"
+        ) from None
+
+
+def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
+    """trace_to_fixture's work, on the trace's parsed lines."""
+    runs = [i for i, line in enumerate(lines) if line.get("event") == "run"] or [0]
+    lines = lines[runs[-1] :]  # a trace file appended to by several runs: the last one
+    start = next((line for line in lines if line.get("event") == "start"), {})
+    about = next((line for line in lines if line.get("event") == "run"), {})
+    base = {k: start[k] for k in ("model", "max_tokens", "system", "tools") if k in start}
+    messages, exchanges = [], []
+    for call in (line for line in lines if line.get("event") == "model_call" and "request" in line):
+        sent = call["request"]
+        messages = messages[: sent["new_from"]] + sent["new_messages"]
+        extra = {k: v for k, v in sent.items() if k not in ("messages_count", "new_from", "new_messages")}
+        request = base | {"messages": messages, "stream": start.get("stream")} | extra
+        request = {k: v for k, v in request.items() if k != "stream" or v}  # a plain call sends no `stream`
+        exchanges.append(
+            {"request": request, "response": traced_response(call, request), "match": "structure"}
+        )
+    if not exchanges:
+        raise FixtureError(f"{path}: no model calls in this trace — was it written by s05 or s06?")
+    return {
+        "script": script,
+        "scenario": Path(path).stem,
+        "description": f"Converted from the trace {Path(path).name} by trace_to_fixture.",
+        "provenance": about.get("provenance", "recorded"),
+        "task": about.get("task") or exchanges[0]["request"]["messages"][0]["content"],
+        "workspace": about.get("workspace", ""),
+        "args": about.get("args", []),
+        "match": "structure",
+        "exchanges": exchanges,
+    }
+
+
+def traced_response(call: dict, request: dict) -> dict:
+    """A model_call line's outcome as a fixture response: a Message (streamed if the request was), an
+    error event inside a stream, or an HTTP error."""
+    error = call.get("error")
+    if error is None and request.get("stream"):
+        return {"status": 200, "stream": message_to_events(call["response"])}
+    if error is None:
+        return {"status": 200, "body": call["response"]}
+    if error["status"] == 200:  # an error event inside the stream
+        return {"status": 200, "stream": [{"event": "error", "data": error["body"]}]}
+    return {"status": error["status"], "body": error["body"]}
+
+
+def fixture_file(trace_file: str, script: str) -> str:
+    """s06: convert a trace to a fixture file in a temp folder, for --replay."""
+    target = new_run_folder() / (Path(trace_file).stem + ".json")  # removed with the run's copies
+    write_json(target, trace_to_fixture(Path(trace_file), script))
+    return str(target)
+
+
+def show_context(transition: str, before: int, after: int, path: Path | None) -> None:
+    """s06: what collapse or compaction made of the context, on screen and in the trace."""
+    trace(path, "context", transition=transition, before=before, after=after)
+    display.say(f"context {before:,} → {after:,} characters")

@@ -1,0 +1,33 @@
+"""Files the tools open in a workspace: regular files only, within a size."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+def regular_file(target: Path, name: str, max_bytes: float = float("inf")):
+    """`target` opened to read if it is a regular file (a FIFO would hang the run, a device never ends)
+    of at most `max_bytes`; else an error naming it as the model did (`name`): an is_error result."""
+    fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, and fstat refuses it
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", name)
+        regular = stat.S_ISREG(info.st_mode)
+        raise ValueError(f"{name}: " + (f"over {max_bytes:,.0f} bytes" if regular else "not a regular file"))
+    return os.fdopen(fd, "rb")
+
+
+def read_text(target: Path, name: str, budget: int) -> str:
+    """A regular file's text, reading at most `budget` bytes: all of it, or its head and tail."""
+    with regular_file(target, name) as file:
+        size = os.fstat(file.fileno()).st_size
+        if size <= budget:
+            return target.read_text(errors="replace")
+        head, _, tail = file.read(budget // 2), file.seek(size - budget // 2), file.read(budget // 2)
+    cut = f"\n… [{size - budget:,} bytes in the middle not read] …\n"
+    return head.decode(errors="replace") + cut + tail.decode(errors="replace")
