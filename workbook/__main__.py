@@ -1,7 +1,14 @@
 """`python -m workbook`: the teacher's and fixture author's command line (see workbook/cli.py)."""
 
+import os
 import sys
 
 from workbook.cli import main
 
-sys.exit(main(sys.argv[1:]))
+try:
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+except BrokenPipeError:  # `| head` stopped reading: not an error of ours
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+    code = 0
+sys.exit(code)
