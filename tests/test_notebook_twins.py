@@ -209,6 +209,31 @@ def test_todo_then_translate_then_build_then_check(small_repo, capsys):
     assert "differs from its build" in capsys.readouterr().out
 
 
+def edit_english(small_repo, cells: list[dict]) -> None:
+    (small_repo / "s01.ipynb").write_text(twins.serialize({**NOTEBOOK, "cells": cells}), encoding="utf-8")
+
+
+def test_an_english_edit_or_a_new_cell_after_translation_is_named_by_id(small_repo, capsys):
+    source = small_repo / "zh-CN" / "translations" / "s01.md"
+    source.parent.mkdir(parents=True)
+    source.write_text(twins.section(NOTEBOOK["cells"][0], "# s01 — 循环\n为什么。"), encoding="utf-8")
+    assert twins.main([]) == 0
+    changed = {**NOTEBOOK["cells"][0], "source": ["# s01 — The loop\n", "Why it loops."]}
+    added = {"cell_type": "markdown", "id": "outro", "metadata": {}, "source": ["Exercises."]}
+    edit_english(small_repo, [changed, NOTEBOOK["cells"][1], added])
+    capsys.readouterr()
+    assert twins.main(["--todo"]) == 1
+    out = capsys.readouterr().out
+    new_hash = twins.fingerprint("# s01 — The loop\nWhy it loops.")
+    assert (
+        "cell intro changed in English since it was translated; update the Chinese and its marker to "
+        f"`from {new_hash}`" in out
+    )
+    assert "English now ---\n# s01 — The loop\nWhy it loops." in out
+    assert "cell outro is still English" in out  # --todo added its section, in English until translated
+    assert "<!-- cell outro from" in source.read_text(encoding="utf-8")
+
+
 def test_a_notebook_without_cell_ids_is_one_line(small_repo, capsys):
     (small_repo / "s01.ipynb").write_text('{"cells": [{"cell_type": "markdown", "source": []}]}')
     assert twins.main(["--check"]) == 1

@@ -241,29 +241,44 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Build (or with --check, compare) every twin; 1 if any cell needs a translator or a twin is stale."""
     problems = 0
     for english_path in english_notebooks():
         twin = build(english_path)
-        if args.todo:
-            added = add_todo_sections(english_path, twin)
-            print(f"{english_path.name}: {added} section(s) to translate added to {rel(english_path)}")
+        if args.todo and add_todo_sections(english_path, twin):
+            print(f"{english_path.name}: sections to translate added to {relative(english_path)}")
             twin = build(english_path)
         lines = report(english_path, twin)
-        problems += len(lines)
         print("\n".join(lines) if lines else f"{english_path.name}: every markdown cell is translated")
-        text, target = serialize(twin.notebook), twin_path(english_path)
-        if args.check:
-            if not target.exists() or target.read_text(encoding="utf-8") != text:
-                print(f"{target.name}: the committed twin differs from its build; run the build")
-                problems += 1
-        elif not target.exists() or target.read_text(encoding="utf-8") != text:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-            print(f"{target.name}: rebuilt")
+        if args.todo:
+            show_current_english(english_path, twin.stale)
+        problems += len(lines) + (not settle(english_path, twin, args.check))
     return 1 if problems else 0
 
 
-def rel(english_path: Path) -> str:
+def settle(english_path: Path, twin: Twin, check_only: bool) -> bool:
+    """Write the twin if it changed (or, checking only, say so); whether the committed twin is current."""
+    text, target = serialize(twin.notebook), twin_path(english_path)
+    if target.exists() and target.read_text(encoding="utf-8") == text:
+        return True
+    if check_only:
+        print(
+            f"{target.name}: the committed twin differs from its build; run python -m workbook.notebook_twins"
+        )
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    print(f"{target.name}: rebuilt")
+    return True
+
+
+def show_current_english(english_path: Path, ids: list[str]) -> None:
+    """A stale cell's English as it reads now, for the translator (git log -p shows what changed)."""
+    for cell in english_cells(english_path, ids):
+        print(f"\n--- {english_path.name}, cell {cell['id']}, English now ---\n{cell_text(cell)}\n")
+
+
+def relative(english_path: Path) -> str:
     return str(translation_path(english_path).relative_to(ROOT))
 
 
