@@ -235,11 +235,10 @@ def append_reply(messages: list, response, transition: str) -> None:
     continues the paused turn, so it joins that message."""
     if transition not in KEEPS_REPLY:
         return
-    content = response.content
     if messages and messages[-1]["role"] == "assistant":
-        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
+        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *response.content]}
     else:
-        messages.append({"role": "assistant", "content": content})
+        messages.append({"role": "assistant", "content": response.content})
 
 
 def call_unless_too_long(client, retry, stream: bool, messages: list, model: str, state: Recovery):
@@ -286,8 +285,7 @@ class Caller:
 
 
 def recover(transition: str, messages: list, response, state: Recovery, hook: tuple | None, caller: Caller):
-    """Carry out a recovery transition on the conversation (then sent again). Returns the summary reply
-    when it compacted (a model call too), else None. `hook` is (passed, output) if the stop hook ran."""
+    """Carry out a recovery transition on the conversation (then sent again): a compaction's summary."""
     if transition == "escalate":
         state.max_tokens = ESCALATED_MAX_TOKENS
     elif transition == "continue":
@@ -391,9 +389,8 @@ def main(argv: list[str] | None = None) -> int:
 def run_task(run: launch.Run, args) -> int:
     """s05's run with this loop; a fixture's stop hook meets s02's gate first; giving up exits 1."""
     step_cli.gate_fixture_hook(run, args, s02.gate, s02.REGISTRY["bash"])
-    state = Recovery(
-        args.stop_hook, args.stop_hook_retries, args.web_search, about=step_cli.run_line(run, args)
-    )
+    about = step_cli.run_line(run, args)  # the trace's `run` line, for --replay run.jsonl
+    state = Recovery(args.stop_hook, args.stop_hook_retries, args.web_search, about=about)
     code = s05.run_task(run, args, agent_loop, "s06_recovery", recovery=state)
     return 1 if code == 0 and state.log and state.log[-1][0] == "fail" else code
 
