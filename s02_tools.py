@@ -379,7 +379,7 @@ def run_task(run: launch.Run, args) -> int:
     messages = [{"role": "user", "content": run.task}]
     turns = agent_loop(run.client, messages, run.workspace, run.model, settings.permission, settings.audit)
     display.show_summary(turns)
-    display.say(f"permission {settings.permission}; audit log: {settings.audit}")
+    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
     return 0
 
 

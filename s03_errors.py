@@ -319,7 +319,7 @@ def run_task(run: launch.Run, args) -> int:
     except (anthropic.APIError, GaveUp) as err:
         return stop_cleanly(err, messages, settings.folder / "conversation.json")
     display.show_summary(turns)
-    display.say(f"permission {permission}; audit log: {audit}")
+    display.say(f"permission {permission}\naudit log: {audit}")
     return 0
 
 

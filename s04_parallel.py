@@ -287,7 +287,7 @@ def run_task(run: launch.Run, args) -> int:
     except (anthropic.APIError, GaveUp) as err:
         return stop_cleanly(err, messages, settings.folder / "conversation.json")
     display.show_summary(turns)
-    display.say(f"permission {settings.permission}; audit log: {settings.audit}")
+    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
     return 0
 
 

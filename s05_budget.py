@@ -331,7 +331,7 @@ def first_messages(run: launch.Run, resume: str | None) -> list:
     if not resume:
         return [{"role": "user", "content": run.task}]
     saved = conversation.load_conversation(conversation.repo_path(resume))
-    display.say(f"resuming {resume}: {len(saved)} messages, then the task above", "bold")
+    display.say(f"resuming {len(saved)} saved messages, then the task above, from\n  {resume}", "bold")
     return conversation.replay_leniently_unless_recorded(run, continued(saved, run.task))
 
 

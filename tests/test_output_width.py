@@ -11,8 +11,9 @@ import sys
 import tempfile
 
 import pytest
-from conftest import ROOT, STEPS, offline_env
 from rich.cells import cell_len
+
+from conftest import ROOT, STEPS, offline_env
 
 COLUMNS = 80
 
@@ -42,7 +43,7 @@ def outputs() -> dict:
     """(step, "run" or "help") -> what it printed at COLUMNS=80, all twelve started together. TMPDIR is
     short, as /tmp is, so that the paths a run prints are the length a reader's would be."""
     short = tempfile.mkdtemp(dir="/tmp" if os.path.isdir("/tmp") else None)
-    env = offline_env(COLUMNS=str(COLUMNS), TMPDIR=short)
+    env = offline_env(TMPDIR=short) | {"COLUMNS": str(COLUMNS)}
     started = {
         (step, kind): subprocess.Popen(
             [sys.executable, f"{step}.py", *(["--help"] if kind == "help" else [])],
@@ -92,5 +93,17 @@ def test_a_long_write_is_one_line_with_its_size_counted(outputs):
 
 
 def test_an_abridged_fixture_says_so_in_its_banner(outputs):
-    banner = outputs["s06_recovery", "run"].split("task:")[0]
+    banner = outputs["s06_recovery", "run"].split("\ntask:")[0]
     assert "(scripted)" in banner and "abridged" in banner
+
+
+def test_the_offline_resume_hint_works_as_printed_and_the_live_one_names_the_key(outputs):
+    text = outputs["s05_budget", "run"]
+    hint = text.split("continue it offline", 1)[1]
+    command = hint.split("\n", 1)[1].split("\nor live")[0].replace("\\\n", " ").split()
+    assert command[:3] == ["python", "s05_budget.py", "--resume"] and command[3].endswith("conversation.json")
+    assert "set ANTHROPIC_API_KEY first" in hint
+    env = offline_env() | {"COLUMNS": str(COLUMNS)}
+    done = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resuming 6 saved messages" in done.stdout

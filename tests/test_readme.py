@@ -1,8 +1,10 @@
 """The README's step table tells the truth: every step listed exists, with the sizes it really has."""
 
 import re
+import subprocess
+import sys
 
-from conftest import ROOT, STEPS
+from conftest import ROOT, STEPS, offline_env
 
 from workbook import stepdiff
 
@@ -31,9 +33,10 @@ def sample_output(readme: str) -> str:
 
 
 def test_the_sample_output_is_what_s01_really_prints_at_80_columns():
-    from conftest import run_script
-
-    done = run_script("s01_agent_loop.py", COLUMNS="80")
+    env = offline_env() | {"COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "s01_agent_loop.py"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     printed = "".join(line.rstrip() + "\n" for line in done.stdout.splitlines())
     for readme in ("README.md", "README.zh-CN.md"):
         assert sample_output(readme) == printed, (

@@ -110,7 +110,8 @@ def banner_lines(run: Run, width: int | None = None) -> list[str]:
         said, colon, command = clause.partition(": python ")
         lines += [said + ":", "  python " + command] if colon else [clause]
     wrap = width or console.width
-    return [part for line in lines for part in textwrap.wrap(line, wrap, subsequent_indent="    ")]
+    fit = dict(subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)  # paths stay whole
+    return [part for line in lines for part in textwrap.wrap(line, wrap, **fit)]
 
 
 @dataclass
@@ -173,7 +174,7 @@ def resume_hint(script: str, saved: Path, fixture: str) -> list[str]:
     """How to go on from a saved conversation, as commands that work as printed: offline (no key) a
     replay of `fixture`'s recorded answers; with a new instruction, live, which needs a key."""
     resume = [f"  python {script}.py --resume \\", f"    {saved}"]
-    live = [*resume[:-1], f'    {saved} "new instruction"']
+    live = [*resume[:-1], f"    {saved} \\", '    "new instruction"']
     if os.environ.get("ANTHROPIC_API_KEY"):
         return ["continue it (live, with your key):", *live]
     return [
