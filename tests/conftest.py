@@ -6,6 +6,7 @@ import io
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,21 @@ def run_main(monkeypatch, tmp_path):
         return code, out.getvalue()
 
     return run
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temp_files_inside_pytests_own_folder(tmp_path_factory):
+    """Replayed workspaces (and anything else made with tempfile), here and in the scripts the tests
+    start, go under pytest's temp folder, which pytest prunes — not by thousands into /tmp."""
+    folder = str(tmp_path_factory.mktemp("tmp"))
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = folder, folder
+    yield
+    if saved[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved[0]
+    tempfile.tempdir = saved[1]
 
 
 @pytest.fixture
