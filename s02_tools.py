@@ -226,12 +226,15 @@ def not_read_only(command: str) -> str | None:
         return "its quotes do not pair up"
     if not words or words[0] not in READ_ONLY_COMMANDS:
         return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
-    outside = [  # a path out of the workspace: absolute (/x, -f/x, --file=/x), or up through ..
-        w
-        for w in words[1:]
-        if w.startswith(("/", "-")) and "/" in w or "=/" in w or ".." in re.split("[=/]", w)
-    ]
+    outside = [word for word in words[1:] if leaves_workspace(word)]
     return f"{outside[0]!r} leaves the workspace" if outside else None
+
+
+def leaves_workspace(word: str) -> bool:
+    """Whether a command's word is a path out of the workspace: absolute (/x, -f/x, --file=/x), or up
+    through .. (a/../../x)."""
+    absolute = word.startswith("/") or (word.startswith("-") and "/" in word) or "=/" in word
+    return absolute or ".." in re.split("[=/]", word)
 
 
 def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
@@ -319,22 +322,6 @@ def log_call(audit: Path | None, block, decision: str, output: str, is_error: bo
         tracing.append_line(audit, line)  # one write, the key scrubbed: a crash leaves no half line
 
 
-def audit_path(run: launch.Run, script: str = "s02") -> Path:
-    """The audit log, in the run's folder: beside a replay's temp workspace, else in runs/."""
-    return step_cli.run_folder(run, script) / "audit.jsonl"
-
-
-def add_flags(parser) -> None:
-    """--permission: who decides whether a write or a command may run."""
-    parser.add_argument(
-        "--permission",
-        choices=PERMISSIONS,
-        help="ask: before writes and bash (default live at a terminal); auto: writes, read-only commands "
-        "and a trusted fixture's run unasked, other commands ask (no terminal: refused); deny: reads "
-        "only; all: everything unasked (only in a folder you can lose)",
-    )
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
@@ -380,19 +367,19 @@ def agent_loop(
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    add_flags(parser)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, PERMISSIONS)
     args = parser.parse_args(argv)
-    return step_cli.run_step(args, MODEL, "s02_tools", lambda run: run_task(run, args))
+    return step_cli.run_step(args, MODEL, "s02_tools", run_task)
 
 
 def run_task(run: launch.Run, args) -> int:
     """The loop with the gate this run asked for, then the summary and where the audit log went."""
-    permission, audit = step_cli.permission_for(args.permission, run), audit_path(run)
+    settings = step_cli.settings(args, run, "s02")
     messages = [{"role": "user", "content": run.task}]
-    turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit)
+    turns = agent_loop(run.client, messages, run.workspace, run.model, settings.permission, settings.audit)
     display.show_summary(turns)
-    display.say(f"permission {permission}; audit log: {audit}")
+    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
     return 0
 
 

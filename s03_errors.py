@@ -46,7 +46,7 @@ import anthropic
 
 import s02_tools as s02
 from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
-from s02_tools import SYSTEM, TOOLS, ToolError, audit_path, truncate
+from s02_tools import SYSTEM, TOOLS, ToolError, truncate
 
 DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
 
@@ -303,24 +303,23 @@ def agent_loop(
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    s02.add_flags(parser)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
     args = parser.parse_args(argv)
-    return step_cli.run_step(args, MODEL, "s03_errors", lambda run: run_task(run, args), **CLIENT_OPTIONS)
+    return step_cli.run_step(args, MODEL, "s03_errors", run_task, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
     """s02's run, with the retry policy; what retrying cannot fix stops the run, the conversation kept."""
-    permission, audit = step_cli.permission_for(args.permission, run), audit_path(run, "s03")
+    settings = step_cli.settings(args, run, "s03", retry_policy(run))
+    permission, audit, retry = settings.permission, settings.audit, settings.retry
     messages = [{"role": "user", "content": run.task}]
     try:
-        turns = agent_loop(
-            run.client, messages, run.workspace, run.model, permission, audit, retry_policy(run)
-        )
+        turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit, retry)
     except (anthropic.APIError, GaveUp) as err:
-        return stop_cleanly(err, messages, audit.parent / "conversation.json")
+        return stop_cleanly(err, messages, settings.folder / "conversation.json")
     display.show_summary(turns)
-    display.say(f"permission {permission}; audit log: {audit}")
+    display.say(f"permission {permission}\naudit log: {audit}")
     return 0
 
 

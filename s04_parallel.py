@@ -34,13 +34,13 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import display, errors, launch, step_cli  # isort: split
+from workbook import display, launch, step_cli  # isort: split
 
 import anthropic
 
 import s02_tools as s02
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s02_tools import SYSTEM, TOOLS, audit_path
+from s02_tools import SYSTEM, TOOLS
 from s03_errors import (
     CLIENT_OPTIONS,
     REGISTRY,
@@ -149,9 +149,9 @@ class RepeatGuard:
     were the same tool with the same input and gave the same result; asking again stops the run."""
 
     limit: int = REPEAT_LIMIT
-    recent: list = field(default_factory=list)  # [call, result] of the latest calls; None: not run yet
+    recent: list = field(default_factory=list)  # (call, result) of the latest calls; result None: not run yet
     refused: dict = field(default_factory=dict)  # this turn's refusals: tool_use id -> the answer
-    turn: list = field(default_factory=list)  # this turn's entries in `recent`, in tool_use order
+    turn: list = field(default_factory=list)  # this turn's (call, result), in tool_use order
     stop: str = ""  # set when the model asks again after a refusal: why the run stops
 
     def screen(self, calls: list) -> list:
@@ -169,7 +169,7 @@ class RepeatGuard:
         before = self.recent[-(self.limit - 1) :]
         results = {result for _, result in before if result is not None}  # None: asked earlier this turn
         answer = None
-        if before and before[-1] == [call, "refused"]:
+        if before and before[-1] == (call, "refused"):
             self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
             answer = "error: not run: refused again, so this run stops here."
         elif len(before) == self.limit - 1 and {c for c, _ in before} == {call} and len(results) <= 1:
@@ -178,8 +178,8 @@ class RepeatGuard:
                 "row, and it gave the same result each time, so another gives nothing new. Change approach: "
                 "other input, another tool, or stop and report what you found."
             )
-        entry = [call, "refused" if answer else None]
-        self.recent, self.turn = (self.recent + [entry])[-self.limit :], self.turn + [entry]
+        self.turn.append((call, "refused" if answer else None))
+        self.recent = (self.recent + self.turn[-1:])[-self.limit :]
         return answer
 
     def merge(self, calls: list, results: list[dict]) -> list[dict]:
@@ -196,17 +196,13 @@ class RepeatGuard:
             else next(ran)
             for block in calls
         ]
-        for entry, result in zip(self.turn, merged):
-            entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
+        self.turn = [
+            (call, seen or json.dumps([result["content"], result["is_error"]]))
+            for (call, seen), result in zip(self.turn, merged)
+        ]
+        mine = min(len(self.turn), self.limit)  # the newest entries of `recent` are this turn's
+        self.recent = self.recent[: len(self.recent) - mine] + self.turn[len(self.turn) - mine :]
         return merged
-
-
-def seconds(text) -> float:
-    """A --read-latency value: seconds, from 0 to 60 (argparse reports a ValueError in one line)."""
-    value = float(text)
-    if not 0 <= value <= 60:
-        raise ValueError(f"{text} is not between 0 and 60 seconds")
-    return value
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -264,59 +260,34 @@ def agent_loop(
             return turns
 
 
-def add_flags(parser) -> None:
-    """--read-latency: slow every read down, to watch reads overlap."""
-    parser.add_argument(
-        "--read-latency",
-        type=seconds,
-        metavar="SECONDS",
-        help="make every read-only call this much slower, like a network drive, to watch reads overlap "
-        "(default: the fixture's read_latency in replay, else 0)",
-    )
-
-
-def read_latency(args, run: launch.Run) -> float:
-    """--read-latency, else the fixture's own `read_latency` (so that its reads visibly overlap), else 0."""
-    latency = args.read_latency
-    if latency is None:
-        try:
-            latency = seconds((run.fixture or {}).get("read_latency", 0))
-        except (TypeError, ValueError):
-            raise errors.FixtureError(f"{run.fixture_path}: read_latency must be 0 to 60 seconds") from None
-    if latency:
-        display.say(f"each read-only call is slowed by {latency} s (simulated latency)")
-    return latency
-
-
-def settings(args, run: launch.Run, step: str = "s04") -> tuple:
-    """What the loop needs from the flags: (permission, audit log, retry policy, read latency)."""
-    return (
-        step_cli.permission_for(args.permission, run),
-        audit_path(run, step),
-        retry_policy(run),
-        read_latency(args, run),
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    s02.add_flags(parser)
-    add_flags(parser)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
+    step_cli.add_latency_flag(parser)
     args = parser.parse_args(argv)
-    return step_cli.run_step(args, MODEL, "s04_parallel", lambda run: run_task(run, args), **CLIENT_OPTIONS)
+    return step_cli.run_step(args, MODEL, "s04_parallel", run_task, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
     """s03's run, with the read latency this run asked for."""
-    permission, audit, retry, latency = settings(args, run)
+    settings = step_cli.settings(args, run, "s04", retry_policy(run))
     messages = [{"role": "user", "content": run.task}]
     try:
-        turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit, retry, latency)
+        turns = agent_loop(
+            run.client,
+            messages,
+            run.workspace,
+            run.model,
+            permission=settings.permission,
+            audit=settings.audit,
+            retry=settings.retry,
+            read_latency=settings.read_latency,
+        )
     except (anthropic.APIError, GaveUp) as err:
-        return stop_cleanly(err, messages, audit.parent / "conversation.json")
+        return stop_cleanly(err, messages, settings.folder / "conversation.json")
     display.show_summary(turns)
-    display.say(f"permission {permission}; audit log: {audit}")
+    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
     return 0
 
 

@@ -93,7 +93,9 @@ class Budget:
     tokens: int = 0  # in and out, over the run so far (kept as it goes: the rows only grow)
     cost: float = 0.0  # dollars, estimated, over the run so far
     warned: bool = False
-    reason: str = ""  # why the loop ended, once it has
+    reason: str = (
+        ""  # why the run ended, whatever ended it (a limit, the model, the brake, Ctrl-C): stopped()
+    )
 
     def spend(self, response) -> str | None:
         """Count one response; the first time the cost passes COST_WARNING of the cap, say so."""
@@ -298,8 +300,9 @@ def agent_loop(
         # 3. Any stop but tool_use ends the loop. That includes max_tokens: a reply cut off there may
         #    hold a tool_use whose input is incomplete, and it must never be executed.
         if response.stop_reason != "tool_use":
-            budget.reason = f"the model ended its turn (stop_reason {response.stop_reason})"
-            return stopped(turns, budget, trace_path)
+            return stopped(
+                turns, budget, trace_path, f"the model ended its turn (stop_reason {response.stop_reason})"
+            )
 
         # 4. Run the tool calls as s04 does: reads side by side, the repeat brake, each id answered once,
         #    in order, in one user message. (new in s05) A first Ctrl-C lets the running call finish,
@@ -311,10 +314,10 @@ def agent_loop(
         results = guard.merge(calls, ran)
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
-        budget.reason = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop
-        trace.tools(len(turns), calls, results, started, budget.reason)
-        if budget.reason:
-            return stopped(turns, budget, trace_path)
+        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop  # a Ctrl-C, or s04's repeat brake
+        trace.tools(len(turns), calls, results, started, stop)
+        if stop:
+            return stopped(turns, budget, trace_path, stop)
 
 
 # -- new in s05: the command line — limits, a saved conversation to resume, the trace, streaming ----
@@ -323,25 +326,12 @@ RESUME_INSTRUCTION = "Continue where you left off."  # what a live --resume adds
 RESUME_FIXTURE = "fixtures/s05_resume.json"  # what --resume replays offline
 
 
-def add_flags(parser) -> None:
-    """The limits, --resume, where the conversation and the trace go, and --no-stream."""
-    add, whole, dollars = parser.add_argument, step_cli.limit, step_cli.dollars  # 0, -1, nan: refused, 1 line
-    add("--max-steps", type=whole, default=MAX_STEPS, metavar="N", help=f"model calls (default {MAX_STEPS})")
-    add("--max-tokens-total", type=whole, default=MAX_TOKENS_TOTAL, metavar="N", help="tokens in + out")
-    add("--max-input-tokens", type=whole, default=MAX_INPUT_TOKENS, metavar="N", help="input, one request")
-    add("--max-cost", type=dollars, default=MAX_COST, metavar="DOLLARS", help="estimated (warned at 80%%)")
-    add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
-    add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
-    add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
-    add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s04 do")
-
-
 def first_messages(run: launch.Run, resume: str | None) -> list:
     """The task as the first message; or, with --resume, the saved conversation plus the instruction."""
     if not resume:
         return [{"role": "user", "content": run.task}]
     saved = conversation.load_conversation(conversation.repo_path(resume))
-    display.say(f"resuming {resume}: {len(saved)} messages, then the task above", "bold")
+    display.say(f"resuming {len(saved)} saved messages, then the task above, from\n  {resume}", "bold")
     return conversation.replay_leniently_unless_recorded(run, continued(saved, run.task))
 
 
@@ -359,24 +349,37 @@ def continued(messages: list, instruction: str) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    for add in (s02.add_flags, s04.add_flags, add_flags):
-        add(parser)
-    args = step_cli.resume_mode(parser.parse_args(argv), RESUME_FIXTURE, RESUME_INSTRUCTION)
-    body = lambda run: run_task(run, step_cli.with_fixture_flags(parser, argv, run))  # noqa: E731
-    return step_cli.run_step(args, MODEL, "s05_budget", body, **CLIENT_OPTIONS)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
+    step_cli.add_latency_flag(parser)
+    step_cli.add_budget_flags(parser, Budget())
+    flags = step_cli.Flags(parser, argv)  # in replay, the fixture's own flags apply too
+    args = step_cli.resume_mode(flags.parse(), RESUME_FIXTURE, RESUME_INSTRUCTION)
+    return step_cli.run_step(args, MODEL, "s05_budget", run_task, flags, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args, loop=agent_loop, script: str = "s05_budget", **options) -> int:
     """Run `loop` (s06 passes its own) within the flags' limits; whatever ends it, keep the conversation."""
-    settings = s04.settings(args, run, script[:3])  # (permission, audit log, retry policy, read latency)
-    trace_path = Path(args.trace or settings[1].parent / "trace.jsonl")
-    saved = Path(args.save or settings[1].parent / "conversation.json")
-    limits = (args.max_steps, args.max_tokens_total, args.max_input_tokens, args.max_cost)
-    messages, budget = first_messages(run, args.resume), Budget(*limits, run.model)
+    settings = step_cli.settings(args, run, script[:3], s03.retry_policy(run))
+    trace_path = Path(args.trace or settings.folder / "trace.jsonl")
+    saved = Path(args.save or settings.folder / "conversation.json")
+    budget = Budget(args.max_steps, args.max_tokens_total, args.max_input_tokens, args.max_cost, run.model)
+    messages = first_messages(run, args.resume)
     try:
-        stream = step_cli.streaming(args, run)
-        loop(run.client, messages, run.workspace, run.model, *settings, budget, trace_path, stream, **options)
+        loop(
+            run.client,
+            messages,
+            run.workspace,
+            run.model,
+            permission=settings.permission,
+            audit=settings.audit,
+            retry=settings.retry,
+            read_latency=settings.read_latency,
+            budget=budget,
+            trace_path=trace_path,
+            stream=step_cli.streaming(args, run),
+            **options,
+        )
     except (anthropic.APIError, GaveUp) as err:  # s03: what retrying cannot fix; s05: named in the trace
         failed(budget, trace_path, err)
         return s03.stop_cleanly(err, messages, saved)
@@ -385,8 +388,8 @@ def run_task(run: launch.Run, args, loop=agent_loop, script: str = "s05_budget",
     display.show_budget(budget)
     answer_open_calls(messages)  # a conversation to resume must answer every tool_use
     conversation.save_conversation(messages, saved)
-    display.say(f"audit log: {settings[1]}; trace: {trace_path}\nconversation saved: {saved}")
-    display.say(f'continue it: python {script}.py --resume {saved} "new instruction"')
+    display.say(f"audit log: {settings.audit}\ntrace: {trace_path}\nconversation saved: {saved}")
+    display.say("\n".join(step_cli.resume_hint(script, saved, RESUME_FIXTURE)))
     return 130 if budget.reason.startswith("interrupted") else 0
 
 

@@ -24,13 +24,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import conversation, display, errors, launch, step_cli, tracing  # isort: split
+from workbook import conversation, display, launch, step_cli, tracing  # isort: split
 
 import anthropic
 
 import s02_tools as s02
 import s03_errors as s03
-import s04_parallel as s04
 import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError, truncate
@@ -89,10 +88,16 @@ class Recovery:
     compacted: bool = False
     hook_failures: int = 0  # for the whole run, not per turn
     about: dict | None = None  # the trace's `run` line: what replaying this run's trace needs
+    too_long: dict | None = None  # the last call's 400 "prompt is too long", as the trace keeps it
     log: list = field(default_factory=list)  # (transition, why), in order
 
     def tools(self) -> list:
         return TOOLS + SERVER_TOOLS if self.web_search else TOOLS
+
+    def differs(self) -> dict:
+        """What this call's request has that the trace's start line does not: the trace logs it too."""
+        fields = {"max_tokens": self.max_tokens, "stream": True} if self.max_tokens != MAX_TOKENS else {}
+        return fields | ({"tools": self.tools()} if self.web_search else {})
 
     def new_turn(self) -> None:
         """Tools ran: the next model call starts with a clean slate and the normal max_tokens."""
@@ -225,26 +230,30 @@ def run_stop_hook(command: str, workspace: Path) -> tuple[bool, str]:
     return output.endswith("[exit code 0]"), output
 
 
-def append_reply(messages: list, content: list) -> None:
-    """Append the reply verbatim; after a pause it continues the paused turn, so it joins that message."""
+def append_reply(messages: list, response, transition: str) -> None:
+    """Append the reply verbatim, unless the transition throws it away (KEEPS_REPLY); after a pause it
+    continues the paused turn, so it joins that message."""
+    if transition not in KEEPS_REPLY:
+        return
     if messages and messages[-1]["role"] == "assistant":
-        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
+        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *response.content]}
     else:
-        messages.append({"role": "assistant", "content": content})
+        messages.append({"role": "assistant", "content": response.content})
 
 
-def call_unless_too_long(client, retry, stream: bool, messages: list, model: str, state: Recovery) -> tuple:
-    """s05's call_model() with the recovery state's max_tokens and tools, as (response, response); a
-    400 "prompt is too long" is (None, the error) instead of raised, for the loop to recover from."""
+def call_unless_too_long(client, retry, stream: bool, messages: list, model: str, state: Recovery):
+    """s05's call_model() with the recovery state's max_tokens and tools. A 400 "prompt is too long" is
+    not raised: the reply is None, and the error is kept in state.too_long, for the loop to recover."""
     request = dict(model=model, system=SYSTEM, tools=state.tools(), max_tokens=state.max_tokens)
+    state.too_long = None
     try:
-        response = call_model(client, retry, stream, messages=messages, **request)
-        return response, response
+        return call_model(client, retry, stream, messages=messages, **request)
     except anthropic.BadRequestError as err:
         if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
             raise
         display.say(f"400 {api_message(err)}", "yellow")
-        return None, {"status": 400, "body": err.body}
+        state.too_long = {"status": 400, "body": err.body}
+        return None
 
 
 def tally(turns: list, response, budget: Budget, streamed: bool) -> None:
@@ -265,7 +274,17 @@ def ended_because(transition: str, why: str, response) -> str:
     return stop or f"recovery gave up: {why}"
 
 
-def recover(transition: str, client, retry, model: str, messages: list, response, state, hook, trace_path):
+@dataclass
+class Caller:
+    """What recovery needs to call the model itself (compaction asks it for a summary)."""
+
+    client: anthropic.Anthropic
+    retry: Retry | None
+    model: str
+    trace_path: Path | None
+
+
+def recover(transition: str, messages: list, response, state: Recovery, hook: tuple | None, caller: Caller):
     """Carry out a recovery transition on the conversation (then sent again): a compaction's summary."""
     if transition == "escalate":
         state.max_tokens = ESCALATED_MAX_TOKENS
@@ -283,30 +302,10 @@ def recover(transition: str, client, retry, model: str, messages: list, response
             collapse(messages)
         else:
             state.compacted = True
-            summary = compact(client, retry, model, messages, state, trace_path)
-        tracing.show_context(transition, before, context_chars(messages), trace_path)
+            summary = compact(caller.client, caller.retry, caller.model, messages, state, caller.trace_path)
+        tracing.show_context(transition, before, context_chars(messages), caller.trace_path)
         return summary
     return None
-
-
-def run_line(run: launch.Run, args) -> dict:
-    """The trace's `run` line: what a replay of the trace needs besides the requests (step_cli's)."""
-    hook = ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
-    return step_cli.run_line(run, ["--web-search"] * args.web_search + hook * bool(args.stop_hook))
-
-
-def differs(state: Recovery) -> dict:
-    """What this call's request has that the trace's start line does not: the trace logs it too."""
-    fields = {"max_tokens": state.max_tokens, "stream": True} if state.max_tokens != MAX_TOKENS else {}
-    return fields | ({"tools": state.tools()} if state.web_search else {})
-
-
-def add_flags(parser) -> None:
-    """The stop hook and the server-side search tool."""
-    add = parser.add_argument
-    add("--stop-hook", metavar="CMD", help="a shell command that must pass before the loop may stop")
-    add("--stop-hook-retries", type=step_cli.count, default=STOP_HOOK_RETRIES, metavar="N", help="default 2")
-    add("--web-search", action="store_true", help="offer the API's server-side web search tool")
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -329,6 +328,7 @@ def agent_loop(
     """s05's loop, each iteration ending in a named transition: recovery repairs what it can, goes on."""
     turns, guard, trace = [], RepeatGuard(), tracing.Trace(trace_path)  # responses; the brake; the trace
     budget, state = budget or Budget(model=model), recovery or Recovery()  # state: what recovery tried
+    caller = Caller(client, retry, model, trace_path)  # how recovery calls the model itself (compaction)
     s05.start_trace(trace_path, "s06_recovery", model, stream, budget, state.about)
     while True:
         # 0. Before paying for another call, check every limit (s05).
@@ -338,9 +338,9 @@ def agent_loop(
         # 1. Send the whole history. (new in s06) Recovery sets max_tokens and tools; too long is no crash.
         started, live = time.monotonic(), stream or state.max_tokens > MAX_TOKENS  # 64k must stream
         with display.waiting(len(turns) + 1, live):
-            response, outcome = call_unless_too_long(client, retry, live, messages, model, state)
+            response = call_unless_too_long(client, retry, live, messages, model, state)  # None: too long
         tally(turns, response, budget, live)
-        trace.call(len(turns), messages, outcome, started, budget, **differs(state))
+        trace.call(len(turns), messages, response or state.too_long, started, budget, **state.differs())
 
         # 2. (new in s06) Name the transition: how the call ended, what recovery tried, the stop hook.
         hook = run_stop_hook(state.stop_hook, workspace) if state.stop_hook and ended(response) else None
@@ -348,14 +348,13 @@ def agent_loop(
         show_transition(state, transition, why, trace_path)
 
         # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        if transition in KEEPS_REPLY:
-            append_reply(messages, response.content)
+        append_reply(messages, response, transition)
 
         # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
         if transition in ("done", "fail"):
             return stopped(turns, budget, trace_path, ended_because(transition, why, response))
         if transition != "next_turn":
-            summary = recover(transition, client, retry, model, messages, response, state, hook, trace_path)
+            summary = recover(transition, messages, response, state, hook, caller)
             tally(turns, summary, budget, False)  # a compaction's summary is a model call: it costs a step
             continue
 
@@ -368,29 +367,30 @@ def agent_loop(
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
-        budget.reason = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop
-        trace.tools(len(turns), calls, results, started, budget.reason)
-        if budget.reason:
-            return stopped(turns, budget, trace_path)
+        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop  # a Ctrl-C, or s04's repeat brake
+        trace.tools(len(turns), calls, results, started, stop)
+        if stop:
+            return stopped(turns, budget, trace_path, stop)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    for add in (s02.add_flags, s04.add_flags, s05.add_flags, add_flags):
-        add(parser)
-    args = step_cli.resume_mode(parser.parse_args(argv), s05.RESUME_FIXTURE, s05.RESUME_INSTRUCTION)
-    body = lambda run: run_task(run, step_cli.with_fixture_flags(parser, argv, run))  # noqa: E731
-    return step_cli.run_step(args, MODEL, "s06_recovery", body, step_cli.trace_as_fixture, **CLIENT_OPTIONS)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
+    step_cli.add_latency_flag(parser)
+    step_cli.add_budget_flags(parser, Budget())
+    step_cli.add_recovery_flags(parser, STOP_HOOK_RETRIES)
+    flags = step_cli.Flags(parser, argv)  # in replay, the fixture's own flags apply too
+    args = step_cli.resume_mode(flags.parse(), s05.RESUME_FIXTURE, s05.RESUME_INSTRUCTION)
+    prepare = step_cli.trace_as_fixture  # --replay run.jsonl: the trace, converted to a fixture first
+    return step_cli.run_step(args, MODEL, "s06_recovery", run_task, flags, prepare, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
     """s05's run with this loop; a fixture's stop hook meets s02's gate first; giving up exits 1."""
-    hook, permission = args.stop_hook, step_cli.permission_for(args.permission, run)
-    if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):  # a stranger's command
-        if refusal := s02.gate(s02.REGISTRY["bash"], {"command": hook}, permission)[1]:
-            raise errors.WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
-    state = Recovery(hook, args.stop_hook_retries, args.web_search, about=run_line(run, args))
+    step_cli.gate_fixture_hook(run, args, s02.gate, s02.REGISTRY["bash"])
+    about = step_cli.run_line(run, args)  # the trace's `run` line, for --replay run.jsonl
+    state = Recovery(args.stop_hook, args.stop_hook_retries, args.web_search, about=about)
     code = s05.run_task(run, args, agent_loop, "s06_recovery", recovery=state)
     return 1 if code == 0 and state.log and state.log[-1][0] == "fail" else code
 

@@ -372,7 +372,7 @@ def test_every_s03_fixture_is_replayed_here():
 def test_fix_failing_test_really_fails_then_really_passes(replays):
     out = replay_s03(replays, "s03_fix_failing_test")
     failed = out.index("FAIL  test_user_names_are_not_case_sensitive: grace / hopper was refused")
-    assert failed < out.index("3 passed, 0 failed\n[exit code 0]")
+    assert failed < out.index("3 passed, 0 failed\n  [exit code 0]")
     assert "[exit code 1]" in out and "end_turn" in out
 
 

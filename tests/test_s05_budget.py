@@ -272,14 +272,15 @@ def test_every_request_asks_for_a_stream_unless_told_not_to(step):
         assert [body.get("stream") for body in transport.seen] == [True if stream else None] * 3
 
 
-def test_text_shows_as_it_arrives_and_a_tool_call_once_its_input_is_complete(step, monkeypatch):
+def test_text_shows_as_it_arrives_and_each_tool_call_once_with_its_result(step, monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(step, "console", Console(file=out, width=200, force_terminal=False))
     replay_loop(step, "streamed")
     text_ = out.getvalue()
-    asked = text_.index('asks for grep {"pattern": "config\\\\[", "glob": "app/*.py"}')
+    asked = text_.index("grep config\\[ … (8 chars)")  # the pattern; the glob app/*.py counted
     assert text_.index("model: The server indexes config by section.") < asked
-    assert asked < text_.index("app/server.py:10:")  # shown before it ran
+    assert asked < text_.index("app/server.py:10:")  # the call, then its result under it
+    assert text_.count("grep config\\[") == 1 and "asks for" not in text_  # shown once
     assert "waiting for the model" not in text_
 
 

@@ -485,7 +485,7 @@ def test_a_bad_flag_is_one_line(run_main, tmp_path, argv):
 def test_with_a_key_and_no_task_the_default_fixture_replays(run_main):
     code, out = run_main("s01_agent_loop", ANTHROPIC_API_KEY="sk-test-secret")
     assert code == 0, out
-    banner = out.splitlines()[0]
+    banner = " ".join(out.split("\ntask:")[0].split())  # the banner's lines, before the task
     assert "offline replay of fixtures/s01_hello_agent.json" in banner and "to run live" in banner
 
 
@@ -630,7 +630,8 @@ def test_an_untrusted_stop_hook_meets_the_gate(run_main, tmp_path):
     (tmp_path / "f.json").write_text(json.dumps(hooked))
     code, out = run_main("s06_recovery", "--replay", str(tmp_path / "f.json"))
     assert code == 1 and "the fixture's --stop-hook 'touch pwned': not run:" in out
-    assert len(out.strip().splitlines()) == 3  # the banner, the task, the one line
+    after_banner = out.split("\ntask:", 1)[1]
+    assert len(after_banner.strip().splitlines()) == 2  # the task, then the one line
 
 
 def test_read_file_refuses_a_fifo_instead_of_hanging(ws):
