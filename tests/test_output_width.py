@@ -11,9 +11,8 @@ import sys
 import tempfile
 
 import pytest
-from rich.cells import cell_len
-
 from conftest import ROOT, STEPS, offline_env
+from rich.cells import cell_len
 
 COLUMNS = 80
 

@@ -1,6 +1,7 @@
 """Fixtures, flags and files come from strangers: what the workbook refuses, what it keeps to itself,
 and what it writes only whole. Each test is one finding of the red-team pass (issue 15)."""
 
+import contextlib
 import copy
 import io
 import json
@@ -60,9 +61,12 @@ def refused(tmp_path, value, *words) -> str:
 
 
 def check(*argv) -> tuple[int, str]:
-    """`python -m workbook ARGV` as a reader types it: exit code and everything printed."""
-    done = run_script("-m", "workbook", *argv, timeout=30)
-    return done.returncode, done.stdout + done.stderr
+    """`python -m workbook ARGV`, run in this process (as the command line runs it): exit code and
+    everything printed. tests/test_package.py starts the real command line once."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = cli.main(list(argv))
+    return code, printed.getvalue()
 
 
 # -- fixtures are data -----------------------------------------------------------------------------
