@@ -252,7 +252,8 @@ class Servers:
 
 def run_rung(rung_server: RungServer, command: list[str], options: Options) -> reasons.Outcome:
     """Run the program once against the rung's server, in a fresh copy of the rung's workspace."""
-    student = f"grader-{secrets.token_hex(6)}"  # unguessable: no other program can move this cursor
+    student = f"g{secrets.token_hex(5)}"  # unguessable, so no other program moves this cursor; 11
+    # characters, so the server's log (which shows 12) names it whole
     seen = rung_server.runs[student] = []
     fixture = rung_server.fixture
     workspace = scratch.copy_workspace(fixture["workspace"])
@@ -344,10 +345,16 @@ def resolve(command: list[str]) -> list[str]:
             f"{program}: not executable — `chmod +x {program}`, or name its interpreter: "
             f"python -m workbook grade -- python {program}"
         )
-    args = [
-        os.path.abspath(a) if a and not a.startswith("-") and Path(a).exists() else a for a in command[1:]
-    ]
+    args = [os.path.abspath(a) if names_a_file(a) else a for a in command[1:]]
     return [found, *args]
+
+
+def names_a_file(arg: str) -> bool:
+    """An argument that is a path to something that exists (a long `-c` program is not, nor too long)."""
+    try:
+        return bool(arg) and not arg.startswith("-") and Path(arg).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def seconds(text: str) -> float:

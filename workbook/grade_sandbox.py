@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbook import errors, scratch
+from workbook import errors, paths, scratch
 from workbook.grade_keeper import carry
 
 KEEPER = Path(__file__).with_name("grade_keeper.py")
@@ -74,6 +74,7 @@ def environment(run: Run, url: str) -> dict[str, str]:
     }
     return kept | {
         "HOME": str(run.folder),
+        "PWD": str(run.workspace),
         "TMPDIR": str(run.folder),
         "ANTHROPIC_BASE_URL": url,
         "ANTHROPIC_API_KEY": run.student,
@@ -118,8 +119,14 @@ def namespaces() -> list[str]:
 
 
 def bwrap_argv(bwrap: str, run: Run) -> list[str]:
-    """The sandbox around the keeper: everything read-only but the rung's folder, own /proc and /dev."""
+    """The sandbox around the keeper: everything read-only but the rung's folder, own /proc and /dev.
+
+    The workbook's steps keep a live run's files in the project's runs/: inside the sandbox that is
+    the rung folder's runs/, so a step graded writes there and the project stays untouched."""
     folder = str(run.folder)
+    project_runs, rung_runs = paths.ROOT / "runs", run.folder / "runs"
+    project_runs.mkdir(exist_ok=True)  # a mount point must exist: the sandbox's root is read-only
+    rung_runs.mkdir(exist_ok=True)
     return [
         bwrap,
         *namespaces(),
@@ -127,6 +134,7 @@ def bwrap_argv(bwrap: str, run: Run) -> list[str]:
         "--dev", "/dev",
         "--proc", "/proc",
         "--bind", folder, folder,
+        "--bind", str(rung_runs), str(project_runs),
         "--chdir", str(run.workspace),
         "--",
     ]  # fmt: skip
