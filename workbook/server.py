@@ -181,7 +181,8 @@ class Handler(BaseHTTPRequestHandler):
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             self.server.classroom.log(student, "-", "", "400 body is not JSON")
             return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
-        return self.server.classroom.answer(student, body, self.headers.get(FIXTURE_HEADER))
+        headers = {name.lower(): value for name, value in self.headers.items()}  # for the grader's eyes
+        return self.server.classroom.answer(student, body, self.headers.get(FIXTURE_HEADER), headers)
 
     def reset(self) -> Reply:
         student = self.student()
