@@ -13,6 +13,7 @@ import anthropic
 from rich.markup import escape
 
 from workbook.display import console, error, say
+from workbook.environment import for_run
 from workbook.errors import WorkbookError
 from workbook.launch import Run, start
 from workbook.paths import ROOT
@@ -89,7 +90,7 @@ def run_line(run: Run, flags: list) -> dict:
     requests — the task, the workspace, and the flags that change what the loop does."""
     fixture = run.fixture or {}
     where, provenance = fixture.get("workspace", ""), fixture.get("provenance", "recorded")
-    return dict(task=run.task, workspace=where, provenance=provenance, args=flags)
+    return dict(task=run.task, workspace=where, provenance=provenance, args=flags, environment=for_run(run))
 
 
 def with_fixture_flags(parser, argv: list[str] | None, run: Run):

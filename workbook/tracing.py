@@ -124,7 +124,7 @@ def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
         "args": about.get("args", []),
         "match": "structure",
         "exchanges": exchanges,
-    }
+    } | ({"environment": about["environment"]} if about.get("environment") else {})
 
 
 def traced_response(call: dict, request: dict) -> dict:
