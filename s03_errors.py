@@ -38,7 +38,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from workbook import conversation, display, launch, scrub, step_cli  # isort: split
@@ -48,6 +47,7 @@ import anthropic
 import s02_tools as s02
 from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError, audit_path, truncate
+from workbook.retry_after import server_wait  # the pause a 429 or 529 asks for, from its headers
 
 DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
 
@@ -167,22 +167,6 @@ def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
     return ceiling / 2 + rand() * ceiling / 2
 
 
-def server_wait(headers, now: Callable[[], float] = time.time) -> float | None:
-    """The pause the server asked for: retry-after-ms, else retry-after (seconds or an HTTP date)."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            try:
-                return max(0.0, parsedate_to_datetime(value).timestamp() - now())
-            except (TypeError, ValueError):
-                continue  # unreadable: fall back to our own backoff
-    return None
-
-
 def api_message(err: anthropic.APIError) -> str:
     """The API's own one-line explanation, when the body has one."""
     body = err.body if isinstance(err.body, dict) else {}
@@ -202,9 +186,8 @@ def call_model(client: anthropic.Anthropic, retry: Retry | None, send=None, **re
     """client.messages.create(**request), retried on what may pass, every retry shown on screen.
     `send(**request)` makes one attempt instead: s05 passes its streamed call.
 
-    Only model calls are retried: asking the model again changes nothing in the workspace. A tool call
-    is never re-run by the harness: it may have deleted or moved something before it failed, and a
-    second run would do it twice. It is reported (an is_error result); the model decides what next."""
+    Only model calls are retried (asking again changes nothing). A failed tool call is reported, never
+    re-run: it may have deleted something before it failed, and a rerun would delete it twice."""
     retry, send = retry or Retry(), send or client.messages.create
     for attempt in range(1, retry.attempts + 1):
         try:

@@ -53,6 +53,8 @@ from s03_errors import (
     retry_policy,
     stop_cleanly,
 )
+from workbook.step_cli import seconds  # a --read-latency value, 0 to 60
+from workbook.timeline import Timed  # when each call ran, for the timeline
 
 DEFAULT_FIXTURE = "fixtures/s04_read_many.json"
 
@@ -61,17 +63,6 @@ DEFAULT_FIXTURE = "fixtures/s04_read_many.json"
 MAX_TOOLS_PER_TURN = 10  # a turn asking for more: the calls past this are answered with an error, not run
 MAX_PARALLEL = 8  # reads running at once, at most
 READERS = ThreadPoolExecutor(MAX_PARALLEL, "read")  # made once: starting threads every turn is slow when busy
-
-
-@dataclass
-class Timed:
-    """When one call ran, for the display only: timings never go into a tool_result."""
-
-    index: int  # its place among the turn's tool_use blocks
-    block: object
-    group: int
-    started: float  # time.monotonic()
-    ended: float
 
 
 def reads_only(block) -> bool:
@@ -220,14 +211,6 @@ class RepeatGuard:
         for entry, result in zip(self.turn, merged):
             entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
         return merged
-
-
-def seconds(text) -> float:
-    """A --read-latency value: seconds, from 0 to 60 (argparse reports a ValueError in one line)."""
-    value = float(text)
-    if not 0 <= value <= 60:
-        raise ValueError(f"{text} is not between 0 and 60 seconds")
-    return value
 
 
 # -- the loop --------------------------------------------------------------------------------------

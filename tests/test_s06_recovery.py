@@ -150,7 +150,7 @@ def test_a_tool_call_cut_by_max_tokens_is_answered_never_run(step):
     assert answer == {
         "type": "tool_result",
         "tool_use_id": cut["id"],
-        "content": step.TRUNCATED_CALL,
+        "content": step.TRUNCATED_CALL.format("max_tokens"),
         "is_error": True,
     }
     assert ask == {"type": "text", "text": step.CONTINUE_PROMPT}

@@ -78,6 +78,14 @@ def count(text: str) -> int:
     return int(text)
 
 
+def seconds(text) -> float:
+    """A --read-latency value: seconds, from 0 to 60 (argparse reports a ValueError in one line)."""
+    value = float(text)
+    if not 0 <= value <= 60:
+        raise ValueError(f"{text} is not between 0 and 60 seconds")
+    return value
+
+
 def trace_as_fixture(args):
     """s06's --replay run.jsonl: a trace replays as a fixture, converted first."""
     if args.replay and args.replay.endswith(".jsonl"):
