@@ -190,7 +190,8 @@ class RepeatGuard:
         edit = json.loads(data)
         change = (edit.get("old_text"), edit.get("new_text"))  # not yet validated: execute() checks it
         done = self.edits.setdefault(str(edit.get("path")), [])
-        circle = change in done and (change[1], change[0]) in done[done.index(change) :]
+        undo = (change[1], change[0])  # a no-op edit (A→A) undoes nothing
+        circle = change in done and change != undo and undo in done[done.index(change) :]
         done.append(change)
         return circle
 
