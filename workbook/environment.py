@@ -41,14 +41,15 @@ def gather(folder: Path, today: date | None = None) -> dict:
 def git_state(folder: Path) -> str | None:
     """'branch main, clean' or 'branch main, 3 files changed'; None outside a repository or without git."""
     try:
-        branch = _git(folder, "rev-parse", "--abbrev-ref", "HEAD")
+        branch = _git(folder, "branch", "--show-current")  # works before the first commit too
         status = _git(folder, "status", "--porcelain") if branch is not None else None
     except (OSError, subprocess.TimeoutExpired):
         return None
     if branch is None or status is None:
         return None
     changed = len(status.splitlines())
-    return f"branch {branch.strip()}, " + (f"{changed} files changed" if changed else "clean")
+    where = f"branch {branch.strip()}" if branch.strip() else "detached HEAD"
+    return f"{where}, " + (f"{changed} files changed" if changed else "clean")
 
 
 def _git(folder: Path, *args: str) -> str | None:
