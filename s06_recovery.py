@@ -136,7 +136,7 @@ def next_transition(response, state: Recovery, messages: list, hook: tuple | Non
     if stop == "pause_turn":
         return "fail", f"paused {MAX_PAUSES} times in a row: stopping"
     if stop == "refusal":  # stop_details (SDK): the category and explanation, when the API gives them
-        said = conversation.refusal_reason(conversation.plain(response.stop_details))
+        said = conversation.refusal_reason(conversation.plain(getattr(response, "stop_details", None)))
         return "done", f"refusal{said}: the model declined to go on, so the loop stops here"
     if hook and not hook[0] and state.hook_failures < state.hook_retries:
         return "hook_retry", f"stop hook failed ({state.hook_failures + 1} of {state.hook_retries} retries)"
