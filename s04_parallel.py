@@ -183,8 +183,7 @@ class RepeatGuard:
         return answer
 
     def flip_flop(self, name: str, data: str) -> bool:
-        """Whether this call is an edit_file that redoes an edit of the same file after its reverse
-        (A→B, B→A, A→B): a flip-flop the identical-call check misses, since the inputs alternate."""
+        """Whether this edit_file redoes an edit of the same file after its undo (A→B, B→A, A→B)."""
         if name != "edit_file":
             return False
         edit = json.loads(data)

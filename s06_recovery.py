@@ -96,11 +96,15 @@ class Recovery:
     hook_failures: int = 0  # for the whole run, not per turn
     about: dict | None = None  # the trace's `run` line: what replaying this run's trace needs
     log: list = field(default_factory=list)  # (transition, why), in order
-
     system: str = SYSTEM  # s02's constitution for this run
 
     def tools(self) -> list:
         return TOOLS + SERVER_TOOLS if self.web_search else TOOLS
+
+    def sending(self, system: str):
+        """This state, set to send `system` (s02's constitution) with every request, a compaction's too."""
+        self.system = system
+        return self
 
     def request(self, model: str) -> dict:
         """What every request of this run shares: the model, the system prompt, the tools."""
@@ -215,9 +219,11 @@ def run_stop_hook(command: str, workspace: Path) -> tuple[bool, str]:
     return output.endswith("[exit code 0]"), output
 
 
-def append_reply(messages: list, response) -> None:
-    """Append the reply verbatim; after a pause it continues the paused turn, so it joins that message.
-    A refused reply is marked with its stop_details, so that --resume says what it resumes from."""
+def append_reply(messages: list, response, transition: str) -> None:
+    """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
+    paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
+    if transition not in KEEPS_REPLY:
+        return
     if messages and messages[-1]["role"] == "assistant":
         messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *response.content]}
     else:
@@ -324,8 +330,7 @@ def agent_loop(
 ) -> list:
     """s05's loop, each iteration ending in a named transition: recovery repairs what it can, goes on."""
     turns, guard, trace = [], RepeatGuard(), tracing.Trace(trace_path)  # responses; the brake; the trace
-    budget, state = budget or Budget(model=model), recovery or Recovery()  # state: what recovery tried
-    state.system = system  # every request sends it, a compaction's too
+    budget, state = budget or Budget(model=model), (recovery or Recovery()).sending(system)  # what it tried
     s05.start_trace(trace_path, "s06_recovery", state.request(model), stream, budget, state.about)
     while True:
         # 0. Before paying for another call, check every limit (s05).
@@ -345,8 +350,7 @@ def agent_loop(
         tracing.show_transition(state.log, transition, why, trace_path)
 
         # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        if transition in KEEPS_REPLY:
-            append_reply(messages, response)
+        append_reply(messages, response, transition)
 
         # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
         if transition in ("done", "fail"):
