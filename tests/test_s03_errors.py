@@ -340,6 +340,9 @@ REPLAYS = {  # fixture -> the exit code a reader should see
     "s03_bad_key": 1,
     "s03_tool_raises": 0,
     "s03_unknown_tool": 0,
+    "s03_should_not_retry": 1,
+    "s03_deleted_once": 0,
+    "s03_workspace_gone": 1,
 }
 
 
@@ -480,6 +483,12 @@ def test_a_failed_tool_call_is_reported_never_run_again(step, ws, monkeypatch):
     )
     output, is_error = call(step, "write_file", {"path": "a.txt", "content": "x"}, ws)
     assert is_error and "disk went away halfway" in output and len(runs) == 1
+
+
+def test_the_fixtures_that_stop_on_purpose_do_so_in_one_line_as_a_reader_runs_them(replays):
+    assert "the API answered 503" in replay_s03(replays, "s03_should_not_retry")
+    assert "is gone (deleted or moved)" in replay_s03(replays, "s03_workspace_gone")
+    assert "overloaded (529) — retrying" in replay_s03(replays, "s03_deleted_once")
 
 
 def test_the_deleted_once_incident_cannot_happen_here(tmp_path):
