@@ -4,6 +4,7 @@ Adds over s03: a turn's tool calls no longer run one by one. `run_tools()` group
 run of read-only calls runs together in a thread pool; any other call is a barrier that runs alone, so
 two writes never race and only a lone call can ask a person. The answers go back in ONE user message,
 in tool_use order. Calls past MAX_TOOLS_PER_TURN are answered with an error; a timeline shows groups.
+A repeat brake refuses a third identical call, and an edit that flips a file back again (A→B→A→B).
 
     user task
         |
@@ -45,12 +46,14 @@ from s03_errors import (
     CLIENT_OPTIONS,
     REGISTRY,
     GaveUp,
+    HarnessError,
     Retry,
     call_model,
     execute,
     retry_policy,
     stop_cleanly,
 )
+from workbook.timeline import Timed  # when each call ran, for the timeline
 
 DEFAULT_FIXTURE = "fixtures/s04_read_many.json"
 
@@ -59,17 +62,6 @@ DEFAULT_FIXTURE = "fixtures/s04_read_many.json"
 MAX_TOOLS_PER_TURN = 10  # a turn asking for more: the calls past this are answered with an error, not run
 MAX_PARALLEL = 8  # reads running at once, at most
 READERS = ThreadPoolExecutor(MAX_PARALLEL, "read")  # made once: starting threads every turn is slow when busy
-
-
-@dataclass
-class Timed:
-    """When one call ran, for the display only: timings never go into a tool_result."""
-
-    index: int  # its place among the turn's tool_use blocks
-    block: object
-    group: int
-    started: float  # time.monotonic()
-    ended: float
 
 
 def reads_only(block) -> bool:
@@ -146,13 +138,15 @@ REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row
 class RepeatGuard:
     """The brake on a model going round in circles. It sees every call in the order asked: a call is
     refused (an is_error asking for another approach) when the REPEAT_LIMIT - 1 calls just before it
-    were the same tool with the same input and gave the same result; asking again stops the run."""
+    were the same tool with the same input and gave the same result, or when it is an edit that flips
+    a file back again (A→B→A→B); asking again stops the run."""
 
     limit: int = REPEAT_LIMIT
     recent: list = field(default_factory=list)  # (call, result) of the latest calls; result None: not run yet
     refused: dict = field(default_factory=dict)  # this turn's refusals: tool_use id -> the answer
     turn: list = field(default_factory=list)  # this turn's (call, result), in tool_use order
     stop: str = ""  # set when the model asks again after a refusal: why the run stops
+    edits: dict = field(default_factory=dict)  # path -> the (old_text, new_text) edits asked for, in order
 
     def screen(self, calls: list) -> list:
         """The calls that may run; the others get their answer in self.refused."""
@@ -178,9 +172,26 @@ class RepeatGuard:
                 "row, and it gave the same result each time, so another gives nothing new. Change approach: "
                 "other input, another tool, or stop and report what you found."
             )
+        elif self.flip_flop(name, data):
+            answer = (
+                "error: not run: this edit redoes one you already undid (A→B, then B→A, now A→B again): "
+                "the edits are going in circles. Decide which version is right, say why, and stop editing it."
+            )
         self.turn.append((call, "refused" if answer else None))
         self.recent = (self.recent + self.turn[-1:])[-self.limit :]
         return answer
+
+    def flip_flop(self, name: str, data: str) -> bool:
+        """Whether this edit_file redoes an edit of the same file after its undo (A→B, B→A, A→B)."""
+        if name != "edit_file":
+            return False
+        edit = json.loads(data)
+        change = (edit.get("old_text"), edit.get("new_text"))  # not yet validated: execute() checks it
+        done = self.edits.setdefault(str(edit.get("path")), [])
+        undo = (change[1], change[0])  # a no-op edit (A→A) undoes nothing
+        circle = change in done and change != undo and undo in done[done.index(change) :]
+        done.append(change)
+        return circle
 
     def merge(self, calls: list, results: list[dict]) -> list[dict]:
         """All the turn's tool_results in tool_use order, refusals in their places; results remembered."""
@@ -217,6 +228,7 @@ def agent_loop(
     audit: Path | None = None,
     retry: Retry | None = None,  # s03: how call_model waits between attempts (default: really)
     read_latency: float = 0.0,  # s04: seconds added to each read-only call (--read-latency)
+    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
 ) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or
     until the model asks again for a call the repeat brake refused."""
@@ -229,7 +241,7 @@ def agent_loop(
                 client,
                 retry,
                 model=model,
-                system=SYSTEM,
+                system=system,
                 tools=TOOLS,
                 messages=messages,
                 max_tokens=MAX_TOKENS,
@@ -283,8 +295,9 @@ def run_task(run: launch.Run, args) -> int:
             audit=settings.audit,
             retry=settings.retry,
             read_latency=settings.read_latency,
+            system=s02.system_for(run),
         )
-    except (anthropic.APIError, GaveUp) as err:
+    except (anthropic.APIError, GaveUp, HarnessError) as err:
         return stop_cleanly(err, messages, settings.folder / "conversation.json")
     display.show_summary(turns)
     display.say(f"permission {settings.permission}\naudit log: {settings.audit}")

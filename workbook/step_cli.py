@@ -16,6 +16,7 @@ import anthropic
 from rich.markup import escape
 
 from workbook.display import console, error, say
+from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
 from workbook.launch import Run, start
 from workbook.launch import make_parser as make_shared_parser
@@ -292,7 +293,7 @@ def run_line(run: Run, args) -> dict:
     flags = ["--web-search"] if args.web_search else []
     if args.stop_hook:
         flags += ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
-    return dict(task=run.task, workspace=where, provenance=provenance, args=flags)
+    return dict(task=run.task, workspace=where, provenance=provenance, args=flags, environment=for_run(run))
 
 
 def streaming(args, run: Run) -> bool:
