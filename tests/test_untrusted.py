@@ -735,9 +735,17 @@ def test_saves_and_logs_never_hold_the_key(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("step", ["s02_tools", "s05_budget", "s06_recovery"])
 def test_ctrl_c_while_a_step_starts_is_not_a_traceback(step):
+    # -X importtime reports each module as its import ends: once the workbook package is in, its Ctrl-C
+    # hook is set and the SDK is still loading. That line, not a sleep, says when to press Ctrl-C.
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    proc = subprocess.Popen([sys.executable, f"{step}.py"], cwd=ROOT, env=offline_env(), **pipes)
-    time.sleep(0.3)  # while it imports the SDK
+    command = [sys.executable, "-X", "importtime", f"{step}.py"]
+    proc = subprocess.Popen(command, cwd=ROOT, env=offline_env(), **pipes)
+    said = []
+    for line in proc.stderr:
+        said.append(line)
+        if line.rstrip().endswith("| workbook"):
+            break
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=120)
+    err = "".join(said) + err
     assert proc.returncode == 130 and "Traceback" not in out + err and "interrupted" in out + err
