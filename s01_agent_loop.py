@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbook import display, launch, scrub, step_cli  # isort: split
+from workbook import display, launch, scrub, step_cli, trust  # isort: split
 
 import anthropic
 
@@ -74,6 +74,8 @@ def run_tool(block, workspace: Path) -> str:
     command = block.input.get("command") if isinstance(block.input, dict) else None
     if block.name != "bash" or not isinstance(command, str):
         return f"error: the only tool is bash, called as {{'command': '...'}}; got {block.name} {block.input}"
+    if trust.from_stranger(block, workspace):  # s01 has no gate to ask: a replay runs only trusted calls
+        return "error: not run: this fixture is not on the trust list, and s01 has no permission gate"
     return run_bash(command, workspace)
 
 

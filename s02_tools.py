@@ -234,22 +234,22 @@ def not_read_only(command: str) -> str | None:
     return f"{outside[0]!r} leaves the workspace" if outside else None
 
 
-def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
+def gate(tool: Tool, data: dict, permission: str, recorded: bool = False) -> tuple[str, str | None]:
     """(decision, refusal or None): reads pass; the rest follow --permission. Under auto a command runs
-    unasked if it is read-only or a trusted fixture recorded it; any other asks, or is refused."""
+    unasked if read-only or `recorded` (see workbook/trust.py); any other asks, or is refused."""
     command = data.get("command", "") if tool.name == "bash" else None
     danger = next((why for rx, why in DANGEROUS.items() if re.search(rx, command or "")), None)
     if tool.read_only or permission == "all":
         return ("read-only" if tool.read_only else "allowed"), None
     if permission == "deny":
         return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    why = not_read_only(command) if command is not None and not trust.vetted(command) else None
+    why = not_read_only(command) if command is not None and not recorded else None
     if why and permission == "auto" and not sys.stdin.isatty():
         return "refused", (
             f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
             "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
         )
-    if danger and permission == "auto" and trust.vetted(command):  # a trusted recording had it denied
+    if danger and permission == "auto" and recorded:  # a trusted recording had it denied
         return "denied", (
             f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
             "(--permission auto). Do without it, or leave it to the user."
@@ -259,7 +259,7 @@ def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
     return ("approved" if permission == "ask" or why else "allowed"), None
 
 
-def admit(block, permission: str) -> tuple[str, str | None]:
+def admit(block, permission: str, workspace: Path) -> tuple[str, str | None]:
     """Everything checked before a tool runs: (decision for the audit log, refusal or None)."""
     tool = REGISTRY.get(block.name)
     if tool is None:
@@ -270,7 +270,7 @@ def admit(block, permission: str) -> tuple[str, str | None]:
         problem = err.message.replace("data", "input", 1)
         wanted = json.dumps(tool.input_schema.get("properties"))
         return "invalid input", f"error: invalid input for {tool.name}: {problem}. It takes {wanted}"
-    return gate(tool, block.input, permission)
+    return gate(tool, block.input, permission, trust.unasked(block, workspace))
 
 
 def truncate(text: str, limit: int = MAX_OUTPUT) -> str:
@@ -292,7 +292,7 @@ def execute(
     """One tool call: known? valid? allowed? then its handler. Returns (output, is_error).
     `registry` and `failure` are for later steps: their own bash, and their own way to report errors."""
     started, workspace = time.monotonic(), workspace.resolve()
-    decision, refusal = admit(block, permission)
+    decision, refusal = admit(block, permission, workspace)
     output, is_error = refusal, refusal is not None
     if not is_error:
         try:

@@ -388,7 +388,7 @@ def run_task(run: launch.Run, args) -> int:
     """s05's run with this loop; a fixture's stop hook meets s02's gate first; giving up exits 1."""
     hook, permission = args.stop_hook, step_cli.permission_for(args.permission, run)
     if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):  # a stranger's command
-        if refusal := s02.gate(s02.REGISTRY["bash"], {"command": hook}, permission)[1]:
+        if refusal := s02.gate(s02.REGISTRY["bash"], {"command": hook}, permission, run.trusted)[1]:
             raise errors.WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
     state = Recovery(hook, args.stop_hook_retries, args.web_search, about=run_line(run, args))
     code = s05.run_task(run, args, agent_loop, "s06_recovery", recovery=state)

@@ -9,6 +9,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from workbook import trust
 from workbook.errors import FixtureError, WorkbookError
 from workbook.paths import WORKSPACES
 
@@ -169,4 +170,5 @@ def copy_workspace(name: str) -> Path:
         shutil.copytree(WORKSPACES / name, target, symlinks=True)
     else:
         target.mkdir()
+    trust.fresh_copy(target, name)  # a trusted fixture's replay may run its recorded commands here
     return target
