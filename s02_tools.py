@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from workbook import display, launch, step_cli, tracing, trust, workspace_files  # isort: split
@@ -92,8 +93,7 @@ DEFAULT_FIXTURE = "fixtures/s02_fix_divide_by_zero.json"
 # -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox, a permission gate ---
 
 PERMISSIONS = ("ask", "auto", "deny", "all")  # --permission: ask, decide alone, reads only, allow all
-# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs).
-# An allowlist, since the denylist it replaced let `rm --recursive --force ../dir` and `find . -delete` pass.
+# Run unasked by auto: an allowlist (a denylist let `find . -delete` by) of reading programs, no shell syntax.
 READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
 SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
 DANGEROUS = {  # regular expression -> the warning a person sees when asked (and a recorded denial)
@@ -104,6 +104,7 @@ DANGEROUS = {  # regular expression -> the warning a person sees when asked (and
 }
 MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
 MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
+GREP_CPU_SECONDS, MAX_MATCHES = 5.0, 500  # a pattern can backtrack for ever (ReDoS); lines can be many
 
 
 class ToolError(Exception):
@@ -135,8 +136,7 @@ def bash(workspace: Path, command: str) -> str:
 
 def read_file(workspace: Path, path: str) -> str:
     """A regular file's text, no more of it than a result carries (its head and tail): never a FIFO."""
-    room = MAX_OUTPUT - 100  # bytes: room for the note that says what was cut
-    return workspace_files.read_text(inside(workspace, path), path, room)
+    return workspace_files.read_text(inside(workspace, path), path, MAX_OUTPUT - 100)  # 100: the cut's note
 
 
 def write_file(workspace: Path, path: str, content: str) -> str:
@@ -160,20 +160,21 @@ def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
 
 
 def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
+    """file:line: text per matching line (at most MAX_MATCHES), the search stopped at GREP_CPU_SECONDS."""
+    import regex  # not `re`, which has no timeout: (a|aa)+$ would run for ever (imported only to grep)
+
     try:
-        regex = re.compile(pattern)
-    except re.error as err:
-        raise ToolError(f"{pattern!r} is not a regular expression: {err}") from None
-    return (
-        "\n".join(
-            f"{file.relative_to(workspace)}:{n}: {line}"
+        compiled, deadline = regex.compile(pattern), time.process_time() + GREP_CPU_SECONDS
+        hits = (
+            f"{file.relative_to(workspace)}:{n}: {line[: MAX_OUTPUT // 10]}"
             for file in matching(workspace, glob)
             if file.stat().st_size <= MAX_FILE_BYTES
             for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
-            if regex.search(line)
+            if compiled.search(line, timeout=max(0, deadline - time.process_time()))
         )
-        or "(no matches)"
-    )
+        return "\n".join(islice(hits, MAX_MATCHES)) or "(no matches)"
+    except (regex.error, TimeoutError) as err:  # TimeoutError: past GREP_CPU_SECONDS, the search stops
+        raise ToolError(f"{pattern!r} is not a regular expression that ends in time: {err}") from None
 
 
 def list_files(workspace: Path, glob: str = "**/*") -> str:
@@ -329,9 +330,8 @@ def add_flags(parser) -> None:
     parser.add_argument(
         "--permission",
         choices=PERMISSIONS,
-        help="ask: before writes and bash (default live at a terminal); auto: writes, read-only commands "
-        "and a trusted fixture's run unasked, other commands ask (no terminal: refused); deny: reads "
-        "only; all: everything unasked (only in a folder you can lose)",
+        help="ask: before writes and bash (live default at a terminal); auto: writes, reads and a trusted "
+        "fixture's calls unasked, the rest ask; deny: reads only; all: everything (a folder you can lose)",
     )
 
 
