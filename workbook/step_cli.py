@@ -12,8 +12,9 @@ from pathlib import Path
 import anthropic
 from rich.markup import escape
 
-from workbook.display import console, error, say
+from workbook.display import console, error, plain, say
 from workbook.errors import WorkbookError
+from workbook.files import refuse_unwritable
 from workbook.launch import Run, start
 from workbook.paths import ROOT
 from workbook.tracing import fixture_file
@@ -27,9 +28,10 @@ def run_step(args, model: str, script: str, body, prepare=None, **client_options
     Ctrl-C before s05 keeps the work (exit 130). `prepare(args)` runs first (s06: a trace to a fixture)."""
     run = None
     try:
+        refuse_unwritable_flags(args)
         run = start(prepare(args) if prepare else args, model, script, **client_options)
         say(run.banner)
-        console.print(f"[bold]task:[/] {escape(run.task)}")
+        console.print(f"[bold]task:[/] {escape(plain(run.task))}")
         return body(run)
     except (WorkbookError, anthropic.APIError) as err:
         error("error", str(err))
@@ -41,6 +43,15 @@ def run_step(args, model: str, script: str, body, prepare=None, **client_options
         note = run.finish() if run else None
         if note:
             say(note)
+
+
+def refuse_unwritable_flags(args) -> None:
+    """--save, --trace and --record write only regular files, new or not, in folders that exist: a
+    device, a FIFO, a folder or a missing folder is one line before anything runs (or is created)."""
+    for flag in ("save", "trace", "record"):
+        value = getattr(args, flag, None)
+        if value and not (flag == "trace" and getattr(args, "replay", None) == value):
+            refuse_unwritable(Path(value), f"--{flag}")
 
 
 def resume_mode(args, fixture: str, instruction: str):
