@@ -20,13 +20,13 @@ console = Console(highlight=False)
 
 # What a terminal would obey rather than show: OSC (title, clipboard: ESC ] ... BEL), CSI (clear the
 # screen: ESC [ 2 J), other escapes, and control characters but tab and newline. Text from a fixture or
-# a model passes through plain() before it is printed, as the classroom server escapes it in HTML.
+# a model passes through printable() before it is printed, as the classroom server escapes it in HTML.
 CONTROL = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
 )
 
 
-def plain(text: str) -> str:
+def printable(text: str) -> str:
     """`text` with every control sequence removed, so that printing it cannot drive the terminal."""
     return CONTROL.sub("", text)
 
@@ -34,12 +34,12 @@ def plain(text: str) -> str:
 def say(text: str, style: str = "dim") -> None:
     """One line of plain text (never read as markup), in a style. console.out, not print: no markup,
     wrapping or pretty-printing to work out, which costs a turn more than the rest of its output."""
-    console.out(plain(text), style=style, highlight=False)
+    console.out(printable(text), style=style, highlight=False)
 
 
 def error(label: str, text: str) -> None:
     """The one line a run ends with when something stops it: `label: what happened and what to do`."""
-    console.print(f"[red]{label}:[/] {escape(plain(text))}", soft_wrap=True)
+    console.print(f"[red]{label}:[/] {escape(printable(text))}", soft_wrap=True)
 
 
 @cache
@@ -72,7 +72,7 @@ def show_turn(turn: int, response: anthropic.types.Message, streamed: bool = Fal
         console.rule(f"turn {turn}")
         for block in response.content:
             if block.type == "text":
-                console.print(f"[bold]model:[/] {escape(plain(block.text))}")
+                console.print(f"[bold]model:[/] {escape(printable(block.text))}")
     tokens = f"tokens in {response.usage.input_tokens} / out {response.usage.output_tokens}"
     say(f"stop_reason={response.stop_reason}  {tokens}")
 
@@ -81,7 +81,7 @@ def show_tool(block, output: str, limit: int = 400) -> None:
     """A tool call as it would look in a terminal, its output shortened to stay readable."""
     command = block.input.get("command") if isinstance(block.input, dict) else None
     say(f"$ {command}" if command else f"{block.name} {block.input}", "cyan")  # say() strips controls
-    output = plain(output)
+    output = printable(output)
     shown = output if len(output) <= limit else output[:limit] + f"… ({len(output) - limit} more chars)"
     if all(cell_len(line) <= console.width for line in shown.splitlines()):
         console.out(shown, highlight=False)  # nothing to wrap: the cheap way (rich's print costs ~0.3 ms)
@@ -190,7 +190,7 @@ def show_event(event) -> None:
     if event.type == "content_block_start" and event.content_block.type == "text":
         console.out("model: ", style="bold", end="", highlight=False)
     elif event.type == "text":
-        console.out(plain(event.text), end="", highlight=False)
+        console.out(printable(event.text), end="", highlight=False)
     elif event.type == "content_block_stop" and event.content_block.type == "text":
         console.out("")
     elif event.type == "content_block_stop" and event.content_block.type == "tool_use":

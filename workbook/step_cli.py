@@ -12,7 +12,7 @@ from pathlib import Path
 import anthropic
 from rich.markup import escape
 
-from workbook.display import console, error, plain, say
+from workbook.display import console, error, printable, say
 from workbook.errors import WorkbookError
 from workbook.files import refuse_unwritable
 from workbook.launch import Run, start
@@ -31,7 +31,7 @@ def run_step(args, model: str, script: str, body, prepare=None, **client_options
         refuse_unwritable_flags(args)
         run = start(prepare(args) if prepare else args, model, script, **client_options)
         say(run.banner)
-        console.print(f"[bold]task:[/] {escape(plain(run.task))}")
+        console.print(f"[bold]task:[/] {escape(printable(run.task))}")
         return body(run)
     except (WorkbookError, anthropic.APIError) as err:
         error("error", str(err))
