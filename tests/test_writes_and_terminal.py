@@ -37,12 +37,12 @@ def test_record_refuses_a_device_in_one_line(run_main):
     assert Path("/dev/full").is_char_device()
 
 
-def test_write_atomic_never_replaces_a_device_or_creates_a_folder(tmp_path):
-    with pytest.raises(errors.WorkbookError, match="not a regular file"):
-        files.write_atomic("/dev/full", "x")
-    with pytest.raises(errors.WorkbookError, match="no folder"):
-        files.write_atomic(tmp_path / "missing" / "c.json", "x")
-    assert not (tmp_path / "missing").exists()
+def test_write_atomic_never_replaces_a_device_or_a_fifo(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    for target in ("/dev/full", tmp_path / "fifo"):
+        with pytest.raises(errors.WorkbookError, match="not a regular file"):
+            files.write_atomic(target, "x")
+    assert Path("/dev/full").is_char_device() and (tmp_path / "fifo").is_fifo()
 
 
 KILLED_SAVE = """

@@ -119,9 +119,12 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
     A crash or `kill -9` at any moment leaves either the old file or the new one, never a torn or
     empty one: at worst a stray `.NAME.*.tmp` beside it, which the next write to that name sweeps (a
     temp file is locked while it is written, so only a dead writer's is taken). Only a regular file is
-    replaced (never a device node or a FIFO), and only in a folder that exists.
+    replaced, never a device node or a FIFO. Its folder is created if missing: the flags a reader gives
+    (--save, --trace, --record) are checked before the run instead (step_cli.refuse_unwritable_flags).
     """
     path = Path(path)
+    if not path.parent.is_dir() and not os.path.lexists(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
     refuse_unwritable(path, "write")
     data = text.encode("utf-8") if isinstance(text, str) else text
     try:
