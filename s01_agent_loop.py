@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbook import display, launch, scrub, step_cli  # isort: split
+from workbook import capture, display, launch, scrub, step_cli, trust  # isort: split
 
 import anthropic
 
@@ -52,21 +52,23 @@ DEFAULT_FIXTURE = "fixtures/s01_hello_agent.json"
 
 def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
     """Run one shell command in the workspace; report its output and exit code as text."""
-    try:  # no ANTHROPIC_* variable in its environment: a command that prints env cannot leak the key
-        done = subprocess.run(
+    with capture.Output() as output:  # read as it comes, head and tail kept: `cat` of a huge file is safe
+        with subprocess.Popen(
             command,
             shell=True,
             cwd=workspace,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=scrub.tool_environment(),
+            stdout=output.pipe,
+            stderr=output.pipe,
+            env=scrub.tool_environment(),  # no ANTHROPIC_* variable: a command that prints env leaks no key
             stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        return f"error: the command timed out after {timeout} s and was stopped"
-    output = (done.stdout + done.stderr).strip() or "(no output)"
-    return f"{output}\n[exit code {done.returncode}]"
+        ) as done:
+            output.started()
+            try:
+                done.wait(timeout)
+            except subprocess.TimeoutExpired:
+                done.kill()
+                return f"error: the command timed out after {timeout} s and was stopped"
+    return f"{output.text().strip() or '(no output)'}\n[exit code {done.returncode}]"
 
 
 def run_tool(block, workspace: Path) -> str:
@@ -74,6 +76,8 @@ def run_tool(block, workspace: Path) -> str:
     command = block.input.get("command") if isinstance(block.input, dict) else None
     if block.name != "bash" or not isinstance(command, str):
         return f"error: the only tool is bash, called as {{'command': '...'}}; got {block.name} {block.input}"
+    if trust.from_stranger(block, workspace):  # s01 has no gate to ask: a replay runs only trusted calls
+        return "error: not run: this fixture is not on the trust list, and s01 has no permission gate"
     return run_bash(command, workspace)
 
 

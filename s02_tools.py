@@ -32,6 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from workbook import display, environment, launch, step_cli, trust, workspace_files  # isort: split
@@ -128,6 +129,7 @@ READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", 
 SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
 MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
 MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
+GREP_CPU_SECONDS, MAX_MATCHES = 5.0, 500  # a pattern can backtrack for ever (ReDoS); lines can be many
 
 
 class ToolError(Exception):
@@ -159,8 +161,7 @@ def bash(workspace: Path, command: str) -> str:
 
 def read_file(workspace: Path, path: str) -> str:
     """A regular file's text, no more of it than a result carries (its head and tail): never a FIFO."""
-    room = MAX_OUTPUT - 100  # bytes: room for the note that says what was cut
-    return workspace_files.read_text(inside(workspace, path), path, room)
+    return workspace_files.read_text(inside(workspace, path), path, MAX_OUTPUT - 100)  # 100: the cut's note
 
 
 def write_file(workspace: Path, path: str, content: str) -> str:
@@ -184,18 +185,21 @@ def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
 
 
 def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
+    """file:line: text per matching line (at most MAX_MATCHES), the search stopped at GREP_CPU_SECONDS."""
+    import regex  # not `re`, which has no timeout: (a|aa)+$ would run for ever (imported only to grep)
+
     try:
-        regex = re.compile(pattern)
-    except re.error as err:
-        raise ToolError(f"{pattern!r} is not a regular expression: {err}") from None
-    small = [file for file in matching(workspace, glob) if file.stat().st_size <= MAX_FILE_BYTES]
-    hits = [
-        f"{file.relative_to(workspace)}:{n}: {line}"
-        for file in small
-        for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
-        if regex.search(line)
-    ]
-    return "\n".join(hits) or "(no matches)"
+        compiled, deadline = regex.compile(pattern), time.process_time() + GREP_CPU_SECONDS
+        hits = (
+            f"{file.relative_to(workspace)}:{n}: {line[: MAX_OUTPUT // 10]}"
+            for file in matching(workspace, glob)
+            if file.stat().st_size <= MAX_FILE_BYTES
+            for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
+            if compiled.search(line, timeout=max(0, deadline - time.process_time()))
+        )
+        return "\n".join(islice(hits, MAX_MATCHES)) or "(no matches)"
+    except (regex.error, TimeoutError) as err:  # TimeoutError: past GREP_CPU_SECONDS, the search stops
+        raise ToolError(f"{pattern!r} is not a regular expression that ends in time: {err}") from None
 
 
 def list_files(workspace: Path, glob: str = "**/*") -> str:
@@ -247,22 +251,22 @@ def leaves_workspace(word: str) -> bool:
     return absolute or ".." in re.split("[=/]", word)
 
 
-def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
+def gate(tool: Tool, data: dict, permission: str, recorded: bool = False) -> tuple[str, str | None]:
     """(decision, refusal or None): reads pass; the rest follow --permission. Under auto a command runs
-    unasked if it is read-only or a trusted fixture recorded it; any other asks, or is refused."""
+    unasked if read-only or `recorded` (see workbook/trust.py); any other asks, or is refused."""
     command = data.get("command", "") if tool.name == "bash" else None
     danger = next((why for rx, why in DANGEROUS.items() if re.search(rx, command or "")), None)
     if tool.read_only or permission == "all":
         return ("read-only" if tool.read_only else "allowed"), None
     if permission == "deny":
         return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    why = not_read_only(command) if command is not None and not trust.vetted(command) else None
+    why = not_read_only(command) if command is not None and not recorded else None
     if why and permission == "auto" and not sys.stdin.isatty():
         return "refused", (
             f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
             "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
         )
-    if danger and permission == "auto" and trust.vetted(command):  # a trusted recording had it denied
+    if danger and permission == "auto" and recorded:  # a trusted recording had it denied
         return "denied", (
             f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
             "(--permission auto). Do without it, or leave it to the user."
@@ -272,7 +276,7 @@ def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
     return ("approved" if permission == "ask" or why else "allowed"), None
 
 
-def admit(block, permission: str) -> tuple[str, str | None]:
+def admit(block, permission: str, workspace: Path) -> tuple[str, str | None]:
     """Everything checked before a tool runs: (decision for the audit log, refusal or None)."""
     tool = REGISTRY.get(block.name)
     if tool is None:
@@ -283,7 +287,7 @@ def admit(block, permission: str) -> tuple[str, str | None]:
         problem = err.message.replace("data", "input", 1)
         wanted = json.dumps(tool.input_schema.get("properties"))
         return "invalid input", f"error: invalid input for {tool.name}: {problem}. It takes {wanted}"
-    return gate(tool, block.input, permission)
+    return gate(tool, block.input, permission, trust.unasked(block, workspace))
 
 
 def truncate(text: str, limit: int = MAX_OUTPUT) -> str:
@@ -305,7 +309,7 @@ def execute(
     """One tool call: known? valid? allowed? then its handler. Returns (output, is_error).
     `registry` and `failure` are for later steps: their own bash, and their own way to report errors."""
     started, workspace = time.monotonic(), workspace.resolve()
-    decision, refusal = admit(block, permission)
+    decision, refusal = admit(block, permission, workspace)
     output, is_error = refusal, refusal is not None
     if not is_error:
         try:

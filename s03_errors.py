@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from workbook import conversation, display, launch, scrub, step_cli  # isort: split
+from workbook import capture, conversation, display, launch, scrub, step_cli  # isort: split
 
 import anthropic
 
@@ -59,27 +59,28 @@ def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT, wait=No
     """Run one shell command in the workspace; report its output and exit code as text.
 
     A session of its own, so a timeout stops everything the command started (`a & b`, pipes, servers),
-    not just the shell; no stdin, so a command waiting for input gets EOF, not a hang. `wait(process,
-    timeout)` -> (stdout, stderr) is how it waits: s05 passes one that a Ctrl-C can cut short."""
-    with subprocess.Popen(
-        command,
-        shell=True,
-        cwd=workspace,
-        text=True,
-        errors="replace",  # output that is not UTF-8 is still output, not an exception
-        start_new_session=True,
-        env=scrub.tool_environment(),  # as in s01: the key stays in this process
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    ) as done:
-        try:
-            stdout, stderr = (wait or communicate)(done, timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(done.pid, signal.SIGKILL)  # the whole group: children would keep the pipes open
-            raise ToolError(timed_out(timeout, *done.communicate())) from None
-    output = (stdout + stderr).strip() or "(no output)"
-    return f"{output}\n[exit code {done.returncode}]"
+    not just the shell; no stdin, so a command waiting for input gets EOF, not a hang. Its output is
+    read as it comes, head and tail kept (workbook/capture.py). `wait(process, timeout)` is how it
+    waits: s05 passes one that a Ctrl-C can cut short."""
+    with capture.Output() as output:
+        with subprocess.Popen(
+            command,
+            shell=True,
+            cwd=workspace,
+            start_new_session=True,
+            env=scrub.tool_environment(),  # as in s01: the key stays in this process
+            stdin=subprocess.DEVNULL,
+            stdout=output.pipe,
+            stderr=output.pipe,
+        ) as done:
+            output.started()
+            try:
+                (wait or communicate)(done, timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(done.pid, signal.SIGKILL)  # the whole group: children would keep the pipe open
+                done.wait()
+                raise ToolError(timed_out(timeout, output.text(), "")) from None
+    return f"{output.text().strip() or '(no output)'}\n[exit code {done.returncode}]"
 
 
 def communicate(process: subprocess.Popen, timeout: float) -> tuple[str, str]:

@@ -412,6 +412,7 @@ def replay_path_file(step, path):
         client,
         [{"role": "user", "content": fixture["task"]}],
         scratch.copy_workspace(fixture["workspace"]),
+        permission="all",  # a converted trace is on no trust list: its commands would meet the gate
         retry=no_wait(step),
         recovery=recovery,
     )
@@ -423,7 +424,7 @@ def test_main_writes_a_trace_and_replays_it(step, tmp_path):
     assert step.main(["--replay", "fixtures/s06_stop_hook.json", "--trace", str(trace)]) == 0
     shown = io.StringIO()
     step.console = Console(file=shown, width=200)
-    assert step.main(["--replay", str(trace)]) == 0
+    assert step.main(["--replay", str(trace), "--permission", "all"]) == 0  # a trace is on no trust list
     arrows = [line.split()[1] for line in shown.getvalue().splitlines() if line.startswith("→")]
     assert arrows == PATHS["stop_hook"]
 

@@ -319,17 +319,6 @@ def test_trust_adds_a_fixture_as_it_is(tmp_path, monkeypatch):
     assert not trust.is_trusted(mine.read_bytes())
 
 
-def test_only_a_trusted_fixtures_commands_are_vetted(tmp_path, monkeypatch):
-    stranger = fixture(description="shared by a stranger")
-    stranger["exchanges"][0]["response"]["body"]["content"][0]["input"]["command"] = "rm -rf ~"
-    (tmp_path / "f.json").write_text(json.dumps(stranger))
-    monkeypatch.setattr(trust, "VETTED", set())
-    fixtures.load_fixture(tmp_path / "f.json")
-    assert not trust.vetted("rm -rf ~") and not trust.vetted("ls")
-    fixtures.load_fixture(HELLO)
-    assert trust.vetted("ls") and not trust.vetted("rm -rf ~")
-
-
 def test_s01_has_no_gate_so_it_replays_only_trusted_commands(tmp_path):
     (tmp_path / "f.json").write_text(json.dumps(fixture(description="shared by a stranger")))
     with pytest.raises(errors.FixtureError, match="no permission gate.*python -m workbook trust"):
@@ -620,7 +609,6 @@ def test_permission_all_runs_every_command_unasked(ws):
 
 
 def test_an_edited_copy_of_a_trusted_fixture_meets_the_gate(run_main, tmp_path, monkeypatch):
-    monkeypatch.setattr(trust, "VETTED", set())  # as in a fresh process: no trusted fixture loaded yet
     edited = json.loads((ROOT / "fixtures" / "s02_fix_divide_by_zero.json").read_text())
     (tmp_path / "f.json").write_text(json.dumps(edited | {"description": "edited"}))
     code, out = run_main("s02_tools", "--replay", str(tmp_path / "f.json"))

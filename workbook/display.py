@@ -6,6 +6,7 @@ Everything goes through one `console`, which a notebook or a test swaps once, he
 from __future__ import annotations
 
 import json
+import re
 from contextlib import contextmanager
 from functools import cache
 
@@ -17,16 +18,28 @@ from rich.table import Table
 
 console = Console(highlight=False)
 
+# What a terminal would obey rather than show: OSC (title, clipboard: ESC ] ... BEL), CSI (clear the
+# screen: ESC [ 2 J), other escapes, and control characters but tab and newline. Text from a fixture or
+# a model passes through printable() before it is printed, as the classroom server escapes it in HTML.
+CONTROL = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+def printable(text: str) -> str:
+    """`text` with every control sequence removed, so that printing it cannot drive the terminal."""
+    return CONTROL.sub("", text)
+
 
 def say(text: str, style: str = "dim") -> None:
     """One line of plain text (never read as markup), in a style. console.out, not print: no markup,
     wrapping or pretty-printing to work out, which costs a turn more than the rest of its output."""
-    console.out(text, style=style, highlight=False)
+    console.out(printable(text), style=style, highlight=False)
 
 
 def error(label: str, text: str) -> None:
     """The one line a run ends with when something stops it: `label: what happened and what to do`."""
-    console.print(f"[red]{label}:[/] {escape(text)}", soft_wrap=True)
+    console.print(f"[red]{label}:[/] {escape(printable(text))}", soft_wrap=True)
 
 
 @cache
@@ -59,7 +72,7 @@ def show_turn(turn: int, response: anthropic.types.Message, streamed: bool = Fal
         console.rule(f"turn {turn}")
         for block in response.content:
             if block.type == "text":
-                console.print(f"[bold]model:[/] {escape(block.text)}")
+                console.print(f"[bold]model:[/] {escape(printable(block.text))}")
     tokens = f"tokens in {response.usage.input_tokens} / out {response.usage.output_tokens}"
     say(f"stop_reason={response.stop_reason}  {tokens}")
 
@@ -118,7 +131,7 @@ def result_lines(output: str, width: int | None = None) -> list[str]:
 def show_tool(block, output: str) -> None:
     """A tool call as one line, then a few lines of what it returned."""
     say(call_line(block), "cyan")
-    console.out("\n".join(result_lines(output)), highlight=False)
+    console.out("\n".join(result_lines(printable(output))), highlight=False)  # no control sequences
 
 
 def show_summary(turns: list) -> None:
@@ -230,9 +243,9 @@ def show_event(event) -> None:
             console.out("model: ", style="bold", end="", highlight=False)
         _streamed_line[:] = ["model: "]
     elif event.type == "text" and at_terminal:
-        console.out(event.text, end="", highlight=False)
+        console.out(printable(event.text), end="", highlight=False)
     elif event.type == "text":
-        *whole, rest = "".join([*_streamed_line, event.text]).split("\n")
+        *whole, rest = "".join([*_streamed_line, printable(event.text)]).split("\n")
         for line in whole:
             show_model_line(line)
         _streamed_line[:] = [rest]

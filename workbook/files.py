@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -116,30 +117,81 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
     """Write a whole file or nothing: a temp file in the same folder, fsync, then rename over `path`.
 
     A crash or `kill -9` at any moment leaves either the old file or the new one, never a torn or
-    empty one (a stray `.NAME.*.tmp` beside it at worst). The folder is created if missing.
+    empty one: at worst a stray `.NAME.*.tmp` beside it, which the next write to that name sweeps (a
+    temp file is locked while it is written, so only a dead writer's is taken). Only a regular file is
+    replaced, never a device node or a FIFO. Its folder is created if missing: the flags a reader gives
+    (--save, --trace, --record) are checked before the run instead (step_cli.refuse_unwritable_flags).
     """
     path = Path(path)
-    if path.is_dir():
-        raise WorkbookError(f"{path}: is a folder — give a file name to write to")
+    if not path.parent.is_dir() and not os.path.lexists(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_unwritable(path, "write")
     data = text.encode("utf-8") if isinstance(text, str) else text
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = stat.S_IMODE(path.stat().st_mode)  # an existing file keeps its permissions
     except OSError:
         mode = 0o666 & ~UMASK  # a new one gets what open() would have given it
+    sweep_temp_files(path)
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as file:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX)  # held until closed: a sweep leaves a live save alone
             file.write(data)
             file.flush()
             os.fchmod(file.fileno(), mode)
             os.fsync(file.fileno())
-        os.replace(temp, path)
+            os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
     _fsync_folder(path.parent)  # the rename itself survives a power cut only once its folder is synced
     return path
+
+
+def sweep_temp_files(path: Path) -> None:
+    """Remove the `.NAME.*.tmp` a killed save of `path` left: those no live writer holds locked."""
+    for temp in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+        try:
+            with open(temp, "rb") as file:
+                fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                temp.unlink()
+        except OSError:  # locked by a save in progress, or gone already
+            continue
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def refuse_unwritable(path: Path, flag: str) -> None:
+    """One WorkbookError line if `path` is no place to write a file: a folder, a device node or a FIFO
+    (which a save would replace, or block on), a file in a folder that does not exist (never created),
+    or a place this process cannot write (a read-only folder, /proc)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as err:  # a name too long, a loop of symlinks, a path through a file
+        raise WorkbookError(f"{flag} {path}: cannot write there ({one_line(err)})") from None
+    if info and stat.S_ISDIR(info.st_mode):
+        raise WorkbookError(f"{flag} {path}: is a folder — give a file name to write to")
+    if info and not stat.S_ISREG(info.st_mode):
+        raise WorkbookError(f"{flag} {path}: not a regular file (a device or a pipe) — give a file to write")
+    folder = path.parent
+    if not folder.is_dir():
+        raise WorkbookError(f"{flag} {path}: no folder {folder} — create it first, or name a file in one")
+    if not os.access(folder, os.W_OK) or (info and not os.access(path, os.W_OK)) or _pseudo(folder):
+        raise WorkbookError(
+            f"{flag} {path}: this process cannot write there — name a file in a folder of yours"
+        )
+
+
+def _pseudo(folder: Path) -> bool:
+    """A kernel's file system (/proc, /sys): its files look regular, but writing them fails or does harm."""
+    try:
+        return os.statvfs(folder).f_blocks == 0
+    except OSError:
+        return True
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -12,7 +12,6 @@ from workbook.files import MAX_JSON_DEPTH, json_depth, parse_json, read_bytes
 from workbook.fixture_flags import args_problems
 from workbook.paths import STEPS
 from workbook.scratch import workspace_problem
-from workbook.trust import is_trusted, recorded_commands
 
 FIXTURE_FIELDS = ("script", "scenario", "description", "provenance", "task", "workspace", "exchanges")
 
@@ -31,8 +30,7 @@ def load_with_bytes(path: str | Path) -> tuple[dict, bytes]:
         raise
     except WorkbookError as err:
         raise FixtureError(str(err)) from None
-    if is_trusted(raw):
-        trust.VETTED.update(recorded_commands(fixture))
+    trust.remember(fixture, raw)  # a trusted fixture's recorded calls, kept with this loaded copy
     return fixture, raw
 
 

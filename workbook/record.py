@@ -13,7 +13,7 @@ import httpx2
 from workbook.contract import exchange_problems
 from workbook.errors import WorkbookError, one_line
 from workbook.files import write_json
-from workbook.scrub import public_endpoint
+from workbook.scrub import public_endpoint, scrub_stream
 
 if TYPE_CHECKING:  # for the annotations only: launch imports this module
     from workbook.launch import Run
@@ -119,9 +119,16 @@ def save_recording(run: Run) -> str:
         "task": run.task,
         "workspace": "",
         "match": "structure",  # live tool output (dates, sizes) differs between machines
-        "exchanges": [dict(e, match="structure") for e in done],
+        "exchanges": [dict(e, response=scrubbed(e["response"]), match="structure") for e in done],
     }
     if run.environment:  # s02's system prompt names the folder and the date: its replay sends the same
         fixture["environment"] = run.environment
-    write_json(run.fixture_path, fixture)
+    write_json(run.fixture_path, fixture)  # write_json scrubs every whole string; scrubbed() the deltas
     return f"recorded {len(done)} exchanges to {run.fixture_path}"
+
+
+def scrubbed(response: dict) -> dict:
+    """A response with the secrets removed from what its stream's deltas add up to (see scrub_stream)."""
+    if isinstance(response.get("stream"), list):
+        return response | {"stream": scrub_stream(response["stream"])}
+    return response

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import anthropic
 import httpx2
 
+from workbook import trust
 from workbook.compare import request_diff
 from workbook.contract import check_api_rules
 from workbook.errors import ReplayExhausted, ReplayMismatch, WorkbookError
@@ -98,5 +99,6 @@ def replay_client(
     if match not in MATCHES:
         raise WorkbookError(f"match={match!r}: use one of {', '.join(MATCHES)}")
     transport = ReplayTransport(fixture, name, strict, checked=checked, match=match)
+    trust.follow(transport)  # the permission gate asks it which recorded exchange a tool call answers
     client = anthropic.Anthropic(api_key="replay", http_client=transport.http_client(), **client_options)
     return client, transport

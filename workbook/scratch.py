@@ -9,6 +9,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from workbook import trust
 from workbook.errors import FixtureError, WorkbookError
 from workbook.paths import WORKSPACES
 
@@ -51,8 +52,22 @@ def scratch_root() -> Path:
         pass
     global _PRIVATE_ROOT
     if _PRIVATE_ROOT is None:
-        _PRIVATE_ROOT = Path(tempfile.mkdtemp(prefix=f"workbook-{uid}-"))
+        sweep_fallbacks(uid)
+        _PRIVATE_ROOT = Path(tempfile.mkdtemp(prefix=f"workbook-{uid}-{os.getpid()}-"))
     return _PRIVATE_ROOT
+
+
+def sweep_fallbacks(uid: int) -> None:
+    """Remove the fallback roots (`workbook-<uid>-<pid>-XXXX`) of processes that have ended: a killed
+    process never ran its clean-up at exit. Only this user's own folders, never through a symlink."""
+    for folder in Path(tempfile.gettempdir()).glob(f"workbook-{uid}-*-*"):
+        pid = folder.name.split("-")[2]
+        try:
+            info = folder.lstat()
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and pid.isdigit() and not _alive(int(pid)):
+            remove_tree(folder)
 
 
 _PRIVATE_ROOT: Path | None = None
@@ -77,11 +92,17 @@ def new_run_folder() -> Path:
 
 def sweep(root: Path) -> None:
     """Tidy what ended runs left: their workspace copies go; of their other files, the newest
-    KEPT_RUNS runs' stay. A folder whose process still runs is never touched."""
+    KEPT_RUNS runs' stay. Another live process's folders are never touched; this process's own older
+    runs go too, beyond the newest KEPT_RUNS (a notebook or a test session makes hundreds)."""
     ended = []
     for folder in _entries(root):
         pid = folder.name.partition("-")[0]
-        if folder.is_symlink() or not folder.is_dir() or not pid.isdigit() or _alive(int(pid)):
+        if folder.is_symlink() or not folder.is_dir() or not pid.isdigit():
+            continue
+        if int(pid) == os.getpid():  # a long-lived process's own runs: only the newest are kept
+            ended.append(folder)
+            continue
+        if _alive(int(pid)):
             continue
         release(folder)
         if folder.exists():
@@ -169,4 +190,5 @@ def copy_workspace(name: str) -> Path:
         shutil.copytree(WORKSPACES / name, target, symlinks=True)
     else:
         target.mkdir()
+    trust.fresh_copy(target, name)  # a trusted fixture's replay may run its recorded commands here
     return target

@@ -12,6 +12,8 @@ MIN_SECRET_CHARS = 8  # shorter values (tests' "k") are not keys, and scrubbing 
 
 
 USERINFO = re.compile(r"(?<=://)[^/?#@\s:]+:[^/?#@\s]+@")  # user:password@ in a URL (not a bare git@)
+TOKEN_USERINFO = re.compile(r"(?<=://)[\w.~%-]{16,}@")  # a URL whose user name is a token: http://TOKEN@host
+KEY_SHAPED = re.compile(r"sk-ant-[\w-]{8,}")  # what an Anthropic key looks like, whoever's it is
 
 
 def credential_values(environ=None) -> list[str]:
@@ -27,11 +29,13 @@ def _credentials(variables: tuple) -> tuple[str, ...]:
     for name, value in variables:
         if name.endswith("_URL"):  # a URL's user:password and its query may each hold a key
             parts = urlsplit(value)
-            if parts.password or parts.query:  # then the whole URL is a secret too, as env prints it
-                found.update(p for p in (value, parts.password, parts.query) if p)
+            if parts.password or parts.query or parts.username:  # then the whole URL is a secret too
+                found.update(p for p in (value, parts.username, parts.password, parts.query) if p)
                 found.update(m.group(0).rstrip("@") for m in USERINFO.finditer(value))
         elif any(word in name for word in ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH", "HEADERS")):
             found.add(value)
+            if name.endswith("_HEADERS"):  # `Name: value` lines: each value alone is a secret too
+                found.update(line.partition(":")[2].strip() for line in value.splitlines())
     found |= {unquote(s) for s in found}
     return tuple(sorted((s for s in found if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True))
 
@@ -46,7 +50,7 @@ def scrub_secrets(value, secrets: list[str] | None = None):
     if isinstance(value, str):
         for secret in secrets:
             value = value.replace(secret, "[secret removed]")
-        return USERINFO.sub("", value) if "@" in value else value
+        return _without_userinfo(value) if "@" in value else value
     if isinstance(value, dict):
         return {scrub_secrets(k, secrets): scrub_secrets(v, secrets) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -57,10 +61,59 @@ def scrub_secrets(value, secrets: list[str] | None = None):
 def scrub_json(text: str) -> str:
     """JSON text with every secret removed: scrub_secrets for a document already serialized, in one pass
     over the text (each secret also as JSON escapes it). Traces and audit lines are scrubbed this way."""
-    for secret in credential_values():
+    return _scrub_json_text(text, credential_values())
+
+
+def _without_userinfo(text: str) -> str:
+    """A URL's user:password@, or a token standing alone as its user name, removed."""
+    return TOKEN_USERINFO.sub("", USERINFO.sub("", text))
+
+
+def redact_keys(text: str) -> str:
+    """`text` with every secret this process holds and every key-shaped string (sk-ant-...) removed,
+    whoever's key it is: for what a stranger sends that is shown or logged, e.g. a student's `model`
+    in the classroom server's log and its 404."""
+    text = scrub_secrets(text)
+    return KEY_SHAPED.sub("[key removed]", text) if "sk-ant-" in text else text
+
+
+DELTA_TEXT = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
+
+
+def scrub_stream(events: list, secrets: list[str] | None = None) -> list:
+    """A recorded stream with every secret removed from what its deltas add up to, still a valid stream.
+
+    The API streams a few tokens per delta, so a key the model echoes is almost always split across
+    events, where no single string holds it. Each block's deltas are joined, searched, and where a
+    secret was found, its first delta carries the whole scrubbed text and the others are dropped.
+    """
+    secrets = credential_values() if secrets is None else secrets
+    deltas: dict[tuple, list[int]] = {}  # (block index, delta field) -> positions of its delta events
+    for n, event in enumerate(events):
+        data = event.get("data") if isinstance(event, dict) else None
+        delta = data.get("delta") if isinstance(data, dict) else None
+        field = DELTA_TEXT.get(delta.get("type")) if isinstance(delta, dict) else None
+        if field and isinstance(delta.get(field), str):
+            deltas.setdefault((data.get("index"), field), []).append(n)
+    dropped, rewritten = set(), {}
+    for (_, field), positions in deltas.items():
+        whole = "".join(events[n]["data"]["delta"][field] for n in positions)
+        clean = _scrub_json_text(whole, secrets) if field == "partial_json" else scrub_secrets(whole, secrets)
+        if clean != whole:
+            first = events[positions[0]]
+            data = first["data"] | {"delta": first["data"]["delta"] | {field: clean}}
+            rewritten[positions[0]] = first | {"data": data}
+            dropped.update(positions[1:])
+    if not rewritten:
+        return events
+    return [rewritten.get(n, event) for n, event in enumerate(events) if n not in dropped]
+
+
+def _scrub_json_text(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
         for form in {secret, json.dumps(secret, ensure_ascii=False)[1:-1]}:
             text = text.replace(form, "[secret removed]") if form in text else text
-    return USERINFO.sub("", text) if "@" in text else text
+    return _without_userinfo(text) if "@" in text else text
 
 
 def tool_environment(environ=None) -> dict:
@@ -80,7 +133,7 @@ def public_endpoint(url: str | None) -> str:
         return "https://api.anthropic.com"
     parts = urlsplit(url.strip())
     if not parts.scheme or not parts.hostname:
-        return scrub_secrets(USERINFO.sub("", url.split("?")[0].split("#")[0]))
+        return scrub_secrets(_without_userinfo(url.split("?")[0].split("#")[0]))
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     try:
         port = f":{parts.port}" if parts.port else ""

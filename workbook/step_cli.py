@@ -15,9 +15,10 @@ from pathlib import Path
 import anthropic
 from rich.markup import escape
 
-from workbook.display import console, error, say
+from workbook.display import console, error, printable, say
 from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
+from workbook.files import refuse_unwritable
 from workbook.launch import Run, start
 from workbook.launch import make_parser as make_shared_parser
 from workbook.paths import ROOT
@@ -84,10 +85,11 @@ def run_step(args, model: str, script: str, run_task, flags=None, prepare=None, 
     reader to fix (exit 1), or a Ctrl-C before s05 keeps the work (exit 130)."""
     run = None
     try:
+        refuse_unwritable_flags(args)
         run = start(prepare(args) if prepare else args, model, script, **client_options)
         for line in banner_lines(run):
             say(line)
-        console.print(f"[bold]task:[/] {escape(run.task)}")
+        console.print(f"[bold]task:[/] {escape(printable(run.task))}")
         return run_task(run, flags.parse(run.fixture_args) if flags else args)
     except (WorkbookError, anthropic.APIError) as err:
         error("error", str(err))
@@ -160,6 +162,15 @@ def read_latency(args, run: Run) -> float:
     if latency:
         say(f"each read-only call is slowed by {latency} s (simulated latency)")
     return latency
+
+
+def refuse_unwritable_flags(args) -> None:
+    """--save, --trace and --record write only regular files, new or not, in folders that exist: a
+    device, a FIFO, a folder or a missing folder is one line before anything runs (or is created)."""
+    for flag in ("save", "trace", "record"):
+        value = getattr(args, flag, None)
+        if value and not (flag == "trace" and getattr(args, "replay", None) == value):
+            refuse_unwritable(Path(value), f"--{flag}")
 
 
 def resume_mode(args, fixture: str, instruction: str):
@@ -317,7 +328,7 @@ def gate_fixture_hook(run: Run, args, gate, bash) -> None:
     hook = args.stop_hook
     if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):
         permission = permission_for(args.permission, run)
-        if refusal := gate(bash, {"command": hook}, permission)[1]:
+        if refusal := gate(bash, {"command": hook}, permission, run.trusted)[1]:
             raise WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
 
 

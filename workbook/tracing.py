@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
 from workbook import display
 from workbook.conversation import plain
-from workbook.errors import FixtureError
+from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import MAX_JSON_DEPTH, read_bytes, text_depth, write_json
 from workbook.scratch import new_run_folder
 from workbook.scrub import scrub_json
@@ -24,11 +25,19 @@ def trace(path: Path | None, event: str, **fields) -> None:
 
 def append_line(path: Path, value) -> None:
     """One JSON line appended with a single write() and no buffer, every secret scrubbed first: a crash,
-    even kill -9, loses nothing written before it and leaves no half line (trace, audit log)."""
+    even kill -9, loses nothing written before it and leaves no half line (trace, audit log). Only a
+    regular file is written (a FIFO is not waited on, a device not written); a failure is one line."""
     line = scrub_json(json.dumps(plain(value), ensure_ascii=False)) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+    except OSError as err:
+        raise WorkbookError(f"{path}: cannot write the trace or audit log there ({one_line(err)})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise WorkbookError(f"{path}: not a regular file (a device or a pipe) — give a file to write")
         os.write(fd, line.encode(errors="backslashreplace"))  # a lone surrogate the model sent, escaped
+    except OSError as err:
+        raise WorkbookError(f"{path}: cannot write the trace or audit log ({one_line(err)})") from None
     finally:
         os.close(fd)
 
