@@ -229,6 +229,9 @@ def session_members(sid: int) -> list[int]:
     return members
 
 
+SOCKET_FOLDER_CHARS = 64  # a Unix socket's whole path is at most 107 bytes on Linux
+
+
 class UnixRelay:
     """A Unix socket, each connection carried to the rung's replay server.
 
@@ -239,7 +242,10 @@ class UnixRelay:
     def __init__(self, server_url: str):
         host, port = server_url.removeprefix("http://").rsplit(":", 1)
         self.address = (host, int(port))
-        self.folder = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-relay-", dir=scratch.scratch_root()))
+        root = scratch.scratch_root()
+        if len(str(root)) > SOCKET_FOLDER_CHARS:  # a deep $TMPDIR: the socket's path would not fit
+            root = Path("/tmp")
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-relay-", dir=root))
         self.path = self.folder / "api.sock"
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(str(self.path))
