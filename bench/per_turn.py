@@ -14,6 +14,8 @@ fixture, alternated:
 
 overhead per turn = (loop - floor) / turns, also per window of turns to show how it grows (the SDK
 serialises the whole history every turn; anything else linear in the history would show here too).
+Both runs are measured alike: the same process, the same SDK client settings, the fixture frozen
+(`gc.freeze()`) in both, a collection before each.
 Figures are this process's CPU time, best of the runs (on a shared machine, other people's work
 inflates wall time and only ever adds); the wall-time overhead is reported beside it.
 
@@ -32,6 +34,9 @@ import dataclasses
 import gc
 import inspect
 import json
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -281,7 +286,9 @@ def floor_run(fixture: dict) -> dict:
     options = {k: v for k, v in first.items() if k not in ("messages", "stream")}
     messages = [first["messages"][0]]
     gc.collect()
-    with gc_pauses(CPU) as gc_time:
+    # Frozen as the loop run is: a floor whose collector rescans the fixture every full collection
+    # and a loop whose collector does not made the overhead come out negative on long runs.
+    with frozen(), gc_pauses(CPU) as gc_time:
         wall = time.perf_counter()
         for n, exchange in enumerate(exchanges):
             if exchange["request"].get("stream"):
@@ -368,3 +375,29 @@ def measure(
         "tool_stubbed": all(r["stubbed"] for r in loops),
         "fixture": fixture,
     }
+
+
+def long_run(step: str = "s06_recovery", turns: int = 1000, reps: int = 1, windows: int = 10) -> dict:
+    """measure() on a long fixture, plus this process's peak memory (ru_maxrss) after it: run it in a
+    process of its own (`python -m bench.per_turn long STEP TURNS`) so the peak is the run's alone."""
+    result = measure(step, turns, reps, windows)
+    result.pop("fixture")
+    result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def long_run_in_child(step: str = "s06_recovery", turns: int = 1000, reps: int = 1) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.per_turn", "long", step, str(turns), str(reps)],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["long"]:
+    step, turns, reps = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    print(json.dumps(long_run(step, turns, reps), default=str))

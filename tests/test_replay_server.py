@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, offline_env
 
 import s01_agent_loop
-from workbook import classroom, compare, fixtures, scratch, wire
+from workbook import classroom, compare, connection, fixtures, scratch, wire
 from workbook import server as classroom_server
 
 S01 = ROOT / "fixtures" / "s01_hello_agent.json"
@@ -641,16 +641,18 @@ def test_connections_past_the_limit_are_closed_and_counted_back_when_others_end(
 def test_kept_alive_connection_serves_many_requests_each_reply_in_one_write(serve):
     writes = []
 
-    class Counting(classroom_server.Handler):
-        def setup(self):
-            super().setup()
-            writes.append(("nodelay", self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
-            sock_io = self.wfile.raw
-            send = sock_io.write
-            sock_io.write = lambda data: writes.append(("write", len(data))) or send(data)
+    class Counting(connection.Connection):
+        def __init__(self, server, reader, writer):
+            super().__init__(server, reader, writer)
+            sock = writer.get_extra_info("socket")
+            writes.append(("nodelay", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+
+        def write(self, data: bytes) -> None:
+            writes.append(("write", len(data)))
+            super().write(data)
 
     server, _ = serve()
-    server.RequestHandlerClass = Counting
+    server.connection_class = Counting
     parts = urlsplit(server.url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
     headers = {"x-api-key": "alice", "anthropic-version": "2023-06-01", "content-type": "application/json"}
