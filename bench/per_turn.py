@@ -138,6 +138,7 @@ class ScriptedModel:
 
     def _answer(self, body: dict, response: dict) -> httpx2.Response:
         self.exchanges.append({"request": body, "response": response})
+        share_history(self.exchanges[-2:])  # as they come: memory stays linear while generating too
         return wire.http_response(response)
 
 
@@ -159,7 +160,13 @@ class _Memo:
 
 
 def run_loop(
-    module, http_client, workspace: Path, turns: int, console_class=None, permission: str | None = None
+    module,
+    http_client,
+    workspace: Path,
+    turns: int,
+    console_class=None,
+    permission: str | None = None,
+    messages: list | None = None,
 ) -> _Memo | None:
     """Run the step's agent_loop on TASK with the given HTTP client, quiet and with its tool stubbed.
     `permission` (s02 on): e.g. "all" for a command s02's auto mode would refuse, as a user who trusts it."""
@@ -177,7 +184,8 @@ def run_loop(
     home = owner(module.__name__, target) if target else module  # s06 runs s03's run_bash: stub it there
     memo = _Memo(getattr(home, target)) if target else None
     with quiet(module, console_class), replaced(home, target, memo) if target else _nothing():
-        module.agent_loop(client, [{"role": "user", "content": TASK}], **kwargs)
+        messages = [{"role": "user", "content": TASK}] if messages is None else messages
+        module.agent_loop(client, messages, **kwargs)
     return memo
 
 
@@ -221,6 +229,18 @@ def make_long_fixture(
     }
 
 
+def share_history(exchanges: list[dict]) -> None:
+    """Each recorded request's messages share the ones the previous request already held, as a fixture
+    stored as what is new since the previous exchange is rebuilt on load: memory linear in the turns,
+    where a full copy per request (each parsed on its own) grows with their square."""
+    previous: list = []
+    for exchange in exchanges:
+        messages = exchange["request"].get("messages")
+        if isinstance(messages, list) and messages[: len(previous)] == previous:
+            exchange["request"]["messages"] = previous + messages[len(previous) :]
+        previous = exchange["request"].get("messages") or []
+
+
 # -- the two runs ------------------------------------------------------------------------------------
 
 CPU = time.process_time  # per-turn figures are this process's CPU time: steady on a busy machine
@@ -247,6 +267,7 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     assert not fixtures.fixture_problems(fixture)  # what load_fixture checks, so checked=True as in a replay
     transport = _TimedReplay(fixture, "long fixture", strict=True, checked=True)
     transport.stamps, transport.checks = [], []
+    messages = [{"role": "user", "content": TASK}]
     turns = len(fixture["exchanges"])
     gc.collect()  # every run starts with no collection owed by the one before
     # A replay freezes what exists once its fixture is loaded (launch.start_replay): so does this run.
@@ -258,7 +279,7 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     ):
         wall = time.perf_counter()
         with timing(module, timer=CPU) as clock:
-            memo = run_loop(module, transport.http_client(), Path(tmp), turns)
+            memo = run_loop(module, transport.http_client(), Path(tmp), turns, messages=messages)
         end, wall = CPU(), time.perf_counter() - wall
     return {
         "stamps": transport.stamps + [end],
@@ -268,10 +289,12 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
         "gc": gc_time[0],
         "full_gc": gc_time[1],
         "stubbed": bool(memo and memo.calls),
+        # how the loop keeps a reply: SDK objects (re-serialised by the SDK every turn) or plain dicts
+        "plain_replies": len(messages) > 1 and all(isinstance(b, dict) for b in messages[1]["content"]),
     }
 
 
-def floor_run(fixture: dict) -> dict:
+def floor_run(fixture: dict, plain_replies: bool = False) -> dict:
     """The least a loop must do with the SDK, over a transport that only serves the next response."""
     exchanges, cursor, stamps = fixture["exchanges"], [0], []
 
@@ -296,7 +319,11 @@ def floor_run(fixture: dict) -> dict:
                     response = stream.get_final_message()
             else:
                 response = client.messages.create(**options, messages=messages)
-            messages.append({"role": "assistant", "content": response.content})
+            # the reply kept as the step keeps it: the SDK serialises SDK objects anew every turn
+            content = (
+                [b.to_dict(mode="json") for b in response.content] if plain_replies else response.content
+            )
+            messages.append({"role": "assistant", "content": content})
             if n + 1 < len(exchanges):
                 messages.append(exchanges[n + 1]["request"]["messages"][-1])  # the recorded tool results
         end, wall = CPU(), time.perf_counter() - wall
@@ -323,11 +350,12 @@ def measure(
     if any(e["response"]["status"] != 200 for e in fixture["exchanges"]):
         raise ValueError("per-turn overhead needs a fixture without error responses")
     n = len(fixture["exchanges"])
-    loop_run(step, fixture), floor_run(fixture)  # warm-up: first-call costs (schemas, imports) out of the way
+    plain = loop_run(step, fixture)["plain_replies"]  # warm-up: first-call costs out of the way
+    floor_run(fixture, plain)
     loops, floors = [], []
     for _ in range(reps):
         loops.append(loop_run(step, fixture, what_if))
-        floors.append(floor_run(fixture))
+        floors.append(floor_run(fixture, plain))
     size = max(1, n // windows)
     bounds = [(i, min(n, i + size)) for i in range(0, n, size)]
 
