@@ -14,6 +14,8 @@ fixture, alternated:
 
 overhead per turn = (loop - floor) / turns, also per window of turns to show how it grows (the SDK
 serialises the whole history every turn; anything else linear in the history would show here too).
+Both runs are measured alike: the same process, the same SDK client settings, the fixture frozen
+(`gc.freeze()`) in both, a collection before each.
 Figures are this process's CPU time, best of the runs (on a shared machine, other people's work
 inflates wall time and only ever adds); the wall-time overhead is reported beside it.
 
@@ -32,6 +34,9 @@ import dataclasses
 import gc
 import inspect
 import json
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -133,6 +138,7 @@ class ScriptedModel:
 
     def _answer(self, body: dict, response: dict) -> httpx2.Response:
         self.exchanges.append({"request": body, "response": response})
+        share_history(self.exchanges[-2:])  # as they come: memory stays linear while generating too
         return wire.http_response(response)
 
 
@@ -154,7 +160,13 @@ class _Memo:
 
 
 def run_loop(
-    module, http_client, workspace: Path, turns: int, console_class=None, permission: str | None = None
+    module,
+    http_client,
+    workspace: Path,
+    turns: int,
+    console_class=None,
+    permission: str | None = None,
+    messages: list | None = None,
 ) -> _Memo | None:
     """Run the step's agent_loop on TASK with the given HTTP client, quiet and with its tool stubbed.
     `permission` (s02 on): e.g. "all" for a command s02's auto mode would refuse, as a user who trusts it."""
@@ -172,7 +184,8 @@ def run_loop(
     home = owner(module.__name__, target) if target else module  # s06 runs s03's run_bash: stub it there
     memo = _Memo(getattr(home, target)) if target else None
     with quiet(module, console_class), replaced(home, target, memo) if target else _nothing():
-        module.agent_loop(client, [{"role": "user", "content": TASK}], **kwargs)
+        messages = [{"role": "user", "content": TASK}] if messages is None else messages
+        module.agent_loop(client, messages, **kwargs)
     return memo
 
 
@@ -216,6 +229,18 @@ def make_long_fixture(
     }
 
 
+def share_history(exchanges: list[dict]) -> None:
+    """Each recorded request's messages share the ones the previous request already held, as a fixture
+    stored as what is new since the previous exchange is rebuilt on load: memory linear in the turns,
+    where a full copy per request (each parsed on its own) grows with their square."""
+    previous: list = []
+    for exchange in exchanges:
+        messages = exchange["request"].get("messages")
+        if isinstance(messages, list) and messages[: len(previous)] == previous:
+            exchange["request"]["messages"] = previous + messages[len(previous) :]
+        previous = exchange["request"].get("messages") or []
+
+
 # -- the two runs ------------------------------------------------------------------------------------
 
 CPU = time.process_time  # per-turn figures are this process's CPU time: steady on a busy machine
@@ -242,6 +267,7 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     assert not fixtures.fixture_problems(fixture)  # what load_fixture checks, so checked=True as in a replay
     transport = _TimedReplay(fixture, "long fixture", strict=True, checked=True)
     transport.stamps, transport.checks = [], []
+    messages = [{"role": "user", "content": TASK}]
     turns = len(fixture["exchanges"])
     gc.collect()  # every run starts with no collection owed by the one before
     # A replay freezes what exists once its fixture is loaded (launch.start_replay): so does this run.
@@ -253,7 +279,7 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     ):
         wall = time.perf_counter()
         with timing(module, timer=CPU) as clock:
-            memo = run_loop(module, transport.http_client(), Path(tmp), turns)
+            memo = run_loop(module, transport.http_client(), Path(tmp), turns, messages=messages)
         end, wall = CPU(), time.perf_counter() - wall
     return {
         "stamps": transport.stamps + [end],
@@ -263,10 +289,12 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
         "gc": gc_time[0],
         "full_gc": gc_time[1],
         "stubbed": bool(memo and memo.calls),
+        # how the loop keeps a reply: SDK objects (re-serialised by the SDK every turn) or plain dicts
+        "plain_replies": len(messages) > 1 and all(isinstance(b, dict) for b in messages[1]["content"]),
     }
 
 
-def floor_run(fixture: dict) -> dict:
+def floor_run(fixture: dict, plain_replies: bool = False) -> dict:
     """The least a loop must do with the SDK, over a transport that only serves the next response."""
     exchanges, cursor, stamps = fixture["exchanges"], [0], []
 
@@ -281,7 +309,9 @@ def floor_run(fixture: dict) -> dict:
     options = {k: v for k, v in first.items() if k not in ("messages", "stream")}
     messages = [first["messages"][0]]
     gc.collect()
-    with gc_pauses(CPU) as gc_time:
+    # Frozen as the loop run is: a floor whose collector rescans the fixture every full collection
+    # and a loop whose collector does not made the overhead come out negative on long runs.
+    with frozen(), gc_pauses(CPU) as gc_time:
         wall = time.perf_counter()
         for n, exchange in enumerate(exchanges):
             if exchange["request"].get("stream"):
@@ -289,7 +319,11 @@ def floor_run(fixture: dict) -> dict:
                     response = stream.get_final_message()
             else:
                 response = client.messages.create(**options, messages=messages)
-            messages.append({"role": "assistant", "content": response.content})
+            # the reply kept as the step keeps it: the SDK serialises SDK objects anew every turn
+            content = (
+                [b.to_dict(mode="json") for b in response.content] if plain_replies else response.content
+            )
+            messages.append({"role": "assistant", "content": content})
             if n + 1 < len(exchanges):
                 messages.append(exchanges[n + 1]["request"]["messages"][-1])  # the recorded tool results
         end, wall = CPU(), time.perf_counter() - wall
@@ -316,11 +350,12 @@ def measure(
     if any(e["response"]["status"] != 200 for e in fixture["exchanges"]):
         raise ValueError("per-turn overhead needs a fixture without error responses")
     n = len(fixture["exchanges"])
-    loop_run(step, fixture), floor_run(fixture)  # warm-up: first-call costs (schemas, imports) out of the way
+    plain = loop_run(step, fixture)["plain_replies"]  # warm-up: first-call costs out of the way
+    floor_run(fixture, plain)
     loops, floors = [], []
     for _ in range(reps):
         loops.append(loop_run(step, fixture, what_if))
-        floors.append(floor_run(fixture))
+        floors.append(floor_run(fixture, plain))
     size = max(1, n // windows)
     bounds = [(i, min(n, i + size)) for i in range(0, n, size)]
 
@@ -368,3 +403,29 @@ def measure(
         "tool_stubbed": all(r["stubbed"] for r in loops),
         "fixture": fixture,
     }
+
+
+def long_run(step: str = "s06_recovery", turns: int = 1000, reps: int = 1, windows: int = 10) -> dict:
+    """measure() on a long fixture, plus this process's peak memory (ru_maxrss) after it: run it in a
+    process of its own (`python -m bench.per_turn long STEP TURNS`) so the peak is the run's alone."""
+    result = measure(step, turns, reps, windows)
+    result.pop("fixture")
+    result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def long_run_in_child(step: str = "s06_recovery", turns: int = 1000, reps: int = 1) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.per_turn", "long", step, str(turns), str(reps)],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["long"]:
+    step, turns, reps = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    print(json.dumps(long_run(step, turns, reps), default=str))

@@ -1,16 +1,20 @@
-"""6. The classroom server under a class's load: requests/s and latency, against a bare HTTP floor.
+"""6. The classroom server under a class's load: requests/s and latency, against two bare floors.
 
-    python -m bench.server_load              1, 10 and 50 students, plus connect storms and a big request
+    python -m bench.server_load              1, 50 and 200 students, plus connect storms and a big request
     python -m bench.server_load --quick      fewer requests per student
     python -m bench.server_load --root DIR   the server of another checkout (before -> after), same clients
 
 The server runs as a teacher runs it, `python -m workbook serve fixtures/s01_hello_agent.json --port 0`,
 in a process of its own. Each student is a thread here, on one kept-alive HTTP/1.1 connection, sending
 the s01 recording's two requests in turn (turn 1, turn 2, then turn 1 again: a restart) and timing
-each answer. The floor is the smallest server the same library makes: http.server answering one fixed
-JSON reply with keep-alive (`python -m bench.server_load floor`), driven by the same clients; the
-ratio is server / floor. The extra rows are what a class does to a server: everyone connecting at
-once, and one student's 17 MB request while another keeps working.
+each answer. Two floors answer one fixed JSON reply with keep-alive, each in a process of its own and
+driven by the same clients: the threaded http.server (`python -m bench.server_load floor`), and a raw
+asyncio protocol (`... floor-asyncio`), the least an event loop in Python can do. When wrk (a load
+generator written in C: `apt-get install wrk`) is installed, it drives the server and both floors too,
+the same way (keep-alive, the s01 recording's first request, one API key per connection's turn), so
+the client's own cost does not cap what is measured. The extra rows are what a class does to a server:
+everyone connecting at once, one student's 17 MB request while another keeps working, and what a
+held thread costs in memory for the body that made it.
 
 Loopback only; every loop is bounded in requests and in seconds. Benchmarks print; no test asserts a
 timing (tests/test_replay_server.py runs this on tiny inputs).
@@ -19,16 +23,21 @@ timing (tests/test_replay_server.py runs this on tiny inputs).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import http.client
 import json
+import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import tracemalloc
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,7 +47,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 FIXTURE = ROOT / "fixtures" / "s01_hello_agent.json"
-STUDENTS = (1, 10, 50)
+STUDENTS = (1, 50, 200)
+WRK_SECONDS = 5
+WRK_ROUNDS = 3  # wrk runs per server and class size: the median is reported
+# A load test brings a whole class from one machine: the per-address caps (a real class has one
+# machine per student) are raised for it.
+OPEN_CAPS = ["--max-connections-per-address", "1000", "--max-names-per-address", "1000"]
 REQUESTS = 2000  # per class size, shared among its students (at least 4 each)
 STORMS = (50, 200)  # connections opened at once
 BIG_MB = 17  # legal: the API's limit is 32 MB
@@ -78,12 +92,15 @@ def server(argv: list[str], cwd: Path = ROOT):
 
 
 def replay_server(root: Path = ROOT):
-    """The classroom server as a teacher starts it, from this checkout or another."""
-    return server(["-m", "workbook", "serve", str(FIXTURE.relative_to(ROOT)), "--port", "0"], cwd=root)
+    """The classroom server as a teacher starts it, from this checkout or another (whose server may
+    not have the per-address caps: then it is started without raising them)."""
+    caps = OPEN_CAPS if (root / "workbook" / "connection.py").exists() else []
+    return server(["-m", "workbook", "serve", str(FIXTURE.relative_to(ROOT)), "--port", "0", *caps], cwd=root)
 
 
-def floor_server():
-    return server(["-m", "bench.server_load", "floor"])
+def floor_server(kind: str = "floor"):
+    """`floor` (threaded http.server) or `floor-asyncio` (a raw asyncio protocol)."""
+    return server(["-m", "bench.server_load", kind])
 
 
 class FloorHandler(BaseHTTPRequestHandler):
@@ -114,7 +131,44 @@ def floor_main() -> None:
     FloorHandler.reply = json.dumps(fixture["exchanges"][0]["response"]["body"]).encode()
     httpd = FloorServer(("127.0.0.1", 0), FloorHandler)
     print(f"floor listening on http://127.0.0.1:{httpd.server_address[1]}", flush=True)
+    gc.freeze()  # as the replay server does once it serves
     httpd.serve_forever()
+
+
+class AsyncioFloor(asyncio.Protocol):
+    """The least an asyncio server can do: find each request's end by its content-length, answer one
+    fixed reply. No timeouts, no checks, no log: a bound nothing in Python gets under."""
+
+    reply = b""
+
+    def connection_made(self, transport):
+        self.transport, self.buffer = transport, b""
+
+    def data_received(self, data: bytes):
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            head = self.buffer[:end].lower()
+            at = head.find(b"content-length:")
+            length = int(head[at + 15 :].split(b"\r\n", 1)[0]) if at >= 0 else 0
+            if len(self.buffer) < end + 4 + length:
+                return
+            self.buffer = self.buffer[end + 4 + length :]
+            self.transport.write(self.reply)
+
+
+def asyncio_floor_main() -> None:
+    fixture = json.loads(FIXTURE.read_text())
+    body = json.dumps(fixture["exchanges"][0]["response"]["body"]).encode()
+    head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    AsyncioFloor.reply = head.encode() + body
+
+    async def serve():
+        listening = await asyncio.get_running_loop().create_server(AsyncioFloor, "127.0.0.1", 0, backlog=1024)
+        print(f"floor listening on http://127.0.0.1:{listening.sockets[0].getsockname()[1]}", flush=True)
+        gc.freeze()
+        await listening.serve_forever()
+
+    asyncio.run(serve())
 
 
 # -- the students ----------------------------------------------------------------------------------------
@@ -178,6 +232,108 @@ def load(url: str, students: int, requests: int) -> dict:
         "errors": sum(len(r["errors"]) for r in out.values()),
         "statuses": sorted({s for r in out.values() for s in r["statuses"]}),
     }
+
+
+# -- wrk: the same load from a client written in C ------------------------------------------------------
+
+WRK_SCRIPT = """
+local students = tonumber(os.getenv("STUDENTS") or "1")
+local n = 0
+request = function()
+  n = n + 1
+  local headers = {}
+  headers["content-type"] = "application/json"
+  headers["anthropic-version"] = "2023-06-01"
+  headers["x-api-key"] = "student" .. (n % students)
+  return wrk.format("POST", "/v1/messages", headers, BODY)
+end
+"""
+
+
+def wrk(url: str, students: int, seconds: int = WRK_SECONDS) -> dict:
+    """wrk with one kept-alive connection per student, each request the s01 recording's first (the
+    student starts over each time, a 200 every time): requests/s, p50 and p99 in ms, non-2xx replies."""
+    script = WRK_SCRIPT.replace("BODY", json.dumps(turns()[0].decode()))
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
+        lua.write(script)
+    try:
+        argv = ["wrk", f"-t{min(2, students)}", f"-c{students}", f"-d{seconds}s", "--latency", "-s", lua.name]
+        env = os.environ | {"STUDENTS": str(students)}
+        done = subprocess.run([*argv, url], capture_output=True, text=True, env=env, timeout=seconds + 30)
+    finally:
+        os.unlink(lua.name)
+    return read_wrk(done.stdout) | {"students": students}
+
+
+def read_wrk(text: str) -> dict:
+    """The figures of wrk's report: requests/s, the 50th and 99th percentile latencies, the errors."""
+
+    def ms(label: str) -> float:
+        found = re.search(rf"^\s*{label}\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
+        if not found:
+            return float("nan")
+        return float(found.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[found.group(2)]
+
+    per_s = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    sockets = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    return {
+        "per_s": float(per_s.group(1)) if per_s else float("nan"),
+        "p50": ms("50%"),
+        "p99": ms("99%"),
+        "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
+        "socket_errors": sum(int(x) for x in sockets.groups()) if sockets else 0,
+    }
+
+
+def wrk_levels(
+    students=STUDENTS, rounds: int = WRK_ROUNDS, root: Path = ROOT, seconds: int = WRK_SECONDS
+) -> list:
+    """Each server under wrk at each class size, rounds interleaved server by server: medians of each."""
+    runs: dict[tuple[str, int], list[dict]] = {}
+    servers = {"replay": lambda: replay_server(root), "threaded": floor_server, "asyncio": asyncio_floor}
+    for _ in range(rounds):
+        for name, start in servers.items():
+            with start() as url:
+                for n in students:
+                    runs.setdefault((name, n), []).append(wrk(url, n, seconds))
+    rows = []
+    for (name, n), results in runs.items():
+        row = {"server": name, "students": n}
+        row |= {k: statistics.median(r[k] for r in results) for k in ("per_s", "p50", "p99")}
+        row |= {k: sum(r[k] for r in results) for k in ("non_2xx", "socket_errors")}
+        rows.append(row)
+    return rows
+
+
+def asyncio_floor():
+    return floor_server("floor-asyncio")
+
+
+# -- what a held thread costs ----------------------------------------------------------------------------
+
+
+def held_memory(megabytes: int = 4) -> dict:
+    """Memory still held (tracemalloc) after a `thread: create` whose body is `megabytes` long, per byte
+    of that body: what the server keeps for the thread, and nothing else."""
+    from workbook import threads, wire
+
+    body = json.loads(big_request(megabytes)) | {"thread": {"type": "create"}}
+    raw = json.dumps(body).encode()
+    fixture = json.loads(FIXTURE.read_text())
+    reply = wire.recorded_message(fixture["exchanges"][1]["response"])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        held = threads.Threads(ledger=threads.Ledger())
+        request, thread = held.expand(json.loads(raw))
+        held.hold(thread, request, reply)
+        del request, thread
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return {"body_mb": len(raw) / 2**20, "held_mb": kept / 2**20, "ratio": kept / len(raw)}
 
 
 def percentile(values: list[float], p: int) -> float:
@@ -335,36 +491,65 @@ def measure(
     big_mb: int = BIG_MB,
     root: Path = ROOT,
     pause_reps: int = 3,
+    wrk_rounds: int = WRK_ROUNDS,
 ) -> dict:
-    """Every figure of this benchmark: the floor and the server at each class size, storms, stall, 413."""
+    """Every figure of this benchmark: the floors and the server at each class size (the Python
+    client, then wrk if installed), storms, stall, 413, a held thread's memory, parse pauses."""
     result = {"levels": [], "storms": []}
-    with floor_server() as url:
-        floor = {n: load(url, n, requests) for n in students}
+    floors = {}
+    for kind in ("floor", "floor-asyncio"):
+        with floor_server(kind) as url:
+            load(url, 1, 20)  # warm, as the server is below
+            floors[kind] = {n: load(url, n, requests) for n in students}
     with replay_server(root) as url:
         load(url, 1, 20)  # warm: imports done, first replies built
         for n in students:
             level = load(url, n, requests)
-            level["floor_per_s"] = floor[n]["per_s"]
-            level["floor_p50"] = floor[n]["p50"]
-            level["ratio"] = level["per_s"] / floor[n]["per_s"]
+            level["floor_per_s"] = floors["floor"][n]["per_s"]
+            level["floor_p50"] = floors["floor"][n]["p50"]
+            level["floor_p99"] = floors["floor"][n]["p99"]
+            level["asyncio_per_s"] = floors["floor-asyncio"][n]["per_s"]
+            level["ratio"] = level["per_s"] / floors["floor"][n]["per_s"]
             result["levels"].append(level)
         result["storms"] = [storm(url, n) for n in storms]
         result["stall"] = stall(url, big_mb)
         result["too_large"] = too_large(url)
+    result["wrk"] = wrk_levels(students, wrk_rounds, root) if wrk_rounds and shutil.which("wrk") else None
+    result["held"] = held_memory()
     result["pauses"] = parse_pauses(big_mb, pause_reps) if pause_reps else None
     return result
 
 
 def report(result: dict) -> str:
     """The whole result as the terminal shows it: a line per class size, then what a class does."""
-    lines = ["students  requests  requests/s  floor req/s  server/floor  p50 ms  p99 ms  floor p50  errors"]
+    lines = [
+        "Python client (a thread per student):",
+        "students  requests  requests/s  threaded floor  asyncio floor  server/threaded  p50 ms  p99 ms  "
+        "floor p99  errors",
+    ]
     for r in result["levels"]:
         lines.append(
-            f"{r['students']:>8}  {r['requests']:>8}  {r['per_s']:>10.0f}  {r['floor_per_s']:>11.0f}  "
-            f"{r['ratio']:>12.2f}  {r['p50']:>6.2f}  {r['p99']:>6.1f}  {r['floor_p50']:>9.2f}  "
-            f"{r['errors']:>6}  statuses {r['statuses']}"
+            f"{r['students']:>8}  {r['requests']:>8}  {r['per_s']:>10.0f}  {r['floor_per_s']:>14.0f}  "
+            f"{r['asyncio_per_s']:>13.0f}  {r['ratio']:>15.2f}  {r['p50']:>6.2f}  {r['p99']:>6.1f}  "
+            f"{r['floor_p99']:>9.1f}  {r['errors']:>6}  statuses {r['statuses']}"
         )
+    lines += wrk_report(result.get("wrk"))
     return "\n".join(lines + what_a_class_does(result))
+
+
+def wrk_report(rows: list | None) -> list[str]:
+    if rows is None:
+        return ["wrk: not installed (apt-get install wrk), so not measured"]
+    lines = [f"wrk (median of {WRK_ROUNDS} runs of {WRK_SECONDS} s each; keep-alive):"]
+    lines.append("server    students  requests/s  p50 ms   p99 ms  non-2xx  socket errors  / threaded")
+    threaded = {r["students"]: r["per_s"] for r in rows if r["server"] == "threaded"}
+    for r in sorted(rows, key=lambda r: (r["students"], r["server"])):
+        ratio = r["per_s"] / threaded[r["students"]] if threaded.get(r["students"]) else float("nan")
+        lines.append(
+            f"{r['server']:<9} {r['students']:>8}  {r['per_s']:>10.0f}  {r['p50']:>6.2f}  {r['p99']:>7.2f}  "
+            f"{r['non_2xx']:>7}  {r['socket_errors']:>13}  {ratio:>10.2f}"
+        )
+    return lines
 
 
 def what_a_class_does(result: dict) -> list[str]:
@@ -383,6 +568,12 @@ def what_a_class_does(result: dict) -> list[str]:
     )
     t = result["too_large"]
     lines.append(f"headers claiming {t['megabytes']} MB, no body: {t['answer']!r} after {t['ms']:.1f} ms")
+    h = result.get("held")
+    if h:
+        lines.append(
+            f"a held thread: {h['held_mb']:.1f} MB kept for a {h['body_mb']:.1f} MB thread create "
+            f"({h['ratio']:.2f}x the body)"
+        )
     p = result["pauses"]
     if p is None:
         return lines
@@ -400,7 +591,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "what", nargs="*", help="`floor`: the floor server alone; `pause VARIANT`: one parse_pause"
+        "what",
+        nargs="*",
+        help="`floor` or `floor-asyncio`: a floor server alone; `pause VARIANT`: one parse_pause",
     )
     parser.add_argument("--megabytes", type=int, default=BIG_MB, help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="fewer requests per student")
@@ -411,12 +604,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == ["floor"]:
         floor_main()
         return 0
+    if args.what == ["floor-asyncio"]:
+        asyncio_floor_main()
+        return 0
     if args.what[:1] == ["pause"] and args.what[1:] and args.what[1] in PARSES:
         print(parse_pause(args.what[1], args.megabytes))
         return 0
     if args.what:
         parser.error(f"unknown {' '.join(args.what)!r}: give `floor`, `pause {'|'.join(PARSES)}`, or nothing")
-    quick = {"requests": 100, "pause_reps": 1} if args.quick else {}
+    quick = {"requests": 100, "pause_reps": 1, "wrk_rounds": 1} if args.quick else {}
     if args.root.resolve() != ROOT:  # the parse pauses use this checkout's parse_json: not the other's
         quick["pause_reps"] = 0
     print(report(measure(**quick, root=args.root.resolve())))

@@ -154,7 +154,7 @@ def test_replay_cost_child_times_a_whole_replay_in_process(monkeypatch, tmp_path
 def test_commands_are_shown_as_a_reader_would_type_them():
     argv = [replay_cost.sys.executable, str(common.ROOT / "s01_agent_loop.py")]
     assert replay_cost.shown(argv) == "python s01_agent_loop.py"
-    assert replay_cost.shown(replay_cost.FLOOR) == 'python -c "import anthropic"'
+    assert replay_cost.shown(replay_cost.FLOOR) == 'python -c "import gc, anthropic; gc.freeze()"'
 
 
 def test_interleaved_runs_every_command_the_same_number_of_times():

@@ -5,6 +5,7 @@ import http.client
 import io
 import json
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 from conftest import ROOT, offline_env
 
 import s01_agent_loop
-from workbook import classroom, compare, fixtures, scratch, wire
+from workbook import classroom, compare, connection, fixtures, scratch, wire
 from workbook import server as classroom_server
 
 S01 = ROOT / "fixtures" / "s01_hello_agent.json"
@@ -641,16 +642,18 @@ def test_connections_past_the_limit_are_closed_and_counted_back_when_others_end(
 def test_kept_alive_connection_serves_many_requests_each_reply_in_one_write(serve):
     writes = []
 
-    class Counting(classroom_server.Handler):
-        def setup(self):
-            super().setup()
-            writes.append(("nodelay", self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
-            sock_io = self.wfile.raw
-            send = sock_io.write
-            sock_io.write = lambda data: writes.append(("write", len(data))) or send(data)
+    class Counting(connection.Connection):
+        def __init__(self, server, reader, writer):
+            super().__init__(server, reader, writer)
+            sock = writer.get_extra_info("socket")
+            writes.append(("nodelay", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+
+        def write(self, data: bytes) -> None:
+            writes.append(("write", len(data)))
+            super().write(data)
 
     server, _ = serve()
-    server.RequestHandlerClass = Counting
+    server.connection_class = Counting
     parts = urlsplit(server.url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
     headers = {"x-api-key": "alice", "anthropic-version": "2023-06-01", "content-type": "application/json"}
@@ -785,7 +788,9 @@ def test_a_key_longer_than_a_name_is_refused(serve):
 def test_the_load_benchmark_runs_on_tiny_inputs():
     from bench import server_load
 
-    result = server_load.measure(requests=8, students=(1, 2), storms=(3,), big_mb=1, pause_reps=0)
+    result = server_load.measure(
+        requests=8, students=(1, 2), storms=(3,), big_mb=1, pause_reps=0, wrk_rounds=0
+    )
     assert [r["students"] for r in result["levels"]] == [1, 2]
     assert all(r["errors"] == 0 and r["statuses"] == [200] and r["requests"] >= 8 for r in result["levels"])
     assert result["storms"] == [result["storms"][0] | {"n": 3, "dropped": 0}]
@@ -794,3 +799,135 @@ def test_the_load_benchmark_runs_on_tiny_inputs():
     assert result["pauses"] is None  # each pause is a process of its own: measured just below
     assert server_load.parse_pause("parse_json", megabytes=1) >= 0
     assert "students  requests  requests/s" in server_load.report(result)
+    assert result["wrk"] is None and result["held"]["body_mb"] > 0.9
+
+
+WRK_SAMPLE = """Running 5s test @ http://127.0.0.1:8901
+  Latency Distribution
+     50%  402.00us
+     99%    1.20s
+  12000 requests in 5.00s, 1.00MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 7
+Requests/sec:   2400.50
+"""
+
+
+def test_the_load_benchmark_reads_wrks_report():
+    from bench import server_load
+
+    assert server_load.read_wrk(WRK_SAMPLE) == {
+        "per_s": 2400.5,
+        "p50": pytest.approx(0.402),
+        "p99": 1200.0,
+        "non_2xx": 7,
+        "socket_errors": 3,
+    }
+
+
+@pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed (apt-get install wrk)")
+def test_the_load_benchmark_drives_every_server_with_wrk():
+    from bench import server_load
+
+    rows = server_load.wrk_levels(students=(2,), rounds=1, seconds=1)
+    assert {r["server"] for r in rows} == {"replay", "threaded", "asyncio"}
+    assert all(r["per_s"] > 0 and r["non_2xx"] == 0 for r in rows)
+
+
+# -- issue 23: what one hostile client could do to the class ----------------------------------------
+
+
+@pytest.mark.parametrize("size", [b"-1", b"+2", b"0x2", b" 2", b"123456789", b"2 ", b""])
+def test_a_chunk_size_that_is_not_plain_hex_digits_is_a_400_before_anything_is_read(serve, size):
+    server, log = serve()
+    chunked = head(transfer_encoding="chunked")
+    # the chunk's data never comes: only a refusal at its size line can answer
+    status, data = answer_of(raw_exchange(server.url, chunked + size + b"\r\n"))
+    assert status == 400 and "hexadecimal digits" in error_message(data)
+    assert "400 a chunk's size" in log.getvalue()
+
+
+def test_a_chunk_extension_after_a_plain_size_is_still_read(serve):
+    server, _ = serve()
+    body = json.dumps(request(TURN1)).encode()
+    sent = head(transfer_encoding="chunked", connection="close") + b"%x;name=v\r\n%s\r\n0\r\n\r\n" % (
+        len(body),
+        body,
+    )
+    assert answer_of(raw_exchange(server.url, sent))[0] == 200
+
+
+@pytest.mark.parametrize("encoding", ["gzip, chunked", "chunked, identity", "xchunked", "identity"])
+def test_a_transfer_encoding_other_than_chunked_is_a_400(serve, encoding):
+    server, _ = serve()
+    status, data = answer_of(
+        raw_exchange(server.url, head(transfer_encoding=encoding) + b"2\r\n{}\r\n0\r\n\r\n")
+    )
+    assert status == 400 and "only chunked is taken" in error_message(data)
+
+
+def test_one_address_cannot_hold_every_connection(serve):
+    server, log = serve(limits=classroom.Limits(connections=10))
+    server.caps = classroom_server.AddressCaps(connections=3, names=16)
+    parts = urlsplit(server.url)
+    held = [socket.create_connection((parts.hostname, parts.port), timeout=10) for _ in range(3)]
+    try:
+        for sock in held:  # each served and kept open
+            sock.sendall(head("GET /replay/status", connection="keep-alive"))
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert raw_exchange(server.url, b"") == b""  # a fourth from the same address: closed at once
+        assert "3 open already from this address" in log.getvalue()
+        assert server.open_connections == 3  # the class (10) is far from full: other machines get in
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_one_address_cannot_fill_the_class_with_new_names(serve):
+    server, log = serve(limits=classroom.Limits(students=100))
+    server.caps = classroom_server.AddressCaps(connections=64, names=3)
+    for name in ("a", "b", "c"):
+        assert post(server.url, request(TURN1), key=name)[0] == 200
+    status, _, data = post(server.url, request(TURN1), key="d")
+    assert (status, data["error"]["type"]) == (403, "permission_error")
+    assert (
+        "brought 3 names" in data["error"]["message"]
+        and "--max-names-per-address" in data["error"]["message"]
+    )
+    assert post(server.url, request(turn2()), key="a")[0] == 200  # its own names carry on
+    assert [s["student"] for s in server.classroom.status()["students"]] == ["a", "b", "c"]
+    assert "403 a new name over this address's 3" in log.getvalue()
+
+
+def test_the_caps_are_in_the_banner(serve):
+    server, _ = serve()
+    text = classroom_server.banner(server, classroom.LOOPBACK)
+    assert "per client address 64 connections and 16 new names" in text and "MB in all" in text
+
+
+@pytest.mark.parametrize("where", ["model", "header"])
+def test_a_key_sent_as_the_fixture_name_is_never_logged_nor_echoed(serve, where):
+    server, log = serve()
+    key = "sk-ant-api03-SECRETSECRET"
+    if where == "model":
+        status, _, data = post(server.url, request(TURN1, model=f"replay:{key}"))
+    else:
+        status, _, data = post(server.url, request(TURN1), x_replay_fixture=key)
+    assert (status, data["error"]["type"]) == (404, "not_found_error")
+    assert "looks like a real Anthropic API key" in data["error"]["message"]
+    assert "SECRET" not in json.dumps(data) and "SECRET" not in log.getvalue()
+    assert "(not shown)" in log.getvalue()
+
+
+def test_a_big_body_is_judged_off_the_loop_while_others_are_answered(serve):
+    server, _ = serve()
+    padded = request(turn2()) | {"metadata": {"user_id": "x" * (classroom_server.OFF_LOOP_BYTES + 10)}}
+    judged_on = []
+    server.classroom.observer = lambda student, *_: judged_on.append(
+        (student, threading.current_thread().name)
+    )
+    post(server.url, request(TURN1), key="big")
+    assert post(server.url, padded, key="big")[0] == 200  # the same answer, from a worker thread
+    assert post(server.url, request(TURN1), key="small")[0] == 200
+    assert [who for who, _ in judged_on] == ["big", "big", "small"]
+    assert judged_on[1][1].startswith("replay-judge") and not judged_on[2][1].startswith("replay-judge")

@@ -371,3 +371,68 @@ def test_the_epilogue_shows_a_continue_carrying_only_the_new_messages():
     assert "tool_runner:        REQUEST 2  thread: continue from msg_01HzF7…" in text
     assert re.search(r"REQUEST 2  thread: continue .*\n  messages: 1 ", text)
     assert re.search(r"hand-written loop:  REQUEST 2  no thread .*\n  messages: 3 ", text)
+
+
+# -- issue 23 / 29: held threads are bounded in bytes, per student and in all --------------------------
+
+
+def created_thread(held: threads.Threads, n: int, text: str = "x" * 1000) -> str:
+    """Hold one thread of a user message and a reply `msg_n`; returns the reply's id."""
+    request = {"messages": [{"role": "user", "content": text}]}
+    held.hold({"type": "create"}, request, {"id": f"msg_{n}", "content": [{"type": "text", "text": "ok"}]})
+    return f"msg_{n}"
+
+
+def continue_of(previous: str) -> dict:
+    return {"thread": {"type": "continue", "previous_message_id": previous}, "messages": []}
+
+
+def test_a_thread_is_held_as_compact_json_about_the_size_of_its_conversation():
+    held = threads.Threads(ledger=threads.Ledger())
+    created_thread(held, 1, "y" * 100_000)
+    assert 100_000 < held.bytes < 101_000  # the text once, not three parsed copies
+    request, _ = held.expand(continue_of("msg_1"))
+    assert (
+        request["messages"][0]["content"] == "y" * 100_000 and request["messages"][1]["role"] == "assistant"
+    )
+
+
+def test_a_students_thread_flood_drops_their_oldest_first_and_a_dropped_one_is_not_found():
+    held = threads.Threads(most=6_000, ledger=threads.Ledger())
+    ids = [created_thread(held, n) for n in range(50)]  # about 1.1 kB each: five fit
+    assert list(held.held) == ids[-5:] and held.bytes <= 6_000
+    with pytest.raises(threads.Refusal) as caught:
+        held.expand(continue_of(ids[0]))
+    assert caught.value.status == 404 and caught.value.details["error_code"] == "thread_not_found"
+    assert held.expand(continue_of(ids[-1]))[0]["messages"][0]["content"] == "x" * 1000
+
+
+def test_threads_of_every_student_together_stay_under_the_total_oldest_of_all_first():
+    ledger = threads.Ledger(most=10_000)
+    alice, bob = threads.Threads(ledger=ledger), threads.Threads(ledger=ledger)
+    first = created_thread(alice, 0)
+    for n in range(1, 30):
+        created_thread(bob, n)
+    assert ledger.total <= 10_000 and first not in alice.held  # alice's old thread went first
+    assert len(bob.held) == len(ledger.entries) and bob.bytes == ledger.total
+
+
+def test_a_collected_clients_threads_are_no_longer_counted():
+    ledger = threads.Ledger()
+    held = threads.Threads(ledger=ledger)
+    created_thread(held, 1)
+    assert ledger.total > 0
+    del held
+    gc.collect()
+    created_thread(threads.Threads(ledger=ledger), 2)  # the next change settles what was released
+    assert len(ledger.entries) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_the_sdk_recovers_from_a_dropped_thread_by_sending_the_whole_conversation(stream):
+    client, transport = replay.replay_client(S02, "s02", match="shape", max_retries=0)
+    transport.threads = threads.Threads(most=1, ledger=threads.Ledger())  # nothing stays held
+    assert run_tool_runner(client, S02, stream) == recorded_stops(S02)
+    kinds = thread_kinds(transport.seen)
+    assert kinds[0] == "create" and "continue" in kinds  # each continue is a 404, then resent whole
+    assert transport.cursor == len(S02["exchanges"])

@@ -13,7 +13,9 @@ the same reason: `python -m workbook --help` needs no SDK.
 """
 
 import atexit
+import gc
 import os
+import re
 import sys
 
 
@@ -28,6 +30,19 @@ def _quiet_ctrl_c(kind, value, traceback) -> None:
 
 
 sys.excepthook = _quiet_ctrl_c
+
+
+def _running_a_step() -> bool:
+    """Whether this process is `python sNN_x.py`: the script that imported us is a step."""
+    main = getattr(sys.modules.get("__main__"), "__file__", None) or ""
+    return re.fullmatch(r"s\d\d_\w+\.py", os.path.basename(main)) is not None
+
+
+# A step imports the SDK next: hundreds of thousands of objects that live until exit. Collecting
+# while they are made finds nothing to free and costs about a third of the import, so the collector
+# stays off until launch.start has them all, freezes them and turns it back on (docs/benchmarks.md).
+if _running_a_step():
+    gc.disable()
 
 PUBLIC = {  # name -> the module that holds it
     "replay_client": "workbook.replay",

@@ -92,9 +92,21 @@ class Run:
 
 
 def start(args: argparse.Namespace, model: str, script: str, **client_options) -> Run:
-    """Pick the mode from the flags and the environment, and build the client for it.
+    """Pick the mode from the flags and the environment, and build the client for it (see `choose`).
 
-    With no task: a replay (the step's default fixture unless --replay names one), key or no key.
+    Everything imported and loaded by now lives as long as the process: frozen, later collections
+    (and the one at exit) never scan it again, and the collector, off while it all loaded
+    (workbook/__init__.py), comes back on.
+    """
+    try:
+        return choose(args, model, script, **client_options)
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def choose(args: argparse.Namespace, model: str, script: str, **client_options) -> Run:
+    """With no task: a replay (the step's default fixture unless --replay names one), key or no key.
     With a task: a live run, which needs ANTHROPIC_API_KEY. Flags that contradict each other stop here.
     """
     model = args.model or os.environ.get("MODEL_ID") or model
@@ -151,10 +163,11 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
             f"trust list — read it, then `python -m workbook trust {name}`, or replay it with s02 or later"
         )
     lenient = bool(os.environ.get(REBUILD_ENV))
-    client, transport = replay_client(fixture, name, not lenient, True, **client_options)
+    # Only `rebuild` (lenient) reads every request back; a step's own replay keeps only the last.
+    client, transport = replay_client(fixture, name, not lenient, True, keep_all=lenient, **client_options)
     # The SDK's and the fixture's objects live as long as the process: freezing them spares every
     # later garbage collection (and the one at exit) from scanning them again. Measured in
-    # docs/benchmarks.md: a whole replay drops to about the cost of `import anthropic` alone.
+    # docs/benchmarks.md: a whole replay costs about `import anthropic; gc.freeze()` alone.
     gc.freeze()
     workspace = copy_workspace(fixture["workspace"])
     banner = f"offline replay of {name} ({fixture['provenance']}); no API key used"

@@ -18,6 +18,41 @@ from workbook.wire import http_response, recorded_message
 MATCHES = ("strict", "shape")  # how a request is compared with the recorded one
 
 
+def sdk_json(value) -> bytes:
+    """A value as the SDK writes a request body: compact, UTF-8, no NaN (anthropic's openapi_dumps)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+class RecordedBytes:
+    """Recorded requests as the SDK would send them, built turn by turn from the one before.
+
+    A loop resends the whole history each turn, so a recorded request is the previous one plus what
+    is new: its messages already written are reused, and only the new ones are written. The work per
+    turn is a C-level comparison of the history and a copy of bytes, never a parse.
+    """
+
+    def __init__(self):
+        self.messages: list = []  # the recorded messages written last
+        self.written: list[bytes] = []  # each of them as bytes
+
+    def of(self, request: dict) -> bytes:
+        messages = request.get("messages")
+        if not isinstance(messages, list):
+            return sdk_json(request)
+        known = len(self.messages)
+        if len(messages) < known or messages[:known] != self.messages:  # the history was rewritten
+            known, self.written = 0, []
+        self.written = self.written[:known] + [sdk_json(m) for m in messages[known:]]
+        self.messages = messages
+        fields = [
+            sdk_json(key)
+            + b":"
+            + (b"[" + b",".join(self.written) + b"]" if key == "messages" else sdk_json(v))
+            for key, v in request.items()
+        ]
+        return b"{" + b",".join(fields) + b"}"
+
+
 @dataclass
 class ReplayTransport:
     """Serves a fixture's responses in order; checks each request against the API and the recording.
@@ -34,21 +69,43 @@ class ReplayTransport:
     name: str = "fixture"
     strict: bool = True
     cursor: int = 0
-    # Each request's bytes as the loop sent them: bytes are never scanned by the garbage collector,
-    # where a parsed copy of every request (each holding the whole history) made long runs quadratic.
+    # The requests' bytes as the loop sent them (bytes: the garbage collector never scans them). Every
+    # one with keep_all, for notebooks and `rebuild`; only the last otherwise, so a long run's memory
+    # stays flat (keeping each request, each holding the whole history, grew with the square of the turns).
     sent: list[bytes] = field(default_factory=list)
     checked: bool = False  # the fixture came through load_fixture: its recorded requests keep the rules
     match: str = "strict"
     threads: Threads = field(default_factory=Threads)  # conversations held for thread requests
+    keep_all: bool = True
+    expected: RecordedBytes = field(default_factory=RecordedBytes)  # the recording's bytes, turn by turn
 
     @property
     def seen(self) -> list[dict]:
-        """The request bodies in the order the loop sent them, parsed anew on each access."""
+        """The request bodies kept (see `sent`), in the order the loop sent them, parsed on each access."""
         return [json.loads(raw or b"{}") for raw in self.sent]
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.sent.append(request.content)
-        body = json.loads(request.content or b"{}")
+        raw = request.content
+        if self.keep_all:
+            self.sent.append(raw)
+        else:
+            self.sent[:] = [raw]
+        exchanges = self.fixture["exchanges"]
+        if self.cursor < len(exchanges) and self.same_bytes(raw, exchanges[self.cursor]):
+            recorded = exchanges[self.cursor]  # byte for byte the checked recording: nothing to parse
+            self.cursor += 1
+            return http_response(recorded["response"], bool(recorded["request"].get("stream")))
+        return self.parsed(json.loads(raw or b"{}"))
+
+    def same_bytes(self, raw: bytes, recorded: dict) -> bool:
+        """Whether the loop sent exactly the recording's bytes, the way the SDK writes them. Only for a
+        strict replay of a checked fixture, where a request equal to its recording needs no check."""
+        if not (self.strict and self.checked and self.match == "strict") or recorded.get("match"):
+            return False
+        return raw == self.expected.of(recorded["request"])
+
+    def parsed(self, body) -> httpx2.Response:
+        """A request that is not the recording's bytes: parsed, then checked and compared."""
         try:
             body, thread = self.threads.expand(body)  # a thread's request, whole again
         except Refusal as refusal:
@@ -61,7 +118,7 @@ class ReplayTransport:
                 "the loop did not stop when the recording did"
             )
         recorded = exchanges[self.cursor]
-        # Identical to a recording already checked: nothing to compare, no cost.
+        # Identical to a recording already checked (in another key order, say): nothing to compare.
         if not (self.strict and self.checked and self.match == "strict" and body == recorded["request"]):
             self.check(body, recorded, turn)
         self.cursor += 1
@@ -88,6 +145,7 @@ def replay_client(
     strict: bool = True,
     checked: bool = False,
     match: str = "strict",
+    keep_all: bool = True,
     **client_options,
 ):
     """The real SDK client, talking to a ReplayTransport instead of the network.
@@ -95,10 +153,11 @@ def replay_client(
     checked=True says the fixture came from load_fixture, so a request identical to its recording
     needs no further check (the per-turn cost then stays flat however long the history grows).
     match="shape" compares only the conversation's shape (see ReplayTransport); the default is strict.
+    keep_all=False keeps only the last request (`transport.seen`), for a long run's memory.
     """
     if match not in MATCHES:
         raise WorkbookError(f"match={match!r}: use one of {', '.join(MATCHES)}")
-    transport = ReplayTransport(fixture, name, strict, checked=checked, match=match)
+    transport = ReplayTransport(fixture, name, strict, checked=checked, match=match, keep_all=keep_all)
     trust.follow(transport)  # the permission gate asks it which recorded exchange a tool call answers
     client = anthropic.Anthropic(api_key="replay", http_client=transport.http_client(), **client_options)
     return client, transport

@@ -26,10 +26,13 @@ The rules, in one place (docs/teaching.md explains them to a class):
   - recorded errors (429, 529 ...) are served as recorded, headers included; a recorded
     connection failure or timeout closes the connection without an answer.
 
-A class at once (the limits are `Limits`, below): each student's checks run under that student's own
-lock, so one student's big request never waits on, or holds up, another's; a body above the API's
-32 MB is a 413 before it is read; slow clients time out; students and connections are capped; names
-reach the teacher's terminal escaped.
+A class at once (the limits are `Limits` and `AddressCaps`, below): one event loop holds every
+connection, so a thousand idle students cost sockets, not threads. A small request is judged on the
+loop itself (a few tens of microseconds); a big one, or one whose student is still being answered, goes
+to a worker thread, so one student's 17 MB request never holds up the others. A body above the API's
+32 MB is a 413 before it is read; slow clients time out; students and connections are capped, in all
+and per client address; server-held threads are capped in bytes (workbook/threads.py); names reach the
+teacher's terminal escaped, and a real API key never reaches it at all.
 The recorded replies are recordings: they do not read a student's tool output (the front page says so).
 
 Run: python -m workbook serve fixtures/s01_hello_agent.json [MORE.json ...] [--port 8765] [--host 0.0.0.0]
@@ -38,23 +41,22 @@ Run: python -m workbook serve fixtures/s01_hello_agent.json [MORE.json ...] [--p
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import html
-import io
 import json
-import re
 import socket
 import sys
 import textwrap
 import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from workbook.classroom import (
     FIXTURE_HEADER,
     LOOPBACK,
+    MODEL_PREFIX,
     NOT_REACTING,
     REAL_KEY_PREFIX,
     Classroom,
@@ -63,292 +65,22 @@ from workbook.classroom import (
     api_error,
     printable,
 )
+from workbook.connection import HEAD_BYTES, Connection, Page, Request
 from workbook.errors import FixtureError, WorkbookError
 from workbook.fixtures import load_fixture
-from workbook.wire import sse_bytes
+from workbook.threads import PER_STUDENT_BYTES, TOTAL_BYTES
 
 DEFAULT_PORT = 8765
+OFF_LOOP_BYTES = 64 * 1024  # a body at least this big is parsed and judged on a worker thread
+WORKERS = 4  # worker threads for big bodies: a few students may send one at once
 
 
-class Refusal(Exception):
-    """A request answered before its body is read (too large, a bad length): answer, then close."""
+@dataclass
+class AddressCaps:
+    """What one client address (one machine) may hold, so that one machine cannot fill the class."""
 
-    def __init__(self, reply: Reply):
-        super().__init__(reply.body["error"]["message"])
-        self.reply = reply
-
-
-class TimedReader(io.RawIOBase):
-    """A socket's incoming bytes, each read bounded by a deadline the handler sets.
-
-    A socket timeout alone bounds each wait, so a client sending a byte every few seconds (slowloris)
-    would hold its thread forever; a deadline bounds the whole of the headers, or of the body.
-    """
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self.deadline = time.monotonic()
-
-    def within(self, seconds: float) -> None:
-        self.deadline = time.monotonic() + seconds
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the client took too long to send its request")
-        self.sock.settimeout(left)
-        return self.sock.recv_into(buffer)
-
-
-class Handler(BaseHTTPRequestHandler):
-    """POST /v1/messages, POST /replay/reset, GET /replay/status, GET / (how to connect + the table)."""
-
-    protocol_version = "HTTP/1.1"  # keep-alive, and chunked SSE
-    server_version = "workbook-replay/1"
-    server: ReplayServer
-    # Speed: headers and body gather in one buffer and leave in one write (http.server flushes after
-    # each request), and Nagle is off for the SSE events flushed one by one. Two small writes with
-    # Nagle on wait for the client's delayed ACK: 40 ms a request.
-    wbufsize = 64 * 1024
-    disable_nagle_algorithm = True
-
-    def setup(self):
-        super().setup()
-        self.rfile.close()  # replaced by one whose reads keep to the deadlines of `Limits`
-        self.reader = TimedReader(self.connection)
-        self.rfile = io.BufferedReader(self.reader, 64 * 1024)
-
-    def handle_one_request(self):
-        """Wait (bounded) for the next request on this connection; from its first byte, time its headers."""
-        self.reader.within(self.server.limits.idle)
-        try:
-            arrived = self.rfile.peek(1)
-        except (TimeoutError, ConnectionError):
-            arrived = b""
-        if not arrived:  # the student hung up, or stayed idle too long: close quietly
-            self.close_connection = True
-            return
-        self.reader.within(self.server.limits.headers)
-        super().handle_one_request()  # a TimeoutError in there is logged (log_error) and closes
-
-    def do_POST(self):
-        try:
-            raw = self.read_body()
-            path = urlsplit(self.path).path.rstrip("/")
-            if path == "/v1/messages":
-                self.send(self.messages(raw))
-            elif path == "/replay/reset":
-                self.send(self.reset())
-            else:
-                self.send(not_found(path))
-        except Refusal as refusal:
-            self.refuse(refusal.reply)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-        except TimeoutError:
-            raise  # handle_one_request logs it and closes the connection
-        except Exception as err:  # a bug here must not look like the student's mistake, nor kill the server
-            self.server.classroom.log("?", "-", "", f"500 server error: {err!r}")
-            self.send(api_error(500, "api_error", f"the replay server failed ({err!r}); tell the teacher"))
-
-    def do_GET(self):
-        path = urlsplit(self.path).path.rstrip("/")
-        classroom = self.server.classroom
-        if path == "/replay/status":
-            self.send(Reply(200, {}, classroom.status()))
-        elif path == "":
-            self.send_page(self.front_page())
-        else:
-            self.send(not_found(path))
-
-    def messages(self, raw: bytes) -> Reply:
-        """Who is asking, whether the API would even read the request, then the classroom's answer."""
-        student = self.student()
-        if isinstance(student, Reply):
-            return student
-        if not self.headers.get("anthropic-version"):
-            self.server.classroom.log(student, "-", "", "400 no anthropic-version header")
-            return api_error(
-                400,
-                "invalid_request_error",
-                "anthropic-version: header is required — send `anthropic-version: 2023-06-01`",
-            )
-        try:
-            body = parse_json(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-            self.server.classroom.log(student, "-", "", "400 body is not JSON")
-            return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
-        headers = {name.lower(): value for name, value in self.headers.items()}  # for the grader's eyes
-        return self.server.classroom.answer(student, body, self.headers.get(FIXTURE_HEADER), headers)
-
-    def reset(self) -> Reply:
-        student = self.student()
-        if isinstance(student, Reply):
-            return student
-        return Reply(200, {}, {"reset": student, "fixtures": self.server.classroom.reset(student)})
-
-    def student(self) -> str | Reply:
-        """The API key the client sent (x-api-key or a bearer token): the student's name, or a 401."""
-        key = self.headers.get("x-api-key", "")
-        auth = self.headers.get("authorization", "")
-        if not key and auth.lower().startswith("bearer "):
-            key = auth[len("bearer ") :]
-        key, most = utf8(key).strip(), self.server.limits.key_chars
-        if not key:
-            problem, logged = "x-api-key header is required", "401 no API key"
-        elif key.startswith(REAL_KEY_PREFIX):  # never printed: an API key never reaches a log
-            problem, logged = "that looks like a real Anthropic API key", "401 a real API key (not shown)"
-        elif len(key) > most:
-            problem, logged = f"the API key is {len(key)} characters long", f"401 an API key over {most}"
-        else:
-            return key
-        self.server.classroom.log("?", "-", "", logged)
-        return api_error(
-            401,
-            "authentication_error",
-            f"{problem} — on the replay server, send your name as the API key, at most {most} characters "
-            "(e.g. ANTHROPIC_API_KEY=alice)",
-        )
-
-    def read_body(self) -> bytes:
-        """The request body, sent with a Content-Length or chunked; a Refusal if too large or malformed."""
-        limits = self.server.limits
-        chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
-        self.reader.within(limits.body + limits.body_bytes / limits.body_rate)
-        if not chunked:
-            length = self.body_length()
-            self.reader.within(limits.body + length / limits.body_rate)
-            return self.rfile.read(length)
-        if self.headers.get("content-length"):
-            raise Refusal(bad_request("send a content-length or transfer-encoding: chunked, not both"))
-        chunks, total = [], 0
-        while size := self.chunk_size():
-            total += size
-            if total > limits.body_bytes:
-                raise Refusal(too_large(limits.body_bytes, f"the chunks so far add up to {total:,} bytes"))
-            chunks.append(self.rfile.read(size))
-            self.rfile.readline(64)
-        while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):  # trailers, then the blank line
-            pass
-        return b"".join(chunks)
-
-    def body_length(self) -> int:
-        """The content-length header as a number of bytes: a Refusal (400, 413) when it is not one we take."""
-        values = {v.strip() for v in self.headers.get_all("content-length") or []}
-        if len(values) > 1:
-            raise Refusal(bad_request(f"content-length: sent {len(values)} times with different values"))
-        value = values.pop() if values else "0"
-        if not re.fullmatch(r"[0-9]+", value):
-            raise Refusal(bad_request(f"content-length: must be a whole number of bytes, got {value[:20]!r}"))
-        if len(value) > 12 or int(value) > self.server.limits.body_bytes:
-            claim = f"{int(value[:12]):,}" + ("…" if len(value) > 12 else "")
-            raise Refusal(too_large(self.server.limits.body_bytes, f"this one says content-length: {claim}"))
-        return int(value)
-
-    def chunk_size(self) -> int:
-        line = self.rfile.readline(64)
-        try:
-            return int(line.split(b";")[0].strip() or b"x", 16)
-        except ValueError:
-            raise Refusal(
-                bad_request(f"a chunk's size must be a hexadecimal number, got {line[:20]!r}")
-            ) from None
-
-    def handle_expect_100(self) -> bool:
-        """A client that waits for 100 Continue before sending a body too large hears 413 at once instead."""
-        try:
-            self.body_length()
-        except Refusal as refusal:
-            self.refuse(refusal.reply)
-            return False
-        return super().handle_expect_100()
-
-    def refuse(self, reply: Reply) -> None:
-        """Answer a request whose body was not read, then close the connection.
-
-        The client may still be sending that body: read and drop it for a bounded time, or closing
-        with unread bytes would reset the connection before the client reads the answer.
-        """
-        message = reply.body["error"]["message"]
-        self.server.classroom.log("?", "-", "", f"{self.client_address[0]}: {reply.status} {message}")
-        self.send(Reply(reply.status, reply.headers | {"connection": "close"}, reply.body))
-        try:
-            self.wfile.flush()
-            self.connection.shutdown(socket.SHUT_WR)
-            self.reader.within(self.server.limits.linger)
-            while self.rfile.read1(64 * 1024):
-                pass
-        except OSError:  # a reset or the linger's end: either way, done with this client
-            pass
-
-    def send(self, reply: Reply) -> None:
-        """Write a reply: JSON with a length, or SSE one chunk per event; or close, for a recorded drop."""
-        if reply.drop:
-            self.close_connection = True
-            return
-        self.connection.settimeout(self.server.limits.write)
-        self.send_response(reply.status)
-        for key, value in reply.headers.items():
-            self.send_header(key, value)
-        if reply.events is None:
-            data = json.dumps(reply.body, ensure_ascii=False).encode()
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for event in reply.events:
-            chunk = sse_bytes([event])
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
-
-    def send_page(self, text: str) -> None:
-        """The front page: HTML for a browser (every name escaped), plain text for curl."""
-        if "text/html" in self.headers.get("accept", ""):
-            title = "Agent Loop Workbook: classroom replay server"
-            page = (
-                f"<!doctype html><meta charset=utf-8><title>{title}</title><pre>{html.escape(text)}</pre>\n"
-            )
-            data, kind = page.encode(), "text/html; charset=utf-8"
-        else:
-            data, kind = text.encode(), "text/plain; charset=utf-8"
-        self.connection.settimeout(self.server.limits.write)
-        self.send_response(200)
-        self.send_header("content-type", kind)
-        self.send_header("x-content-type-options", "nosniff")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def front_page(self) -> str:
-        """What a browser pointed at the server shows: how to connect, then the class table."""
-        host = printable(self.headers.get("host") or self.server.url.split("//")[1])[:100]
-        names = ", ".join(self.server.classroom.fixtures)
-        return (
-            "Agent Loop Workbook: classroom replay server\n\n"
-            f"  ANTHROPIC_BASE_URL=http://{host}  ANTHROPIC_API_KEY=<your name>\n\n"
-            f'fixtures: {names} (the first is the default; model "replay:NAME" or header '
-            f"{FIXTURE_HEADER}: NAME picks another)\n"
-            "start over: send the first message alone, or POST /replay/reset with your key\n\n"
-            + textwrap.fill(NOT_REACTING, 100)
-            + "\n\n"
-            + self.server.classroom.table(self.server.limits.listed)
-            + "\n"
-        )
-
-    def log_error(self, format, *args):  # http.server's own errors (timeouts, bad request lines): one line
-        self.server.classroom.log("?", "-", "", f"{self.client_address[0]}: {format % args}")
-
-    def log_message(self, format, *args):  # the teacher's log replaces http.server's own
-        pass
+    connections: int = 64  # open at once; the SDK keeps a few, a whole lab behind one NAT more
+    names: int = 16  # new students (API keys) it brings to the class; names it used before stay its own
 
 
 def utf8(header: str) -> str:
@@ -372,21 +104,6 @@ def object_in_python(pairs: list) -> dict:
     return dict(pairs)
 
 
-def bad_request(message: str) -> Reply:
-    return api_error(400, "invalid_request_error", message)
-
-
-def too_large(limit: int, detail: str) -> Reply:
-    """The API's answer to a request over its limit (32 MB), with what to do about it."""
-    most = f"{limit // 2**20} MB" if limit % 2**20 == 0 else f"{limit:,} bytes"
-    return api_error(
-        413,
-        "request_too_large",
-        f"Request exceeds the maximum allowed number of bytes: the most is {most} ({detail}). "
-        "Send less: shorten long tool output before it goes into a tool_result.",
-    )
-
-
 def not_found(path: str) -> Reply:
     return api_error(
         404,
@@ -395,12 +112,10 @@ def not_found(path: str) -> Reply:
     )
 
 
-class ReplayServer(ThreadingHTTPServer):
-    """A threading HTTP server holding one Classroom; port 0 picks a free port (see `url`)."""
-
-    daemon_threads = True
-    block_on_close = False  # a student's idle keep-alive connection must not hold up the shutdown
-    request_queue_size = 1024  # the listen backlog: a class connecting at once (the default 5 drops most)
+class ReplayServer:
+    """The classroom on one asyncio event loop, listening from the moment it is made (port 0 picks a
+    free port: see `url`). `serve_forever()` runs the loop in the calling thread until `shutdown()`,
+    called from another thread, as with the standard library's servers."""
 
     def __init__(
         self,
@@ -409,40 +124,210 @@ class ReplayServer(ThreadingHTTPServer):
         port: int = DEFAULT_PORT,
         out=None,
         limits: Limits | None = None,
+        caps: AddressCaps | None = None,
     ):
-        self.limits = limits or Limits()
+        self.limits, self.caps = limits or Limits(), caps or AddressCaps()
         self.classroom = Classroom(fixtures, out, self.limits.students)
-        self.open_connections, self.counting = 0, threading.Lock()
-        super().__init__((host, port), Handler)
+        # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
+        self.socket = socket.create_server((host, port), backlog=1024)
+        self.server_address = self.socket.getsockname()
+        self.open_connections = 0
+        self.open_from: dict[str, int] = {}  # client address -> connections open
+        self.names_from: dict[str, set[str]] = {}  # client address -> the students it brought
+        self.workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="replay-judge")
+        self.connection_class = Connection
+        self.ready, self.stopped = threading.Event(), threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.stop: asyncio.Event | None = None
 
-    def process_request(self, request, client_address) -> None:
-        """A thread for the connection, unless `limits.connections` are open already: then close it."""
-        with self.counting:
-            full = self.open_connections >= self.limits.connections
-            self.open_connections += not full
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        """Serve until shutdown() (poll_interval: accepted for the standard servers' callers, not needed)."""
+        try:
+            asyncio.run(self.serve())
+        finally:
+            self.stopped.set()
+
+    async def serve(self) -> None:
+        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+        listening = await asyncio.start_server(self.connected, sock=self.socket, limit=HEAD_BYTES)
+        self.ready.set()
+        async with listening:
+            await self.stop.wait()
+
+    def shutdown(self) -> None:
+        """Stop serve_forever() from another thread, and wait for it to end."""
+        if self.ready.wait(10) and not self.stopped.is_set():
+            self.loop.call_soon_threadsafe(self.stop.set)
+            self.stopped.wait(10)
+
+    def server_close(self) -> None:
+        self.socket.close()
+        self.workers.shutdown(wait=False)
+
+    async def connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A new connection: served, unless the class or this client address has its most open already."""
+        address = (writer.get_extra_info("peername") or ("?",))[0]
+        full = self.too_many_connections(address)
         if full:
-            self.classroom.log(
-                "?", "-", "", f"{client_address[0]}: closed, {self.limits.connections} open already"
-            )
-            request.close()
+            self.classroom.log("?", "-", "", f"{address}: closed, {full}")
+            writer.close()
             return
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request) -> None:
-        super().shutdown_request(request)
-        with self.counting:
+        self.open_connections += 1
+        self.open_from[address] = self.open_from.get(address, 0) + 1
+        try:
+            await self.connection_class(self, reader, writer).serve()
+        except Exception as err:  # a bug here must not end the server: one line in the log
+            self.classroom.log("?", "-", "", f"server error with {address}: {err!r}")
+        finally:
             self.open_connections -= 1
+            self.open_from[address] -= 1
+            if not self.open_from[address]:
+                del self.open_from[address]
+            writer.close()
 
-    def handle_error(self, request, client_address) -> None:
-        """A student who hangs up mid-request is not news; anything else is one line in the log."""
-        err = sys.exc_info()[1]
-        if not isinstance(err, ConnectionError):
-            self.classroom.log("?", "-", "", f"server error with {client_address[0]}: {err!r}")
+    def too_many_connections(self, address: str) -> str | None:
+        if self.open_connections >= self.limits.connections:
+            return f"{self.limits.connections} open already"
+        if self.open_from.get(address, 0) >= self.caps.connections:
+            return f"{self.caps.connections} open already from this address (its most)"
+        return None
+
+    async def respond(self, request: Request, address: str) -> Reply | Page:
+        """What a request gets: judged here on the loop when small, on a worker thread when big or
+        when its student is still being answered (their desk is taken: waiting here would stop all)."""
+        path, classroom = request.path, self.classroom
+        if request.method == "GET":
+            if path == "/replay/status":
+                return Reply(200, {}, classroom.status())
+            return self.front_page(request) if path == "" else not_found(path)
+        if request.method != "POST":
+            return api_error(
+                405, "invalid_request_error", f"{request.method} is not served here: POST or GET"
+            )
+        if path not in ("/v1/messages", "/replay/reset"):
+            return not_found(path)
+        student = self.student(request)
+        if isinstance(student, Reply):
+            return student
+        refused = self.admit(student, address)
+        if refused:
+            return refused
+        judge = self.messages if path == "/v1/messages" else self.reset
+        desk = classroom.desks.get(student)
+        known = desk is not None
+        if len(request.body) >= OFF_LOOP_BYTES or (known and desk.locked()):
+            reply = await self.loop.run_in_executor(self.workers, judge, request, student)
+        else:
+            reply = judge(request, student)
+        if not known and student in classroom.desks:
+            self.names_from.setdefault(address, set()).add(student)
+        return reply
+
+    def admit(self, student: str, address: str) -> Reply | None:
+        """A 403 for a new name from an address that has brought its most already; else None."""
+        if student in self.classroom.desks:
+            return None
+        brought = self.names_from.get(address, ())
+        if student in brought or len(brought) < self.caps.names:
+            return None
+        self.classroom.log("?", "-", "", f"{address}: 403 a new name over this address's {self.caps.names}")
+        return api_error(
+            403,
+            "permission_error",
+            f"this machine has brought {self.caps.names} names to the class already, its most: use a "
+            "name you used before, or ask the teacher to restart with a higher --max-names-per-address",
+        )
+
+    def messages(self, request: Request, student: str) -> Reply:
+        """Whether the API would even read the request, then the classroom's answer (no 500 escapes)."""
+        try:
+            return self.judge(request, student)
+        except Exception as err:  # a bug here must not look like the student's mistake
+            self.classroom.log(student, "-", "", f"500 server error: {err!r}")
+            return api_error(500, "api_error", f"the replay server failed ({err!r}); tell the teacher")
+
+    def judge(self, request: Request, student: str) -> Reply:
+        if not request.headers.get("anthropic-version"):
+            self.classroom.log(student, "-", "", "400 no anthropic-version header")
+            return api_error(
+                400,
+                "invalid_request_error",
+                "anthropic-version: header is required — send `anthropic-version: 2023-06-01`",
+            )
+        try:
+            body = parse_json(request.body)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+            self.classroom.log(student, "-", "", "400 body is not JSON")
+            return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
+        chosen = request.headers.get(FIXTURE_HEADER)
+        if looks_like_a_key(chosen, body):  # never logged, never echoed
+            self.classroom.log(student, "-", "", "404 a fixture name that looks like an API key (not shown)")
+            return api_error(
+                404,
+                "not_found_error",
+                "that fixture name looks like a real Anthropic API key, so it is neither shown nor kept: "
+                f"name a fixture this server serves ({', '.join(self.classroom.fixtures)})",
+            )
+        return self.classroom.answer(student, body, chosen, headers=request.headers)
+
+    def reset(self, request: Request, student: str) -> Reply:
+        return Reply(200, {}, {"reset": student, "fixtures": self.classroom.reset(student)})
+
+    def student(self, request: Request) -> str | Reply:
+        """The API key the client sent (x-api-key or a bearer token): the student's name, or a 401."""
+        key = request.headers.get("x-api-key", "")
+        auth = request.headers.get("authorization", "")
+        if not key and auth.lower().startswith("bearer "):
+            key = auth[len("bearer ") :]
+        key, most = utf8(key).strip(), self.limits.key_chars
+        if not key:
+            problem, logged = "x-api-key header is required", "401 no API key"
+        elif key.startswith(REAL_KEY_PREFIX):  # never printed: an API key never reaches a log
+            problem, logged = "that looks like a real Anthropic API key", "401 a real API key (not shown)"
+        elif len(key) > most:
+            problem, logged = f"the API key is {len(key)} characters long", f"401 an API key over {most}"
+        else:
+            return key
+        self.classroom.log("?", "-", "", logged)
+        return api_error(
+            401,
+            "authentication_error",
+            f"{problem} — on the replay server, send your name as the API key, at most {most} characters "
+            "(e.g. ANTHROPIC_API_KEY=alice)",
+        )
+
+    def front_page(self, request: Request) -> Page:
+        """How to connect, then the class table: HTML for a browser (every name escaped), text for curl."""
+        host = printable(utf8(request.headers.get("host", "")) or self.url.split("//")[1])[:100]
+        names = ", ".join(self.classroom.fixtures)
+        text = (
+            "Agent Loop Workbook: classroom replay server\n\n"
+            f"  ANTHROPIC_BASE_URL=http://{host}  ANTHROPIC_API_KEY=<your name>\n\n"
+            f'fixtures: {names} (the first is the default; model "replay:NAME" or header '
+            f"{FIXTURE_HEADER}: NAME picks another)\n"
+            "start over: send the first message alone, or POST /replay/reset with your key\n\n"
+            + textwrap.fill(NOT_REACTING, 100)
+            + "\n\n"
+            + self.classroom.table(self.limits.listed)
+            + "\n"
+        )
+        if "text/html" not in request.headers.get("accept", ""):
+            return Page("text/plain; charset=utf-8", text.encode())
+        title = "Agent Loop Workbook: classroom replay server"
+        page = f"<!doctype html><meta charset=utf-8><title>{title}</title><pre>{html.escape(text)}</pre>\n"
+        return Page("text/html; charset=utf-8", page.encode())
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{lan_address() if host == '0.0.0.0' else host}:{port}"
+
+
+def looks_like_a_key(chosen: str | None, body) -> bool:
+    """Whether the fixture asked for (header, or model "replay:NAME") holds a real API key."""
+    model = body.get("model") if isinstance(body, dict) else None
+    named = [chosen or "", model[len(MODEL_PREFIX) :] if isinstance(model, str) else ""]
+    return any(REAL_KEY_PREFIX in utf8(name) for name in named)
 
 
 def lan_address() -> str:
@@ -482,7 +367,18 @@ def banner(server: ReplayServer, host: str) -> str:
             f"teacher:  {server.url}/ or {server.url}/replay/status for the class table; "
             + ("Enter prints it here; " if interactive() else "")
             + "Ctrl-C stops",
+            f"limits:   {caps(server)}",
         ]
+    )
+
+
+def caps(server: ReplayServer) -> str:
+    """The caps that keep one student or one machine from holding the class, in one line."""
+    limits, per = server.limits, server.caps
+    return (
+        f"{limits.students} students, {limits.connections} connections; per client address "
+        f"{per.connections} connections and {per.names} new names; threads held "
+        f"{PER_STUDENT_BYTES // 2**20} MB a student, {TOTAL_BYTES // 2**20} MB in all (oldest dropped first)"
     )
 
 
@@ -533,10 +429,23 @@ def main(argv: list[str]) -> int:
         default=Limits.students,
         help=f"distinct API keys (names) kept; one more is refused (default {Limits.students})",
     )
+    parser.add_argument(
+        "--max-connections-per-address",
+        type=positive,
+        default=AddressCaps.connections,
+        help=f"connections one client address may hold open (default {AddressCaps.connections})",
+    )
+    parser.add_argument(
+        "--max-names-per-address",
+        type=positive,
+        default=AddressCaps.names,
+        help=f"new names (API keys) one client address may bring (default {AddressCaps.names})",
+    )
     args = parser.parse_args(argv)
     try:
         limits = Limits(students=args.max_students)
-        server = ReplayServer(load_fixtures(args.fixtures), args.host, args.port, limits=limits)
+        per = AddressCaps(args.max_connections_per_address, args.max_names_per_address)
+        server = ReplayServer(load_fixtures(args.fixtures), args.host, args.port, limits=limits, caps=per)
     except WorkbookError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -546,8 +455,8 @@ def main(argv: list[str]) -> int:
         return 1
     print(banner(server, args.host), flush=True)
     # Everything loaded so far (the SDK, the fixtures: a few hundred thousand objects) lives until
-    # exit: move it out of the collector's sight. A full collection, which holds up every student's
-    # thread, then walks only what requests made; during a 17 MB request, ten times less pause.
+    # exit: move it out of the collector's sight. A full collection, which holds up the event loop
+    # and every worker, then walks only what requests made; during a 17 MB request, ten times less pause.
     gc.freeze()
     if interactive():
         threading.Thread(target=print_table_on_enter, args=(server.classroom,), daemon=True).start()

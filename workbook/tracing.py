@@ -64,6 +64,8 @@ class Trace:
     def call(self, step: int, messages: list, outcome, started: float, budget, **extra) -> None:
         """The line for one model call: what it added to the messages, the reply (or, s06, the error)
         and what the run has spent. `extra`: what this request has that the start line does not."""
+        if self.path is None:  # no trace file: nothing to write, and no copy of the history to keep
+            return
         new = next((i for i, (a, b) in enumerate(zip(self.logged, messages)) if a is not b), len(self.logged))
         sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:], **extra}
         spent = {"spent": {"tokens": budget.tokens, "cost": round(budget.cost, 6)}} if budget else {}
