@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from workbook.contract import combined_messages
+
 
 def normalize_block(block) -> dict:
     """The parts of a content block that the comparison looks at; absent and null fields dropped."""
@@ -19,12 +21,17 @@ def normalize_block(block) -> dict:
 
 
 def normalize_messages(messages: list) -> list[dict]:
-    """Messages with string content turned into one text block, so both spellings compare equal."""
+    """The conversation as the API reads it, so that equal conversations compare equal.
+
+    String content becomes one text block; consecutive same-role messages are one turn (the API
+    combines them); a turn's tool_results are put in tool_use_id order (the API pairs them by id)."""
     out = []
-    for m in messages:
-        content = m.get("content")
-        blocks = [content] if isinstance(content, str) else content or []
-        out.append({"role": m.get("role"), "content": [normalize_block(b) for b in blocks]})
+    for turn in combined_messages(messages):
+        blocks = [normalize_block(b) for b in turn["content"]]
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        if results and blocks[: len(results)] == results:
+            blocks[: len(results)] = sorted(results, key=lambda b: str(b.get("tool_use_id")))
+        out.append({"role": turn["role"], "content": blocks})
     return out
 
 
@@ -40,7 +47,7 @@ def request_diff(
     structure_only = structure_only or conversation_only
     want, got = normalize_messages(expected["messages"]), normalize_messages(actual.get("messages", []))
     if len(want) != len(got):
-        return _count_diff(want, got)
+        return _count_diff(want, got, len(expected["messages"]), len(actual.get("messages", [])))
     for i, (w, g) in enumerate(zip(want, got)):
         if w["role"] != g["role"]:
             return f"messages[{i}] should come from the {w['role']}, got {g['role']}"
@@ -60,9 +67,11 @@ def request_diff(
     return None
 
 
-def _count_diff(want: list, got: list) -> str:
-    """Name the first recorded message the loop did not send, when it sent too few."""
-    line = f"expected {len(want)} messages, got {len(got)}"
+def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
+    """Name the first recorded turn the loop did not send, when it sent too few (turns are combined)."""
+    line = f"expected {expected} messages, got {sent}"
+    if (expected, sent) != (len(want), len(got)):
+        line += f" ({len(want)} turns and {len(got)} once consecutive same-role messages are combined)"
     if len(got) >= len(want):
         return line
     k = next((i for i, (w, g) in enumerate(zip(want, got)) if w["role"] != g["role"]), len(got))

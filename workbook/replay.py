@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import anthropic
 import httpx2
 
+from workbook import contract
 from workbook.compare import request_diff
-from workbook.contract import check_api_rules
 from workbook.errors import ReplayExhausted, ReplayMismatch, WorkbookError
 from workbook.threads import Refusal, Threads
 from workbook.wire import http_response, recorded_message
@@ -62,23 +62,43 @@ class ReplayTransport:
         recorded = exchanges[self.cursor]
         # Identical to a recording already checked: nothing to compare, no cost.
         if not (self.strict and self.checked and self.match == "strict" and body == recorded["request"]):
-            self.check(body, recorded, turn)
+            refused = self.check(body, recorded, turn, request)
+            if refused is not None:  # the API's own 400: the SDK raises it as it would live
+                return refused
         self.cursor += 1
         if thread:
             self.threads.hold(thread, body, recorded_message(recorded["response"]))
         return http_response(recorded["response"], bool(body.get("stream")))
 
-    def check(self, body: dict, recorded: dict, turn: int) -> None:
-        """The recording's own diff first, since it says what the loop did wrong; then the API's rules."""
+    def check(self, body: dict, recorded: dict, turn: int, request: httpx2.Request | None = None):
+        """The API's contract first, as the API would answer: a 400 naming the field, with the recording's
+        hint after it. Then (strict) the recording: a ReplayMismatch saying what the loop did differently.
+
+        `body` is the request as the API reads it (a thread's held turns already put back); `request`,
+        when given, is what was sent, for the headers that change a rule (anthropic-beta)."""
+        betas = contract.Betas.of(request.headers, str(request.url)) if request is not None else contract.Betas()
+        diff = None
         if self.strict:
             structure = recorded.get("match") == "structure"
             diff = request_diff(recorded["request"], body, structure, conversation_only=self.match == "shape")
-            if diff:
-                raise ReplayMismatch(f"{self.name}, turn {turn}: {diff}")
-        check_api_rules(body, f"{self.name}, turn {turn}")
+        problems = contract.request_problems(body, betas) or _thread_problems(request, betas)
+        if problems:
+            hint = f"replay of {self.name}, turn {turn}" + (f"; the recording differs: {diff}" if diff else "")
+            return httpx2.Response(400, json=contract.refusal_body(problems[0], hint))
+        if diff:
+            raise ReplayMismatch(f"{self.name}, turn {turn}: {diff}")
+        return None
 
     def http_client(self) -> httpx2.Client:
         return anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(self))
+
+
+def _thread_problems(request: httpx2.Request | None, betas: contract.Betas) -> list:
+    """A `thread` is gone once expanded: whether it came with the beta it needs is read from what was sent."""
+    if request is None or b'"thread"' not in request.content or contract.THREADS_BETA in betas.names:
+        return []
+    sent = json.loads(request.content)
+    return contract.request_problems(sent, betas)[:1] if sent.get("thread") is not None else []
 
 
 def replay_client(
