@@ -55,12 +55,24 @@ TEXT = {"type": "text", "text": "hi"}
     [
         ([], "messages: at least one message is required"),
         ([assistant(TEXT)], 'messages: first message must use the "user" role'),
-        ([user(TEXT), assistant(USE), user(TEXT)], "messages.1: `tool_use` ids were found without `tool_result`"),
-        ([user(TEXT), assistant(USE), user(RESULT, RESULT)], "Found multiple `tool_result` blocks with id: toolu_1"),
+        (
+            [user(TEXT), assistant(USE), user(TEXT)],
+            "messages.1: `tool_use` ids were found without `tool_result`",
+        ),
+        (
+            [user(TEXT), assistant(USE), user(RESULT, RESULT)],
+            "Found multiple `tool_result` blocks with id: toolu_1",
+        ),
         ([user(TEXT), assistant(TEXT), user(RESULT)], "messages.2.content.0: unexpected `tool_use_id`"),
-        ([user(TEXT), assistant(USE), user(TEXT, RESULT)], "messages.2.content.1: `tool_result` blocks must come first"),
+        (
+            [user(TEXT), assistant(USE), user(TEXT, RESULT)],
+            "messages.2.content.1: `tool_result` blocks must come first",
+        ),
         ([user(TEXT), assistant(USE)], "messages.1: `tool_use` ids were found without `tool_result`"),
-        ([user(TEXT), {"role": "user", "content": []}], "messages.1: all messages must have non-empty content"),
+        (
+            [user(TEXT), {"role": "user", "content": []}],
+            "messages.1: all messages must have non-empty content",
+        ),
     ],
 )
 def test_api_rules_catch_what_the_api_rejects(messages, problem):
@@ -99,7 +111,9 @@ def test_a_body_that_is_not_a_message_names_its_place(tmp_path):
 def test_a_request_breaking_the_rules_names_its_place(tmp_path):
     fixture = good()
     fixture["exchanges"][1]["request"]["messages"][2]["content"].pop()
-    assert "exchanges[1].request.messages.1: `tool_use` ids were found without" in fixture_error(tmp_path, fixture)
+    assert "exchanges[1].request.messages.1: `tool_use` ids were found without" in fixture_error(
+        tmp_path, fixture
+    )
 
 
 def test_non_utf8_and_truncated_json_are_one_line(tmp_path):

@@ -65,6 +65,9 @@ class Betas:
         return cls(bool(names) or "beta=true" in url, names)
 
 
+NO_BETAS = Betas()  # a request to the plain API, with no anthropic-beta header
+
+
 # -- shapes: the SDK's types, compiled once per SDK version ------------------------------------------
 
 _VALIDATORS: dict = {}  # name -> compiled validate function
@@ -182,7 +185,9 @@ def shape_problems(name: str, value) -> list[Problem]:
         return [Problem("", f"not valid JSON ({type(err).__name__})")]
 
 
-_CHECKED_MESSAGES: dict[str, bool] = {}  # a message's JSON -> it fitted: a history is checked once, not per turn
+_CHECKED_MESSAGES: dict[
+    str, bool
+] = {}  # a message's JSON -> it fitted: a history is checked once, not per turn
 
 
 def _check_request(name: str, body: dict) -> None:
@@ -328,15 +333,17 @@ def combined_messages(messages: list) -> list[dict]:
     return [{"role": t.role, "content": [b for _, _, b in t.blocks]} for t in combined(messages)]
 
 
-def conversation_problems(messages, betas: Betas = Betas()) -> list[Problem]:
+def conversation_problems(messages, betas: Betas = NO_BETAS) -> list[Problem]:
     """What the API would refuse in a well-shaped messages list that no type can say (empty when none)."""
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         return [Problem("messages", "Input should be a valid list of {role, content} objects")]
     if not messages:
         return [Problem("messages", "at least one message is required")]
     problems = [
-        Problem(f"messages.{i}", "all messages must have non-empty content except for the optional final "
-                "assistant message")
+        Problem(
+            f"messages.{i}",
+            "all messages must have non-empty content except for the optional final assistant message",
+        )
         for i, m in enumerate(messages)
         if m.get("content") in ("", []) and not (i == len(messages) - 1 and m.get("role") == "assistant")
     ]
@@ -373,7 +380,9 @@ def _tool_problems(turns: list[Turn]) -> list[Problem]:
             seen_ids.add(tool_id)
         if turn.role == "user":
             before = turns[n - 1] if n else None
-            open_ids = {b.get("id") for _, _, b in before.blocks if b.get("type") == "tool_use"} if before else set()
+            open_ids = (
+                {b.get("id") for _, _, b in before.blocks if b.get("type") == "tool_use"} if before else set()
+            )
             problems += _result_problems(turn, open_ids)
         if turn.role == "assistant" and asked:
             following = turns[n + 1] if n + 1 < len(turns) else None
@@ -408,25 +417,38 @@ def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
             )
         elif tool_id in answered:
             problems.append(
-                Problem(where, f"each tool_use must have a single result. Found multiple `tool_result` "
-                        f"blocks with id: {tool_id}")
+                Problem(
+                    where,
+                    f"each tool_use must have a single result. Found multiple `tool_result` "
+                    f"blocks with id: {tool_id}",
+                )
             )
         elif others_yet:
             problems.append(
-                Problem(where, "`tool_result` blocks must come first in the user turn, before any other content")
+                Problem(
+                    where, "`tool_result` blocks must come first in the user turn, before any other content"
+                )
             )
         answered.add(tool_id)
     return problems
 
 
-def request_problems(body, betas: Betas = Betas()) -> list[Problem]:
-    """Everything the API would refuse in a request body as sent (empty when none): shape, then rules."""
+def sent_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
+    """What the API would refuse in a request as sent, before a thread is expanded: its shape, its betas."""
     if not isinstance(body, dict):
         return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
     problems = shape_problems("beta_request" if betas.api else "request", body)
     if not problems and body.get("thread") is not None and THREADS_BETA not in betas.names:
         problems = [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
-    if problems or body.get("thread") is not None:  # a thread's rules are judged once it is expanded
+    return problems
+
+
+def request_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
+    """Everything the API would refuse in a request body (empty when none): shape, then the rules.
+
+    A thread's conversation is judged once expanded (workbook/threads.py), so its rules wait."""
+    problems = sent_problems(body, betas)
+    if problems or body.get("thread") is not None:
         return problems
     return conversation_problems(body["messages"], betas)
 
@@ -436,7 +458,9 @@ def request_problems(body, betas: Betas = Betas()) -> list[Problem]:
 
 def api_rule_problems(messages) -> list[str]:
     """What the real API would reject in this messages list, in its words (empty when it is valid)."""
-    return [str(p) for p in conversation_problems(messages, Betas(True, frozenset({MID_CONVERSATION_SYSTEM})))]
+    return [
+        str(p) for p in conversation_problems(messages, Betas(True, frozenset({MID_CONVERSATION_SYSTEM})))
+    ]
 
 
 def messages_problems(messages) -> list[str]:
@@ -448,7 +472,7 @@ def messages_problems(messages) -> list[str]:
     return [f".{p}" for p in found]
 
 
-def check_api_rules(body: dict, where: str, betas: Betas = Betas()) -> None:
+def check_api_rules(body: dict, where: str, betas: Betas = NO_BETAS) -> None:
     """Raise ReplayMismatch naming the first thing the API would refuse in this request."""
     problems = request_problems(body, betas)
     if problems:
@@ -482,13 +506,16 @@ def exchange_problems(exchange) -> list[str]:
     return problems + [f".response{p}" for p in response_problems(response)]
 
 
-BETA_ALL = Betas(True, frozenset({MID_CONVERSATION_SYSTEM, THREADS_BETA}))  # a recording's headers are unknown
+# A recording keeps no request headers: a recorded request may use any beta a rule depends on.
+BETA_ALL = Betas(True, frozenset({MID_CONVERSATION_SYSTEM, THREADS_BETA}))
 
 
 def response_problems(response: dict) -> list[str]:
-    """A recorded response: a status the API sends, headers a client reads, a body or stream the SDK parses."""
+    """A recorded response: a status the API sends, headers a client reads, a body or stream the SDK reads."""
     if "error" in response:
-        return [] if response["error"] in ("connect", "timeout") else [".error: must be `connect` or `timeout`"]
+        return (
+            [] if response["error"] in ("connect", "timeout") else [".error: must be `connect` or `timeout`"]
+        )
     status = response.get("status")
     if not isinstance(status, int) or isinstance(status, bool) or status not in STATUSES:
         return [".status: must be 200 or an error status (400 to 599), as the Messages API answers"]
@@ -498,12 +525,22 @@ def response_problems(response: dict) -> list[str]:
     if "stream" in response:
         return problems + [".stream: only a 200 response streams; an error response has a JSON `body`"]
     name = "message" if status == 200 else "error"
-    problems += [f".body.{p}" if p.path else f".body: {p.text}" for p in shape_problems(name, response.get("body"))]
+    problems += [
+        f".body.{p}" if p.path else f".body: {p.text}" for p in shape_problems(name, response.get("body"))
+    ]
     return problems
 
 
-EVENT_NAMES = ("message_start", "message_delta", "message_stop", "content_block_start",
-               "content_block_delta", "content_block_stop", "ping", "error")
+EVENT_NAMES = (
+    "message_start",
+    "message_delta",
+    "message_stop",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "ping",
+    "error",
+)
 
 
 def stream_problems(events) -> list[str]:
@@ -536,7 +573,11 @@ def _event_problem(event) -> str | None:
         return ".event: must equal data's `type`, as the API sends it"
     kind = {"ping": None, "error": "error"}.get(name, "event")
     problems = shape_problems(kind, event["data"]) if kind else []
-    return f".data.{problems[0]}" if problems and problems[0].path else (f".data: {problems[0].text}" if problems else None)
+    return (
+        f".data.{problems[0]}"
+        if problems and problems[0].path
+        else (f".data: {problems[0].text}" if problems else None)
+    )
 
 
 def _block_order_problems(events: list[dict]) -> list[str]:
@@ -557,4 +598,3 @@ def _block_order_problems(events: list[dict]) -> list[str]:
 def message_problems(body) -> list[str]:
     """Whether a 200 body is the SDK's own `Message` (empty when it is)."""
     return [str(p) for p in shape_problems("message", body)]
-

@@ -78,11 +78,15 @@ def _lone_surrogate(fixture: dict) -> str | None:
         place, value = pending.pop(0)
         if isinstance(value, str) and not _encodes(value):
             return place or "the fixture"
-        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        items = (
+            value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        )
         for key, item in items:
             if isinstance(key, str) and not _encodes(key):
                 return f"a key in {place or 'the fixture'}"
-            pending.append((f"{place}.{key}".lstrip(".") if isinstance(key, str) else f"{place}[{key}]", item))
+            pending.append(
+                (f"{place}.{key}".lstrip(".") if isinstance(key, str) else f"{place}[{key}]", item)
+            )
     return "the fixture"
 
 

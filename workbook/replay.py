@@ -76,14 +76,18 @@ class ReplayTransport:
 
         `body` is the request as the API reads it (a thread's held turns already put back); `request`,
         when given, is what was sent, for the headers that change a rule (anthropic-beta)."""
-        betas = contract.Betas.of(request.headers, str(request.url)) if request is not None else contract.Betas()
+        betas = (
+            contract.Betas.of(request.headers, str(request.url)) if request is not None else contract.NO_BETAS
+        )
         diff = None
         if self.strict:
             structure = recorded.get("match") == "structure"
             diff = request_diff(recorded["request"], body, structure, conversation_only=self.match == "shape")
         problems = contract.request_problems(body, betas) or _thread_problems(request, betas)
         if problems:
-            hint = f"replay of {self.name}, turn {turn}" + (f"; the recording differs: {diff}" if diff else "")
+            hint = f"replay of {self.name}, turn {turn}" + (
+                f"; the recording differs: {diff}" if diff else ""
+            )
             return httpx2.Response(400, json=contract.refusal_body(problems[0], hint))
         if diff:
             raise ReplayMismatch(f"{self.name}, turn {turn}: {diff}")
@@ -97,8 +101,7 @@ def _thread_problems(request: httpx2.Request | None, betas: contract.Betas) -> l
     """A `thread` is gone once expanded: whether it came with the beta it needs is read from what was sent."""
     if request is None or b'"thread"' not in request.content or contract.THREADS_BETA in betas.names:
         return []
-    sent = json.loads(request.content)
-    return contract.request_problems(sent, betas)[:1] if sent.get("thread") is not None else []
+    return contract.sent_problems(json.loads(request.content), betas)[:1]
 
 
 def replay_client(

@@ -52,6 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from workbook import contract
 from workbook.classroom import (
     FIXTURE_HEADER,
     LOOPBACK,
@@ -181,7 +182,8 @@ class Handler(BaseHTTPRequestHandler):
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             self.server.classroom.log(student, "-", "", "400 body is not JSON")
             return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
-        return self.server.classroom.answer(student, body, self.headers.get(FIXTURE_HEADER))
+        betas = contract.Betas.of(self.headers, self.path)  # a beta header can change a rule
+        return self.server.classroom.answer(student, body, self.headers.get(FIXTURE_HEADER), betas)
 
     def reset(self) -> Reply:
         student = self.student()

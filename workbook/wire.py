@@ -25,7 +25,10 @@ def header_problems(headers) -> list[str]:
     problems = []
     for name, value in headers.items():
         if not _readable(name):
-            problems.append(f".{name[:40]!r}: not a header a client reads ({', '.join(READ_HEADERS)}, anthropic-ratelimit-*)")
+            problems.append(
+                f".{name[:40]!r}: not a header a client reads "
+                f"({', '.join(READ_HEADERS)}, anthropic-ratelimit-*)"
+            )
         elif not value.isprintable() or not value.isascii():
             problems.append(f".{name}: holds a control or non-ASCII character")
         elif name.lower() in WAITS and _wait(name.lower(), value) is None:
