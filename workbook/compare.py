@@ -71,7 +71,7 @@ def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
     """Name the first recorded turn the loop did not send, when it sent too few (turns are combined)."""
     line = f"expected {expected} messages, got {sent}"
     if (expected, sent) != (len(want), len(got)):
-        line += f" ({len(want)} turns and {len(got)} once consecutive same-role messages are combined)"
+        line += f" (as the API combines consecutive same-role messages: {len(want)} turns, got {len(got)})"
     if len(got) >= len(want):
         return line
     k = next((i for i, (w, g) in enumerate(zip(want, got)) if w["role"] != g["role"]), len(got))

@@ -54,15 +54,16 @@ class Problem:
 
 @dataclass(frozen=True)
 class Betas:
-    """Which API a request went to: the beta one (`?beta=true` or an anthropic-beta header), which betas."""
+    """The betas a request names in its anthropic-beta header: some change a rule (SDK 2.14 sends a beta
+    call to the same /v1/messages as any other, so the header is all that tells them apart)."""
 
-    api: bool = False
     names: frozenset = field(default_factory=frozenset)
 
     @classmethod
-    def of(cls, headers: Mapping, url: str = "") -> Betas:
-        names = frozenset(n.strip() for n in (headers.get("anthropic-beta") or "").split(",") if n.strip())
-        return cls(bool(names) or "beta=true" in url, names)
+    def of(cls, headers: Mapping) -> Betas:
+        return cls(
+            frozenset(n.strip() for n in (headers.get("anthropic-beta") or "").split(",") if n.strip())
+        )
 
 
 NO_BETAS = Betas()  # a request to the plain API, with no anthropic-beta header
@@ -434,10 +435,13 @@ def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
 
 
 def sent_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
-    """What the API would refuse in a request as sent, before a thread is expanded: its shape, its betas."""
+    """What the API would refuse in a request as sent, before a thread is expanded: its shape, its betas.
+
+    The shape is the SDK's MessageCreateParams; failing that, its beta params (context_management,
+    thread...), which the SDK sends to the same endpoint with no mark of their own."""
     if not isinstance(body, dict):
         return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
-    problems = shape_problems("beta_request" if betas.api else "request", body)
+    problems = shape_problems("request", body) and shape_problems("beta_request", body)
     if not problems and body.get("thread") is not None and THREADS_BETA not in betas.names:
         problems = [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
     return problems
@@ -458,9 +462,7 @@ def request_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
 
 def api_rule_problems(messages) -> list[str]:
     """What the real API would reject in this messages list, in its words (empty when it is valid)."""
-    return [
-        str(p) for p in conversation_problems(messages, Betas(True, frozenset({MID_CONVERSATION_SYSTEM})))
-    ]
+    return [str(p) for p in conversation_problems(messages, BETA_ALL)]
 
 
 def messages_problems(messages) -> list[str]:
@@ -495,9 +497,7 @@ def exchange_problems(exchange) -> list[str]:
     if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
-    # A recording's headers are not kept: the plain API first, then the beta one with every beta a
-    # rule depends on (a thread, a mid-conversation system message).
-    found = request_problems(request) and request_problems(request, BETA_ALL)
+    found = request_problems(request, BETA_ALL)
     problems = [f".request.{p}" if p.path else f".request: {p.text}" for p in found]
     if exchange.get("match", "structure") != "structure":
         problems.append(".match: must be `structure` or absent")
@@ -507,7 +507,7 @@ def exchange_problems(exchange) -> list[str]:
 
 
 # A recording keeps no request headers: a recorded request may use any beta a rule depends on.
-BETA_ALL = Betas(True, frozenset({MID_CONVERSATION_SYSTEM, THREADS_BETA}))
+BETA_ALL = Betas(frozenset({MID_CONVERSATION_SYSTEM, THREADS_BETA}))
 
 
 def response_problems(response: dict) -> list[str]:

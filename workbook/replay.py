@@ -76,9 +76,7 @@ class ReplayTransport:
 
         `body` is the request as the API reads it (a thread's held turns already put back); `request`,
         when given, is what was sent, for the headers that change a rule (anthropic-beta)."""
-        betas = (
-            contract.Betas.of(request.headers, str(request.url)) if request is not None else contract.NO_BETAS
-        )
+        betas = contract.Betas.of(request.headers) if request is not None else contract.NO_BETAS
         diff = None
         if self.strict:
             structure = recorded.get("match") == "structure"

@@ -182,7 +182,7 @@ class Handler(BaseHTTPRequestHandler):
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             self.server.classroom.log(student, "-", "", "400 body is not JSON")
             return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
-        betas = contract.Betas.of(self.headers, self.path)  # a beta header can change a rule
+        betas = contract.Betas.of(self.headers)  # a beta header can change a rule
         return self.server.classroom.answer(student, body, self.headers.get(FIXTURE_HEADER), betas)
 
     def reset(self) -> Reply:
