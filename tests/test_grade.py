@@ -137,19 +137,13 @@ def js_variant(tmp_path: Path, old: str, new: str) -> str:
 
 
 @needs_node
-def test_tool_results_out_of_order_fail_the_parallel_rung(tmp_path, capsys):
+def test_tool_results_in_any_order_pass_the_parallel_rung(tmp_path, capsys):
+    # The API pairs tool_results with tool_uses by id, whatever their order (docs/faults.md, fidelity).
     variant = js_variant(
         tmp_path, "const results = reply.content", "const results = [...reply.content].reverse()"
     )
     code, rows = graded(capsys, "--only", "parallel", "--", NODE, variant)
-    reason = rows["parallel"]["reason"]
-    assert code == 1 and reason.startswith(
-        "turn 2: messages[2]: the tool_results come in the order toolu_01GradeS04List"
-    )
-    assert reason.endswith(
-        "answer in the order of the tool_use blocks: "
-        + ", ".join(f"toolu_01GradeS04{tag}" for tag in ("ReadA", "ReadB", "ReadC", "List"))
-    )
+    assert code == 0 and rows["parallel"]["passed"], rows["parallel"]["reason"]
 
 
 @needs_node
@@ -352,4 +346,5 @@ def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
         ("ada", "grade_s01_loop", 1, True),
         ("ada", "grade_s01_loop", 2, False),
     ]
-    assert seen[0][3] is first and "two user messages in a row" in str(seen[1][5])
+    # two user messages in a row are one turn to the API: allowed, but not the turn the recording expects
+    assert seen[0][3] is first and "turn 2: your request differs from the recording" in str(seen[1][5])
