@@ -51,6 +51,10 @@ class Problem:
     def __str__(self) -> str:
         return f"{self.path}: {self.text}" if self.path else self.text
 
+    def under(self, place: str) -> str:
+        """The problem placed inside a larger document: `.request` + `messages.1` -> `.request.messages.1`."""
+        return f"{place}.{self}" if self.path else f"{place}: {self.text}"
+
 
 @dataclass(frozen=True)
 class Betas:
@@ -135,11 +139,29 @@ def cache_file(name: str, kind: str = "bin"):
     import anthropic
     import fastjsonschema
 
-    from workbook.scratch import scratch_root  # private to this user: what is cached there is run
-
     python = importlib.util.MAGIC_NUMBER.hex()  # marshal's format is the interpreter's own
     key = f"{name}-{anthropic.__version__}-{fastjsonschema.VERSION}-{python}-{SHAPES_VERSION}"
-    return scratch_root() / "contract-cache" / f"{key}.{kind}"
+    return _cache_dir() / f"{key}.{kind}"
+
+
+def _cache_dir():
+    """The user's cache folder (it outlives a temp folder, as a replay's cost must), if it is private:
+    what is cached there is run. Otherwise the workbook's private scratch root."""
+    import os
+    import stat
+    from pathlib import Path
+
+    from workbook.scratch import scratch_root
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agent-loop-workbook"
+    try:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = base.lstat()
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
+            return base
+    except (OSError, AttributeError, RuntimeError):  # no home, a read-only one, no getuid (Windows)
+        pass
+    return scratch_root() / "contract-cache"
 
 
 def _cached(name: str):
@@ -401,6 +423,12 @@ def _tool_problems(turns: list[Turn]) -> list[Problem]:
     return problems
 
 
+UNEXPECTED = "unexpected `tool_use_id` found in `tool_result` blocks: {}. Each `tool_result` block must have \
+a corresponding `tool_use` block in the previous message."
+REPEATED = "each tool_use must have a single result. Found multiple `tool_result` blocks with id: {}"
+NOT_FIRST = "`tool_result` blocks must come first in the user turn, before any other content"
+
+
 def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
     problems, answered, others_yet = [], set(), False
     for i, j, block in turn.blocks:
@@ -409,27 +437,11 @@ def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
             continue
         tool_id, where = block.get("tool_use_id"), f"messages.{i}.content.{j}"
         if tool_id not in open_ids:
-            problems.append(
-                Problem(
-                    where,
-                    f"unexpected `tool_use_id` found in `tool_result` blocks: {tool_id}. Each `tool_result` "
-                    "block must have a corresponding `tool_use` block in the previous message.",
-                )
-            )
+            problems.append(Problem(where, UNEXPECTED.format(tool_id)))
         elif tool_id in answered:
-            problems.append(
-                Problem(
-                    where,
-                    f"each tool_use must have a single result. Found multiple `tool_result` "
-                    f"blocks with id: {tool_id}",
-                )
-            )
+            problems.append(Problem(where, REPEATED.format(tool_id)))
         elif others_yet:
-            problems.append(
-                Problem(
-                    where, "`tool_result` blocks must come first in the user turn, before any other content"
-                )
-            )
+            problems.append(Problem(where, NOT_FIRST))
         answered.add(tool_id)
     return problems
 
@@ -497,8 +509,7 @@ def exchange_problems(exchange) -> list[str]:
     if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
-    found = request_problems(request, BETA_ALL)
-    problems = [f".request.{p}" if p.path else f".request: {p.text}" for p in found]
+    problems = [p.under(".request") for p in request_problems(request, BETA_ALL)]
     if exchange.get("match", "structure") != "structure":
         problems.append(".match: must be `structure` or absent")
     if not isinstance(response, dict):
@@ -525,22 +536,11 @@ def response_problems(response: dict) -> list[str]:
     if "stream" in response:
         return problems + [".stream: only a 200 response streams; an error response has a JSON `body`"]
     name = "message" if status == 200 else "error"
-    problems += [
-        f".body.{p}" if p.path else f".body: {p.text}" for p in shape_problems(name, response.get("body"))
-    ]
-    return problems
+    return problems + [p.under(".body") for p in shape_problems(name, response.get("body"))]
 
 
-EVENT_NAMES = (
-    "message_start",
-    "message_delta",
-    "message_stop",
-    "content_block_start",
-    "content_block_delta",
-    "content_block_stop",
-    "ping",
-    "error",
-)
+EVENT_NAMES = ("message_start", "message_delta", "message_stop", "content_block_start",
+               "content_block_delta", "content_block_stop", "ping", "error")  # fmt: skip
 
 
 def stream_problems(events) -> list[str]:
@@ -573,11 +573,7 @@ def _event_problem(event) -> str | None:
         return ".event: must equal data's `type`, as the API sends it"
     kind = {"ping": None, "error": "error"}.get(name, "event")
     problems = shape_problems(kind, event["data"]) if kind else []
-    return (
-        f".data.{problems[0]}"
-        if problems and problems[0].path
-        else (f".data: {problems[0].text}" if problems else None)
-    )
+    return problems[0].under(".data") if problems else None
 
 
 def _block_order_problems(events: list[dict]) -> list[str]:
