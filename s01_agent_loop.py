@@ -112,12 +112,12 @@ def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, mod
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    args = launch.make_parser(__doc__, DEFAULT_FIXTURE).parse_args(argv)
+    args = step_cli.make_parser(__doc__, DEFAULT_FIXTURE).parse_args(argv)
     return step_cli.run_step(args, MODEL, "s01_agent_loop", run_task)
 
 
-def run_task(run: launch.Run) -> int:
-    """The task as the first message, the loop, then the summary."""
+def run_task(run: launch.Run, args) -> int:
+    """The task as the first message, the loop, then the summary (s01 has no flags of its own)."""
     turns = agent_loop(run.client, [{"role": "user", "content": run.task}], run.workspace, run.model)
     display.show_summary(turns)
     return 0

@@ -1,9 +1,10 @@
 """s02_tools.py — Tools as data: schemas, a dispatch map, and a harness that can say no.
 
-Adds over s01: six tools as JSON Schema and a dispatch map, in place of one hard-wired bash call.
-Every call goes through `execute()`: its input checked against the schema, a permission gate
-(`--permission ask|auto|deny|all`; auto runs unasked only an allowlist of read-only commands), file paths
-kept inside the workspace, long output cut. A refusal is an `is_error` result the model can read.
+Adds over s01: a system prompt built each run (`constitution()`: who, where, by what rules), and six
+tools as JSON Schema and a dispatch map, in place of one hard-wired bash call. Every call goes through
+`execute()`: its input checked against the schema, a permission gate (`--permission ask|auto|deny|all`;
+auto runs unasked only an allowlist of read-only commands), file paths kept inside the workspace, long
+output cut. A refusal is an `is_error` result the model can read.
 
     user task
         |
@@ -33,16 +34,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbook import display, launch, step_cli, tracing, trust, workspace_files  # isort: split
+from workbook import display, environment, launch, step_cli, trust, workspace_files  # isort: split
 
 import anthropic
 import fastjsonschema
-from rich.markup import escape
 
 from s01_agent_loop import MAX_TOKENS, MODEL, run_bash
 from s01_agent_loop import TOOLS as BASH
+from workbook.asking import DANGEROUS, ask_person  # the gate's question at the terminal, its warnings
+from workbook.audit import log_call  # one JSON line per call in the run's folder
 
-SYSTEM = "You are a coding agent. Use the tools to solve tasks in the workspace. Act, don't explain."
 TOOLS = BASH + [
     {
         "name": "read_file",
@@ -89,19 +90,42 @@ TOOLS = BASH + [
 DEFAULT_FIXTURE = "fixtures/s02_fix_divide_by_zero.json"
 
 
+# -- new in s02: the system prompt, the loop's constitution — who the agent is, where, by what rules ---
+
+IDENTITY = "You are a coding agent."
+SYSTEM = f"{IDENTITY} Use the tools to solve tasks in the workspace. Act, don't explain."
+RULES = [  # behaviour the harness cannot enforce in code, so it asks for it at the top of every request
+    "Match the project's existing style: naming, layout, tests.",
+    "Destructive or irreversible actions (deleting, overwriting, pushing) need the user's yes first.",
+    "Quote code as path:line. Say what you changed and what you could not check.",
+]
+
+
+def constitution(workspace: Path, facts: dict | None) -> str:
+    """The system prompt, built each run, at the top of every request: who (identity), where (folder, OS,
+    date, git, the workspace's AGENTS.md or CLAUDE.md), how (rules). facts=None: SYSTEM alone, as fixtures
+    recorded before s02 gathered an environment were sent (and so their replays send)."""
+    if facts is None:
+        return SYSTEM
+    lines = [f"- {label}: {facts[key]}" for key, label in environment.LABELS.items() if facts.get(key)]
+    parts = [SYSTEM, "Environment:\n" + "\n".join(lines), "Rules:\n" + "\n".join(f"- {r}" for r in RULES)]
+    found = environment.instructions(workspace)  # the project's own memory file, if it keeps one
+    parts += [f"Project instructions, from {found[0]} (follow them):\n{found[1]}"] if found else []
+    return "\n\n".join(parts)
+
+
+def system_for(run: launch.Run) -> str:
+    """This run's constitution: live, from this machine; in replay, from what the fixture recorded."""
+    return constitution(run.workspace, environment.for_run(run))
+
+
 # -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox, a permission gate ---
 
 PERMISSIONS = ("ask", "auto", "deny", "all")  # --permission: ask, decide alone, reads only, allow all
-# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs).
-# An allowlist, since the denylist it replaced let `rm --recursive --force ../dir` and `find . -delete` pass.
+# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs); an
+# allowlist, since the denylist it replaced let `rm --recursive --force ../dir` and `find . -delete` pass.
 READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
 SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
-DANGEROUS = {  # regular expression -> the warning a person sees when asked (and a recorded denial)
-    r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
-    r"\bsudo\b": "sudo acts as root, beyond the workspace",
-    r"\bgit\s+push\b": "git push publishes beyond this machine",
-    r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
-}
 MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
 MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
 
@@ -164,16 +188,14 @@ def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
         regex = re.compile(pattern)
     except re.error as err:
         raise ToolError(f"{pattern!r} is not a regular expression: {err}") from None
-    return (
-        "\n".join(
-            f"{file.relative_to(workspace)}:{n}: {line}"
-            for file in matching(workspace, glob)
-            if file.stat().st_size <= MAX_FILE_BYTES
-            for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
-            if regex.search(line)
-        )
-        or "(no matches)"
-    )
+    small = [file for file in matching(workspace, glob) if file.stat().st_size <= MAX_FILE_BYTES]
+    hits = [
+        f"{file.relative_to(workspace)}:{n}: {line}"
+        for file in small
+        for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
+        if regex.search(line)
+    ]
+    return "\n".join(hits) or "(no matches)"
 
 
 def list_files(workspace: Path, glob: str = "**/*") -> str:
@@ -203,18 +225,6 @@ REGISTRY = {
 }
 
 
-def ask_person(tool: Tool, data: dict, danger: str | None) -> bool:
-    """A y/n question at the terminal; anything but yes, or no terminal at all, is a no."""
-    warning = f" [red]({danger})[/]" if danger else ""
-    try:
-        answer = display.console.input(
-            f"[yellow]allow[/] {tool.name} {escape(json.dumps(data)[:300])}{warning}? [y/N] "
-        )
-    except EOFError:
-        return False
-    return answer.strip().lower() in ("y", "yes")
-
-
 def not_read_only(command: str) -> str | None:
     """Why auto may not run `command` unasked, or None: an allowlist runs only what it knows."""
     syntax = sorted(set(command) & SHELL_SYNTAX)
@@ -226,12 +236,15 @@ def not_read_only(command: str) -> str | None:
         return "its quotes do not pair up"
     if not words or words[0] not in READ_ONLY_COMMANDS:
         return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
-    outside = [  # a path out of the workspace: absolute (/x, -f/x, --file=/x), or up through ..
-        w
-        for w in words[1:]
-        if w.startswith(("/", "-")) and "/" in w or "=/" in w or ".." in re.split("[=/]", w)
-    ]
+    outside = [word for word in words[1:] if leaves_workspace(word)]
     return f"{outside[0]!r} leaves the workspace" if outside else None
+
+
+def leaves_workspace(word: str) -> bool:
+    """Whether a command's word is a path out of the workspace: absolute (/x, -f/x, --file=/x), or up
+    through .. (a/../../x)."""
+    absolute = word.startswith("/") or (word.startswith("-") and "/" in word) or "=/" in word
+    return absolute or ".." in re.split("[=/]", word)
 
 
 def gate(tool: Tool, data: dict, permission: str) -> tuple[str, str | None]:
@@ -311,30 +324,6 @@ def refused(err: Exception, workspace: Path) -> str:
     return "error: " + str(err).replace(f"{workspace}/", "")  # paths as the model wrote them
 
 
-def log_call(audit: Path | None, block, decision: str, output: str, is_error: bool, started: float) -> None:
-    """One JSON line per call in the audit log: what was asked, what the gate decided, how it went."""
-    if audit:
-        line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
-        line |= {"ms": round((time.monotonic() - started) * 1000), "chars": len(output), "is_error": is_error}
-        tracing.append_line(audit, line)  # one write, the key scrubbed: a crash leaves no half line
-
-
-def audit_path(run: launch.Run, script: str = "s02") -> Path:
-    """The audit log, in the run's folder: beside a replay's temp workspace, else in runs/."""
-    return step_cli.run_folder(run, script) / "audit.jsonl"
-
-
-def add_flags(parser) -> None:
-    """--permission: who decides whether a write or a command may run."""
-    parser.add_argument(
-        "--permission",
-        choices=PERMISSIONS,
-        help="ask: before writes and bash (default live at a terminal); auto: writes, read-only commands "
-        "and a trusted fixture's run unasked, other commands ask (no terminal: refused); deny: reads "
-        "only; all: everything unasked (only in a folder you can lose)",
-    )
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
@@ -345,6 +334,7 @@ def agent_loop(
     model: str = MODEL,
     permission: str = "auto",
     audit: Path | None = None,
+    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
 ) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
     turns = []  # every response, in order
@@ -352,7 +342,7 @@ def agent_loop(
         # 1. Send the whole history: the model has no memory of its own between calls.
         with display.waiting(len(turns) + 1):
             response = client.messages.create(
-                model=model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
+                model=model, system=system, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
             )
         turns.append(response)
         display.show_turn(len(turns), response)
@@ -380,19 +370,21 @@ def agent_loop(
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    add_flags(parser)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, PERMISSIONS)
     args = parser.parse_args(argv)
-    return step_cli.run_step(args, MODEL, "s02_tools", lambda run: run_task(run, args))
+    return step_cli.run_step(args, MODEL, "s02_tools", run_task)
 
 
 def run_task(run: launch.Run, args) -> int:
     """The loop with the gate this run asked for, then the summary and where the audit log went."""
-    permission, audit = step_cli.permission_for(args.permission, run), audit_path(run)
+    settings = step_cli.settings(args, run, "s02")
     messages = [{"role": "user", "content": run.task}]
-    turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit)
+    turns = agent_loop(
+        run.client, messages, run.workspace, run.model, settings.permission, settings.audit, system_for(run)
+    )
     display.show_summary(turns)
-    display.say(f"permission {permission}; audit log: {audit}")
+    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
     return 0
 
 

@@ -4,7 +4,8 @@ Adds over s02: whatever a tool raises, and a command that times out (its process
 an `is_error` result the model reads. API calls go through one retry layer, `call_model()`: 408, 409,
 429, 5xx, 529 and lost connections are retried with backoff, jitter and retry-after, a bounded number
 of times, each attempt shown; 400/401/403/404/413 never are. What retrying cannot fix stops the run:
-one line saying what to do, the conversation saved, exit 1.
+one line saying what to do, the conversation saved, exit 1; so does a harness that is broken (the
+workspace gone). A failed tool call is never re-run: only model calls are retried.
 
     user task
         |
@@ -37,7 +38,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from workbook import conversation, display, launch, scrub, step_cli  # isort: split
@@ -46,7 +46,8 @@ import anthropic
 
 import s02_tools as s02
 from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
-from s02_tools import SYSTEM, TOOLS, ToolError, audit_path, truncate
+from s02_tools import SYSTEM, TOOLS, ToolError, truncate
+from workbook.retry_after import server_wait  # the pause a 429 or 529 asks for, from its headers
 
 DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
 
@@ -92,10 +93,17 @@ def bash(workspace: Path, command: str) -> str:
 REGISTRY = s02.REGISTRY | {"bash": replace(s02.REGISTRY["bash"], handler=bash)}  # s03's run_bash
 
 
+class HarnessError(Exception):
+    """The harness itself is broken, so no tool result can help: the run stops in one line, saved.
+    Every tool error is data; only the API's errors and this one end a run."""
+
+
 def execute(
     block, workspace: Path, permission: str = "auto", audit: Path | None = None, registry: dict = REGISTRY
 ) -> tuple[str, bool]:
     """s02's execute(), with s03's bash, and whatever a handler raises comes back as a result."""
+    if not workspace.is_dir():  # every call would fail the same way, and the model cannot bring it back
+        raise HarnessError(f"the workspace {workspace} is gone (deleted or moved): nothing left to act in")
     return s02.execute(block, workspace, permission, audit, registry, failure=error_text)
 
 
@@ -159,22 +167,6 @@ def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
     return ceiling / 2 + rand() * ceiling / 2
 
 
-def server_wait(headers, now: Callable[[], float] = time.time) -> float | None:
-    """The pause the server asked for: retry-after-ms, else retry-after (seconds or an HTTP date)."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            try:
-                return max(0.0, parsedate_to_datetime(value).timestamp() - now())
-            except (TypeError, ValueError):
-                continue  # unreadable: fall back to our own backoff
-    return None
-
-
 def api_message(err: anthropic.APIError) -> str:
     """The API's own one-line explanation, when the body has one."""
     body = err.body if isinstance(err.body, dict) else {}
@@ -192,7 +184,10 @@ def fatal_line(err: Exception) -> str:
 
 def call_model(client: anthropic.Anthropic, retry: Retry | None, send=None, **request):
     """client.messages.create(**request), retried on what may pass, every retry shown on screen.
-    `send(**request)` makes one attempt instead: s05 passes its streamed call."""
+    `send(**request)` makes one attempt instead: s05 passes its streamed call.
+
+    Only model calls are retried (asking again changes nothing). A failed tool call is reported, never
+    re-run: it may have deleted something before it failed, and a rerun would delete it twice."""
     retry, send = retry or Retry(), send or client.messages.create
     for attempt in range(1, retry.attempts + 1):
         try:
@@ -219,7 +214,8 @@ def call_model(client: anthropic.Anthropic, retry: Retry | None, send=None, **re
 
 
 def retry_reason(err: anthropic.APIError) -> str | None:
-    """Why a failed call may pass if sent again, in a few words; None when it cannot."""
+    """Why a failed call may pass if sent again, in a few words; None when it cannot. An
+    `x-should-retry: true|false` header decides first, whatever the status (the SDK obeys it too)."""
     status = status_of(err)
     if status is None:
         return "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
@@ -227,6 +223,9 @@ def retry_reason(err: anthropic.APIError) -> str | None:
         body = err.body if isinstance(err.body, dict) else {}
         kind = (body.get("error") or {}).get("type")
         return "an error inside the stream" if kind in ("overloaded_error", "api_error") else None
+    told = err.response.headers.get("x-should-retry")  # the API's own word wins, as in the SDK
+    if told in ("true", "false"):
+        return f"the API says retry ({status})" if told == "true" else None
     return (REASONS.get(status) or f"server error {status}") if retryable(status) else None
 
 
@@ -261,6 +260,7 @@ def agent_loop(
     permission: str = "auto",
     audit: Path | None = None,
     retry: Retry | None = None,  # s03: how call_model waits between attempts (default: really)
+    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
 ) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
     turns = []  # every response, in order
@@ -272,7 +272,7 @@ def agent_loop(
                 client,
                 retry,
                 model=model,
-                system=SYSTEM,
+                system=system,
                 tools=TOOLS,
                 messages=messages,
                 max_tokens=MAX_TOKENS,
@@ -303,24 +303,24 @@ def agent_loop(
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    s02.add_flags(parser)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
     args = parser.parse_args(argv)
-    return step_cli.run_step(args, MODEL, "s03_errors", lambda run: run_task(run, args), **CLIENT_OPTIONS)
+    return step_cli.run_step(args, MODEL, "s03_errors", run_task, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
     """s02's run, with the retry policy; what retrying cannot fix stops the run, the conversation kept."""
-    permission, audit = step_cli.permission_for(args.permission, run), audit_path(run, "s03")
+    settings = step_cli.settings(args, run, "s03", retry_policy(run))
+    permission, audit, retry = settings.permission, settings.audit, settings.retry
     messages = [{"role": "user", "content": run.task}]
     try:
-        turns = agent_loop(
-            run.client, messages, run.workspace, run.model, permission, audit, retry_policy(run)
-        )
-    except (anthropic.APIError, GaveUp) as err:
-        return stop_cleanly(err, messages, audit.parent / "conversation.json")
+        system = s02.system_for(run)
+        turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit, retry, system)
+    except (anthropic.APIError, GaveUp, HarnessError) as err:
+        return stop_cleanly(err, messages, settings.folder / "conversation.json")
     display.show_summary(turns)
-    display.say(f"permission {permission}; audit log: {audit}")
+    display.say(f"permission {permission}\naudit log: {audit}")
     return 0
 
 

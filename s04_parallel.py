@@ -4,6 +4,7 @@ Adds over s03: a turn's tool calls no longer run one by one. `run_tools()` group
 run of read-only calls runs together in a thread pool; any other call is a barrier that runs alone, so
 two writes never race and only a lone call can ask a person. The answers go back in ONE user message,
 in tool_use order. Calls past MAX_TOOLS_PER_TURN are answered with an error; a timeline shows groups.
+A repeat brake refuses a third identical call, and an edit that flips a file back again (A→B→A→B).
 
     user task
         |
@@ -34,23 +35,25 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import display, errors, launch, step_cli  # isort: split
+from workbook import display, launch, step_cli  # isort: split
 
 import anthropic
 
 import s02_tools as s02
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s02_tools import SYSTEM, TOOLS, audit_path
+from s02_tools import SYSTEM, TOOLS
 from s03_errors import (
     CLIENT_OPTIONS,
     REGISTRY,
     GaveUp,
+    HarnessError,
     Retry,
     call_model,
     execute,
     retry_policy,
     stop_cleanly,
 )
+from workbook.timeline import Timed  # when each call ran, for the timeline
 
 DEFAULT_FIXTURE = "fixtures/s04_read_many.json"
 
@@ -59,17 +62,6 @@ DEFAULT_FIXTURE = "fixtures/s04_read_many.json"
 MAX_TOOLS_PER_TURN = 10  # a turn asking for more: the calls past this are answered with an error, not run
 MAX_PARALLEL = 8  # reads running at once, at most
 READERS = ThreadPoolExecutor(MAX_PARALLEL, "read")  # made once: starting threads every turn is slow when busy
-
-
-@dataclass
-class Timed:
-    """When one call ran, for the display only: timings never go into a tool_result."""
-
-    index: int  # its place among the turn's tool_use blocks
-    block: object
-    group: int
-    started: float  # time.monotonic()
-    ended: float
 
 
 def reads_only(block) -> bool:
@@ -146,13 +138,15 @@ REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row
 class RepeatGuard:
     """The brake on a model going round in circles. It sees every call in the order asked: a call is
     refused (an is_error asking for another approach) when the REPEAT_LIMIT - 1 calls just before it
-    were the same tool with the same input and gave the same result; asking again stops the run."""
+    were the same tool with the same input and gave the same result, or when it is an edit that flips
+    a file back again (A→B→A→B); asking again stops the run."""
 
     limit: int = REPEAT_LIMIT
-    recent: list = field(default_factory=list)  # [call, result] of the latest calls; None: not run yet
+    recent: list = field(default_factory=list)  # (call, result) of the latest calls; result None: not run yet
     refused: dict = field(default_factory=dict)  # this turn's refusals: tool_use id -> the answer
-    turn: list = field(default_factory=list)  # this turn's entries in `recent`, in tool_use order
+    turn: list = field(default_factory=list)  # this turn's (call, result), in tool_use order
     stop: str = ""  # set when the model asks again after a refusal: why the run stops
+    edits: dict = field(default_factory=dict)  # path -> the (old_text, new_text) edits asked for, in order
 
     def screen(self, calls: list) -> list:
         """The calls that may run; the others get their answer in self.refused."""
@@ -169,7 +163,7 @@ class RepeatGuard:
         before = self.recent[-(self.limit - 1) :]
         results = {result for _, result in before if result is not None}  # None: asked earlier this turn
         answer = None
-        if before and before[-1] == [call, "refused"]:
+        if before and before[-1] == (call, "refused"):
             self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
             answer = "error: not run: refused again, so this run stops here."
         elif len(before) == self.limit - 1 and {c for c, _ in before} == {call} and len(results) <= 1:
@@ -178,9 +172,26 @@ class RepeatGuard:
                 "row, and it gave the same result each time, so another gives nothing new. Change approach: "
                 "other input, another tool, or stop and report what you found."
             )
-        entry = [call, "refused" if answer else None]
-        self.recent, self.turn = (self.recent + [entry])[-self.limit :], self.turn + [entry]
+        elif self.flip_flop(name, data):
+            answer = (
+                "error: not run: this edit redoes one you already undid (A→B, then B→A, now A→B again): "
+                "the edits are going in circles. Decide which version is right, say why, and stop editing it."
+            )
+        self.turn.append((call, "refused" if answer else None))
+        self.recent = (self.recent + self.turn[-1:])[-self.limit :]
         return answer
+
+    def flip_flop(self, name: str, data: str) -> bool:
+        """Whether this edit_file redoes an edit of the same file after its undo (A→B, B→A, A→B)."""
+        if name != "edit_file":
+            return False
+        edit = json.loads(data)
+        change = (edit.get("old_text"), edit.get("new_text"))  # not yet validated: execute() checks it
+        done = self.edits.setdefault(str(edit.get("path")), [])
+        undo = (change[1], change[0])  # a no-op edit (A→A) undoes nothing
+        circle = change in done and change != undo and undo in done[done.index(change) :]
+        done.append(change)
+        return circle
 
     def merge(self, calls: list, results: list[dict]) -> list[dict]:
         """All the turn's tool_results in tool_use order, refusals in their places; results remembered."""
@@ -196,17 +207,13 @@ class RepeatGuard:
             else next(ran)
             for block in calls
         ]
-        for entry, result in zip(self.turn, merged):
-            entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
+        self.turn = [
+            (call, seen or json.dumps([result["content"], result["is_error"]]))
+            for (call, seen), result in zip(self.turn, merged)
+        ]
+        mine = min(len(self.turn), self.limit)  # the newest entries of `recent` are this turn's
+        self.recent = self.recent[: len(self.recent) - mine] + self.turn[len(self.turn) - mine :]
         return merged
-
-
-def seconds(text) -> float:
-    """A --read-latency value: seconds, from 0 to 60 (argparse reports a ValueError in one line)."""
-    value = float(text)
-    if not 0 <= value <= 60:
-        raise ValueError(f"{text} is not between 0 and 60 seconds")
-    return value
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -221,6 +228,7 @@ def agent_loop(
     audit: Path | None = None,
     retry: Retry | None = None,  # s03: how call_model waits between attempts (default: really)
     read_latency: float = 0.0,  # s04: seconds added to each read-only call (--read-latency)
+    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
 ) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or
     until the model asks again for a call the repeat brake refused."""
@@ -233,7 +241,7 @@ def agent_loop(
                 client,
                 retry,
                 model=model,
-                system=SYSTEM,
+                system=system,
                 tools=TOOLS,
                 messages=messages,
                 max_tokens=MAX_TOKENS,
@@ -264,59 +272,35 @@ def agent_loop(
             return turns
 
 
-def add_flags(parser) -> None:
-    """--read-latency: slow every read down, to watch reads overlap."""
-    parser.add_argument(
-        "--read-latency",
-        type=seconds,
-        metavar="SECONDS",
-        help="make every read-only call this much slower, like a network drive, to watch reads overlap "
-        "(default: the fixture's read_latency in replay, else 0)",
-    )
-
-
-def read_latency(args, run: launch.Run) -> float:
-    """--read-latency, else the fixture's own `read_latency` (so that its reads visibly overlap), else 0."""
-    latency = args.read_latency
-    if latency is None:
-        try:
-            latency = seconds((run.fixture or {}).get("read_latency", 0))
-        except (TypeError, ValueError):
-            raise errors.FixtureError(f"{run.fixture_path}: read_latency must be 0 to 60 seconds") from None
-    if latency:
-        display.say(f"each read-only call is slowed by {latency} s (simulated latency)")
-    return latency
-
-
-def settings(args, run: launch.Run, step: str = "s04") -> tuple:
-    """What the loop needs from the flags: (permission, audit log, retry policy, read latency)."""
-    return (
-        step_cli.permission_for(args.permission, run),
-        audit_path(run, step),
-        retry_policy(run),
-        read_latency(args, run),
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    s02.add_flags(parser)
-    add_flags(parser)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
+    step_cli.add_latency_flag(parser)
     args = parser.parse_args(argv)
-    return step_cli.run_step(args, MODEL, "s04_parallel", lambda run: run_task(run, args), **CLIENT_OPTIONS)
+    return step_cli.run_step(args, MODEL, "s04_parallel", run_task, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
     """s03's run, with the read latency this run asked for."""
-    permission, audit, retry, latency = settings(args, run)
+    settings = step_cli.settings(args, run, "s04", retry_policy(run))
     messages = [{"role": "user", "content": run.task}]
     try:
-        turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit, retry, latency)
-    except (anthropic.APIError, GaveUp) as err:
-        return stop_cleanly(err, messages, audit.parent / "conversation.json")
+        turns = agent_loop(
+            run.client,
+            messages,
+            run.workspace,
+            run.model,
+            permission=settings.permission,
+            audit=settings.audit,
+            retry=settings.retry,
+            read_latency=settings.read_latency,
+            system=s02.system_for(run),
+        )
+    except (anthropic.APIError, GaveUp, HarnessError) as err:
+        return stop_cleanly(err, messages, settings.folder / "conversation.json")
     display.show_summary(turns)
-    display.say(f"permission {permission}; audit log: {audit}")
+    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
     return 0
 
 

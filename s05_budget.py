@@ -1,16 +1,17 @@
 """s05_budget.py — Knowing when to stop, and never losing the work.
 
-Adds over s04: a Budget checks --max-steps, --max-tokens-total, --max-input-tokens and --max-cost (from
-a price table) before every call, and the first limit reached ends the run, named. Replies stream. A
-first Ctrl-C lets the running tool finish and answers every call; a second stops at once. However the
-run ends, the conversation is saved (--resume FILE goes on from it) and a JSON-lines trace survives.
+Adds over s04: a Budget checks --max-steps, --max-tokens-total (200,000, as the article), --max-input-
+tokens and --max-cost (a dated price table) before every call; the first limit reached ends the run,
+named. Replies stream. A first Ctrl-C lets this turn's tools run to their end (each within its
+timeout), answers every call, saves and stops; a second cuts them short. However the run ends, the
+conversation is saved (--resume FILE goes on from it) and a JSON-lines trace survives.
 
     user task, or --resume FILE + a new instruction
         v
     +=================+ a limit is reached  +----------------------------------------------------+
     | Budget.exceeded | ------------------> | stop, the reason named; conversation saved; trace |
     +=================+                     +----------------------------------------------------+
-        v room for one more call                         ^ Ctrl-C while tools ran: all answered
+        v room for one more call                         ^ Ctrl-C while tools ran: they finish
     +--------------+  stop_reason != tool_use   +------+ |
     | call_model() | -------------------------> | done | |
     |  (streamed)  | <--- s04's run_tools() -------------+
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from workbook import conversation, display, errors, launch, step_cli, tracing  # isort: split
+from workbook import conversation, display, errors, launch, prices, step_cli, tracing  # isort: split
 
 import anthropic
 
@@ -41,8 +42,8 @@ import s02_tools as s02
 import s03_errors as s03
 import s04_parallel as s04
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s02_tools import SYSTEM, TOOLS, ToolError
-from s03_errors import CLIENT_OPTIONS, GaveUp, Retry, fatal_line
+from s02_tools import SYSTEM, TOOLS
+from s03_errors import CLIENT_OPTIONS, GaveUp, HarnessError, Retry, fatal_line
 from s04_parallel import RepeatGuard
 
 DEFAULT_FIXTURE = "fixtures/s05_streamed.json"
@@ -51,19 +52,13 @@ DEFAULT_FIXTURE = "fixtures/s05_streamed.json"
 # -- new in s05: limits — steps, tokens, one request's input, estimated cost ------------------------
 
 MAX_STEPS = 50  # model calls in one run (--max-steps)
-MAX_TOKENS_TOTAL = 2_000_000  # input + output tokens summed over the run, cached ones included
+MAX_TOKENS_TOTAL = 200_000  # input + output tokens summed over the run, cached ones included: as the article
 MAX_INPUT_TOKENS = 150_000  # one request's input: history only grows, so the next request is larger
-MAX_COST = 5.00  # dollars, estimated (--max-cost); a warning comes first, at COST_WARNING of it
+MAX_COST = 5.00  # dollars, estimated (--max-cost) from list prices dated prices.PRICES_AS_OF; warned at 80%
 COST_WARNING = 0.8
-# Dollars per million tokens (input, output): the list price on anthropic.com/pricing; cache writes cost
-# 1.25x the input price, reads 0.1x. An estimate: the invoice is the truth. Unlisted models: as MODEL.
-PRICES = {"claude-sonnet-5": (3.00, 15.00)}
-CACHE_WRITE, CACHE_READ = 1.25, 0.10
-INTERRUPT_GRACE = 1.0  # seconds a running command still gets after Ctrl-C, before its group is killed
-INTERRUPTED = "error: interrupted by the user"  # how every answer to a call stopped by Ctrl-C begins
-CANCELLED = "interrupted by the user: the command was cancelled, its process group killed"
-INTERRUPT = threading.Event()  # set by a first Ctrl-C while tools run: finish, answer, save, stop
-CTRL_C_IN_TOOLS = "interrupted by the user (Ctrl-C while tools ran: the calls that finished keep theirs)"
+INTERRUPTED = "error: interrupted by the user"  # how every answer to a call cut short by Ctrl-C begins
+INTERRUPT = threading.Event()  # set by a first Ctrl-C while tools run: they finish, then the run stops
+CTRL_C_IN_TOOLS = "interrupted by the user (Ctrl-C while tools ran: each ran to its end, all answered)"
 
 
 def tokens_in(usage) -> int:
@@ -73,11 +68,18 @@ def tokens_in(usage) -> int:
 
 
 def cost(usage, model: str = MODEL) -> float:
-    """Estimated dollars for one response: input (cache writes and reads at their prices), then output."""
-    price_in, price_out = PRICES.get(model, PRICES[MODEL])
-    written, read = usage.cache_creation_input_tokens or 0, usage.cache_read_input_tokens or 0
-    weighted_in = usage.input_tokens + written * CACHE_WRITE + read * CACHE_READ
-    return (weighted_in * price_in + usage.output_tokens * price_out) / 1_000_000
+    """Estimated dollars for one response, from the price table (workbook/prices.py, dated): plain input;
+    cache writes by how long they are kept (5 minutes or 1 hour), cache reads; output; web searches."""
+    price_in, price_out = prices.PRICES.get(model, prices.PRICES[MODEL])
+    split = usage.cache_creation  # None from an API or fixture that does not split: all 5-minute writes
+    hour = (split.ephemeral_1h_input_tokens or 0) if split else 0
+    minutes = (usage.cache_creation_input_tokens or 0) - hour
+    weighted_in = usage.input_tokens + minutes * prices.CACHE_WRITE_5M + hour * prices.CACHE_WRITE_1H
+    weighted_in += (usage.cache_read_input_tokens or 0) * prices.CACHE_READ
+    searches = (usage.server_tool_use.web_search_requests or 0) if usage.server_tool_use else 0
+    return (
+        weighted_in * price_in + usage.output_tokens * price_out
+    ) / 1_000_000 + searches * prices.WEB_SEARCH
 
 
 @dataclass
@@ -93,7 +95,9 @@ class Budget:
     tokens: int = 0  # in and out, over the run so far (kept as it goes: the rows only grow)
     cost: float = 0.0  # dollars, estimated, over the run so far
     warned: bool = False
-    reason: str = ""  # why the loop ended, once it has
+    reason: str = (
+        ""  # why the run ended, whatever ended it (a limit, the model, the brake, Ctrl-C): stopped()
+    )
 
     def spend(self, response) -> str | None:
         """Count one response; the first time the cost passes COST_WARNING of the cap, say so."""
@@ -129,32 +133,17 @@ class Budget:
         return {"steps": len(self.rows), "tokens": self.tokens, "cost": round(self.cost, 6)}
 
 
-# -- new in s05: a Ctrl-C keeps the work — the running call finishes, every call is answered ----------
-
-
-class Cancelled(ToolError):
-    """A running command stopped by Ctrl-C: s03's execute() turns it into the call's answer."""
+# -- new in s05: a Ctrl-C keeps the work — the turn's tools finish, every call is answered ------------
 
 
 def wait_for(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
-    """s03's run_bash waits with this: (stdout, stderr) once the command ends; TimeoutExpired after
-    `timeout` s. After a Ctrl-C the command gets INTERRUPT_GRACE seconds more, then its group goes."""
-    deadline, grace_until = time.monotonic() + timeout, None
-    while True:
-        try:
-            return process.communicate(timeout=0.1)  # asked again after a timeout, it loses no output
-        except subprocess.TimeoutExpired:
-            now = time.monotonic()
-            if now >= deadline:
-                raise
-            if INTERRUPT.is_set():
-                grace_until = grace_until or now + INTERRUPT_GRACE
-                if now >= grace_until:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    raise Cancelled(CANCELLED) from None
-        except KeyboardInterrupt:  # a second Ctrl-C: the command goes at once, with the run
-            os.killpg(process.pid, signal.SIGKILL)
-            raise
+    """s03's run_bash waits with this. A first Ctrl-C changes nothing here: the command runs to its end
+    (or its own timeout). A second raises KeyboardInterrupt, and the command's process group goes too."""
+    try:
+        return process.communicate(timeout=timeout)
+    except KeyboardInterrupt:  # a second Ctrl-C: the command goes at once, with the run
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
 
 
 def bash(workspace: Path, command: str) -> str:
@@ -165,10 +154,7 @@ REGISTRY = s03.REGISTRY | {"bash": replace(s03.REGISTRY["bash"], handler=bash)} 
 
 
 def execute(block, workspace: Path, permission: str = "auto", audit: Path | None = None) -> tuple[str, bool]:
-    """s03's execute(); after a Ctrl-C nothing new starts, yet every call still gets its answer."""
-    if INTERRUPT.is_set():
-        s02.log_call(audit, block, "interrupted", f"{INTERRUPTED}: not run", True, time.monotonic())
-        return f"{INTERRUPTED}: not run", True
+    """s03's execute(), with the bash that a second Ctrl-C stops."""
     return s03.execute(block, workspace, permission, audit, REGISTRY)
 
 
@@ -179,9 +165,9 @@ def run_tools(blocks: list, workspace: Path, *args, **kwargs) -> list[dict]:
 
 @contextmanager
 def ctrl_c_lets_tools_finish():
-    """While tools run, a first Ctrl-C only sets INTERRUPT: the running call finishes (a long command
-    is cancelled), the calls not started are answered as interrupted, and the loop stops after the
-    turn. A second Ctrl-C raises KeyboardInterrupt at once."""
+    """While tools run, a first Ctrl-C only sets INTERRUPT: every call of this turn still runs to its
+    end, each within its own timeout (the state stays whole: no half-run turn), every call is answered,
+    and the loop stops after the turn, the work saved. A second Ctrl-C raises KeyboardInterrupt at once."""
     INTERRUPT.clear()  # a new turn of tools: no Ctrl-C yet
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may handle signals; elsewhere Ctrl-C keeps its default
@@ -197,7 +183,9 @@ def first_ctrl_c(signum, frame) -> None:
     if INTERRUPT.is_set():
         raise KeyboardInterrupt
     INTERRUPT.set()
-    display.say("\nCtrl-C: letting the running tool finish, then saving (Ctrl-C again: now)", "yellow")
+    display.say(
+        "\nCtrl-C: this turn's tools run to their end, then the work is saved (Ctrl-C again: now)", "yellow"
+    )
 
 
 def call_model(client: anthropic.Anthropic, retry: Retry | None, stream: bool = False, **request):
@@ -225,9 +213,12 @@ def answer_open_calls(messages: list) -> bool:
     return True
 
 
-def start_trace(path: Path | None, script: str, model: str, stream: bool, budget: Budget, about=None) -> None:
-    """The trace's first line: what every request of the run shares, and the run's limits."""
-    shared = dict(model=model, system=SYSTEM, tools=TOOLS, max_tokens=MAX_TOKENS, stream=stream)
+def start_trace(
+    path: Path | None, script: str, request: dict, stream: bool, budget: Budget, about=None
+) -> None:
+    """The trace's first line: what every request of the run shares (`request`: model, system, tools),
+    and the run's limits."""
+    shared = request | dict(max_tokens=MAX_TOKENS, stream=stream)
     tracing.trace_start(path, script, shared, budget, about)
 
 
@@ -269,13 +260,14 @@ def agent_loop(
     budget: Budget | None = None,  # s05: the limits, and what the run spent; budget.reason: why it ended
     trace_path: Path | None = None,  # s05: where the JSON-lines trace goes (None: no trace)
     stream: bool = True,  # s05: stream each reply; False waits for it whole, as s01-s04 do
+    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
 ) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or a
     limit, the repeat brake or a Ctrl-C stops it (budget.reason says which). A Ctrl-C during a model
     call raises KeyboardInterrupt, the conversation as it was: main keeps it."""
     turns, guard, trace = [], RepeatGuard(), tracing.Trace(trace_path)  # responses; the brake; the trace
-    budget, request = budget or Budget(model=model), dict(model=model, system=SYSTEM, tools=TOOLS)
-    start_trace(trace_path, "s05_budget", model, stream, budget)
+    budget, request = budget or Budget(model=model), dict(model=model, system=system, tools=TOOLS)
+    start_trace(trace_path, "s05_budget", request, stream, budget)
     while True:
         # 0. (new in s05) Before paying for another call, check every limit: the first one reached
         #    ends the run, and the conversation is whole (it ends on the last turn's tool results).
@@ -298,12 +290,13 @@ def agent_loop(
         # 3. Any stop but tool_use ends the loop. That includes max_tokens: a reply cut off there may
         #    hold a tool_use whose input is incomplete, and it must never be executed.
         if response.stop_reason != "tool_use":
-            budget.reason = f"the model ended its turn (stop_reason {response.stop_reason})"
-            return stopped(turns, budget, trace_path)
+            return stopped(
+                turns, budget, trace_path, f"the model ended its turn (stop_reason {response.stop_reason})"
+            )
 
         # 4. Run the tool calls as s04 does: reads side by side, the repeat brake, each id answered once,
-        #    in order, in one user message. (new in s05) A first Ctrl-C lets the running call finish,
-        #    answers the rest as interrupted, and ends the run after this turn.
+        #    in order, in one user message. (new in s05) A first Ctrl-C lets every call of this turn
+        #    run to its end, and ends the run after it; a second cuts them short (main answers them).
         calls = [block for block in response.content if block.type == "tool_use"]
         timeline, allowed, started = [], guard.screen(calls), time.monotonic()
         with ctrl_c_lets_tools_finish():
@@ -311,10 +304,10 @@ def agent_loop(
         results = guard.merge(calls, ran)
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
-        budget.reason = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop
-        trace.tools(len(turns), calls, results, started, budget.reason)
-        if budget.reason:
-            return stopped(turns, budget, trace_path)
+        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop  # a Ctrl-C, or s04's repeat brake
+        trace.tools(len(turns), calls, results, started, stop)
+        if stop:
+            return stopped(turns, budget, trace_path, stop)
 
 
 # -- new in s05: the command line — limits, a saved conversation to resume, the trace, streaming ----
@@ -323,25 +316,13 @@ RESUME_INSTRUCTION = "Continue where you left off."  # what a live --resume adds
 RESUME_FIXTURE = "fixtures/s05_resume.json"  # what --resume replays offline
 
 
-def add_flags(parser) -> None:
-    """The limits, --resume, where the conversation and the trace go, and --no-stream."""
-    add, whole, dollars = parser.add_argument, step_cli.limit, step_cli.dollars  # 0, -1, nan: refused, 1 line
-    add("--max-steps", type=whole, default=MAX_STEPS, metavar="N", help=f"model calls (default {MAX_STEPS})")
-    add("--max-tokens-total", type=whole, default=MAX_TOKENS_TOTAL, metavar="N", help="tokens in + out")
-    add("--max-input-tokens", type=whole, default=MAX_INPUT_TOKENS, metavar="N", help="input, one request")
-    add("--max-cost", type=dollars, default=MAX_COST, metavar="DOLLARS", help="estimated (warned at 80%%)")
-    add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
-    add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
-    add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
-    add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s04 do")
-
-
 def first_messages(run: launch.Run, resume: str | None) -> list:
     """The task as the first message; or, with --resume, the saved conversation plus the instruction."""
     if not resume:
         return [{"role": "user", "content": run.task}]
-    saved = conversation.load_conversation(conversation.repo_path(resume))
-    display.say(f"resuming {resume}: {len(saved)} messages, then the task above", "bold")
+    saved, refused = conversation.resumable(conversation.load_conversation(conversation.repo_path(resume)))
+    then = refused or "then the task above"
+    display.say(f"resuming {len(saved)} saved messages; {then}, from\n  {resume}", "bold")
     return conversation.replay_leniently_unless_recorded(run, continued(saved, run.task))
 
 
@@ -359,25 +340,39 @@ def continued(messages: list, instruction: str) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    for add in (s02.add_flags, s04.add_flags, add_flags):
-        add(parser)
-    args = step_cli.resume_mode(parser.parse_args(argv), RESUME_FIXTURE, RESUME_INSTRUCTION)
-    body = lambda run: run_task(run, step_cli.with_fixture_flags(parser, argv, run))  # noqa: E731
-    return step_cli.run_step(args, MODEL, "s05_budget", body, **CLIENT_OPTIONS)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
+    step_cli.add_latency_flag(parser)
+    step_cli.add_budget_flags(parser, Budget())
+    flags = step_cli.Flags(parser, argv)  # in replay, the fixture's own flags apply too
+    args = step_cli.resume_mode(flags.parse(), RESUME_FIXTURE, RESUME_INSTRUCTION)
+    return step_cli.run_step(args, MODEL, "s05_budget", run_task, flags, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args, loop=agent_loop, script: str = "s05_budget", **options) -> int:
     """Run `loop` (s06 passes its own) within the flags' limits; whatever ends it, keep the conversation."""
-    settings = s04.settings(args, run, script[:3])  # (permission, audit log, retry policy, read latency)
-    trace_path = Path(args.trace or settings[1].parent / "trace.jsonl")
-    saved = Path(args.save or settings[1].parent / "conversation.json")
-    limits = (args.max_steps, args.max_tokens_total, args.max_input_tokens, args.max_cost)
-    messages, budget = first_messages(run, args.resume), Budget(*limits, run.model)
+    settings = step_cli.settings(args, run, script[:3], s03.retry_policy(run))
+    trace_path = Path(args.trace or settings.folder / "trace.jsonl")
+    saved = Path(args.save or settings.folder / "conversation.json")
+    budget = Budget(args.max_steps, args.max_tokens_total, args.max_input_tokens, args.max_cost, run.model)
+    messages = first_messages(run, args.resume)
     try:
-        stream = step_cli.streaming(args, run)
-        loop(run.client, messages, run.workspace, run.model, *settings, budget, trace_path, stream, **options)
-    except (anthropic.APIError, GaveUp) as err:  # s03: what retrying cannot fix; s05: named in the trace
+        loop(
+            run.client,
+            messages,
+            run.workspace,
+            run.model,
+            permission=settings.permission,
+            audit=settings.audit,
+            retry=settings.retry,
+            read_latency=settings.read_latency,
+            budget=budget,
+            trace_path=trace_path,
+            stream=step_cli.streaming(args, run),
+            system=s02.system_for(run),
+            **options,
+        )
+    except (anthropic.APIError, GaveUp, HarnessError) as err:  # s03: what retrying cannot fix
         failed(budget, trace_path, err)
         return s03.stop_cleanly(err, messages, saved)
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one: keep the work
@@ -385,8 +380,8 @@ def run_task(run: launch.Run, args, loop=agent_loop, script: str = "s05_budget",
     display.show_budget(budget)
     answer_open_calls(messages)  # a conversation to resume must answer every tool_use
     conversation.save_conversation(messages, saved)
-    display.say(f"audit log: {settings[1]}; trace: {trace_path}\nconversation saved: {saved}")
-    display.say(f'continue it: python {script}.py --resume {saved} "new instruction"')
+    display.say(f"audit log: {settings.audit}\ntrace: {trace_path}\nconversation saved: {saved}")
+    display.say("\n".join(step_cli.resume_hint(script, saved, RESUME_FIXTURE)))
     return 130 if budget.reason.startswith("interrupted") else 0
 
 

@@ -2,7 +2,8 @@
 
 Adds over s05: every iteration ends in a named transition (next_transition()). max_tokens: never run
 the cut reply; retry at 64k, then continue at most 3 times. "prompt is too long": collapse old tool
-results, then compact the history into a summary, once a turn. pause_turn goes back unchanged.
+results, then compact into a summary, once a turn; a reply the context window cut is kept (its calls
+answered, not run) while room is made. pause_turn goes back unchanged; a refusal shows its stop_details.
 --stop-hook CMD must pass before the loop may stop. A trace replays as a fixture (--replay run.jsonl).
 
     +--------------+  stop_reason  +=========================================+
@@ -11,6 +12,7 @@ results, then compact the history into a summary, once a turn. pause_turn goes b
         ^  ^  ^  ^                   | tool_use        -> next_turn: run the tools, send results
         |  |  |  +-------------------| max_tokens      -> escalate to 64k | continue (<= 3) | fail
         |  |  +----------------------| too long (400)  -> collapse | compact (<= 1 a turn) | fail
+        |  |  +----------------------| window full     -> make_room: keep the reply; collapse | compact
         |  +-------------------------| pause_turn      -> resume_pause: echo the content unchanged
         +----------------------------| end_turn        -> stop hook fails? hook_retry : done
                                      | refusal         -> done, saying so
@@ -18,24 +20,23 @@ Run: python s06_recovery.py --replay fixtures/s06_stop_hook.json   (each s06_* f
      python s06_recovery.py --trace run.jsonl "task"   then   --replay run.jsonl
 """
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import conversation, display, errors, launch, step_cli, tracing  # isort: split
+from workbook import conversation, display, launch, step_cli, tracing  # isort: split
 
 import anthropic
 
 import s02_tools as s02
 import s03_errors as s03
-import s04_parallel as s04
 import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError, truncate
 from s03_errors import CLIENT_OPTIONS, Retry, api_message
 from s05_budget import CTRL_C_IN_TOOLS, INTERRUPT, Budget, RepeatGuard, call_model, run_tools, stopped
+from workbook.conversation import blocks, context_chars, result_text  # a message's blocks, its size
 
 DEFAULT_FIXTURE = "fixtures/s06_truncated_tool_use.json"
 
@@ -53,26 +54,30 @@ CONTINUE_PROMPT = (
     "Your last reply was cut off by the output token limit. Continue exactly where it stopped, "
     "with no apology and no recap. If a tool call was cut off, make it again in full."
 )
-TRUNCATED_CALL = (
-    "error: not run — your reply was cut off (max_tokens) before this call was complete. Call again."
+ROOM_PROMPT = (
+    "Your last reply stopped because the context window was full; older tool results were shortened to "
+    "make room. Continue exactly where it stopped, no recap. If a tool call was cut off, make it again."
 )
+GO_ON = {"max_tokens": CONTINUE_PROMPT, "model_context_window_exceeded": ROOM_PROMPT}  # by what cut it
+TRUNCATED_CALL = "error: not run — your reply was cut off ({}) before this call was complete. Call again."
 SUMMARY_PROMPT = (
     "The conversation has grown too long for the context window. Summarize everything above that is "
     "needed to carry on: the task, what was done and found, which files changed, what remains to do. "
     "Plain prose, no tool calls."
 )
-TRANSITIONS = {  # every iteration of the loop ends in exactly one of these
-    "next_turn": "tool_use: run the tools, send their results",
-    "escalate": "max_tokens: the same request again with max_tokens 64000",
-    "continue": "max_tokens again: keep the partial reply, ask the model to go on",
-    "collapse": "prompt too long: old tool results become short placeholders, retry",
-    "compact": "still too long: the older history becomes a summary, retry",
-    "resume_pause": "pause_turn: send the paused turn back unchanged, no new user message",
-    "hook_retry": "end_turn, but the stop hook failed: its output goes back to the model",
-    "done": "end_turn (the hook passed), stop_sequence or refusal: stop",
-    "fail": "a cap was reached or nothing can be recovered: stop, saying why",
+TRANSITIONS = {  # every iteration ends in exactly one of these; Claude Code's query.ts name after the |
+    "next_turn": "tool_use: run the tools, send their results | next_turn",
+    "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
+    "continue": "max_tokens again: keep the cut reply, ask the model to go on | max-output-tokens recovery",
+    "collapse": "prompt too long (400): old tool results become placeholders, retry | collapse_drain_retry",
+    "compact": "still too long: the older history becomes a summary, retry | reactive_compact_retry",
+    "make_room": "context window full (a reply): keep it, collapse or compact, go on | (not in the article)",
+    "resume_pause": "pause_turn: send the paused turn back unchanged, no new user message | (server tools)",
+    "hook_retry": "end_turn, but the stop hook failed: its output goes to the model | stop_hook_blocking",
+    "done": "end_turn (the hook passed), stop_sequence or refusal: stop | Terminal (completed)",
+    "fail": "a cap was reached or nothing can be recovered: stop, saying why | Terminal (error)",
 }
-KEEPS_REPLY = ("next_turn", "continue", "resume_pause", "hook_retry", "done")  # the others throw it away
+KEEPS_REPLY = ("next_turn", "continue", "make_room", "resume_pause", "hook_retry", "done")  # others drop it
 
 
 @dataclass
@@ -89,10 +94,26 @@ class Recovery:
     compacted: bool = False
     hook_failures: int = 0  # for the whole run, not per turn
     about: dict | None = None  # the trace's `run` line: what replaying this run's trace needs
+    too_long: dict | None = None  # the last call's 400 "prompt is too long", as the trace keeps it
     log: list = field(default_factory=list)  # (transition, why), in order
+    system: str = SYSTEM  # s02's constitution for this run
 
     def tools(self) -> list:
         return TOOLS + SERVER_TOOLS if self.web_search else TOOLS
+
+    def differs(self) -> dict:
+        """What this call's request has that the trace's start line does not: the trace logs it too."""
+        fields = {"max_tokens": self.max_tokens, "stream": True} if self.max_tokens != MAX_TOKENS else {}
+        return fields | ({"tools": self.tools()} if self.web_search else {})
+
+    def sending(self, system: str):
+        """This state, set to send `system` (s02's constitution) with every request, a compaction's too."""
+        self.system = system
+        return self
+
+    def request(self, model: str) -> dict:
+        """What every request of this run shares: the model, the system prompt, the tools."""
+        return dict(model=model, system=self.system, tools=self.tools())
 
     def new_turn(self) -> None:
         """Tools ran: the next model call starts with a clean slate and the normal max_tokens."""
@@ -104,11 +125,12 @@ def next_transition(response, state: Recovery, messages: list, hook: tuple | Non
     """(transition, why): what the loop does next, from how the call ended and what was tried already.
     `response` is None when the request was too long; `hook` is (passed, output) if the stop hook ran."""
     stop = response.stop_reason if response is not None else "prompt_too_long"
-    if stop in ("prompt_too_long", "model_context_window_exceeded"):
+    if stop in ("prompt_too_long", "model_context_window_exceeded"):  # the second is a reply: kept
+        room = "make_room" if stop == "model_context_window_exceeded" else None
         if not state.collapsed and collapsible(messages):
-            return "collapse", f"{stop}: {collapsible(messages)} old tool results can be collapsed"
+            return room or "collapse", f"{stop}: {collapsible(messages)} old tool results can be collapsed"
         if not state.compacted and split_point(messages) is not None:
-            return "compact", f"{stop}: collapsing is not enough; summarize the older history"
+            return room or "compact", f"{stop}: collapsing is not enough; summarize the older history"
         return "fail", f"{stop}, and this turn has already collapsed and compacted once: giving up"
     if stop == "tool_use":
         return "next_turn", "tool_use"
@@ -122,37 +144,14 @@ def next_transition(response, state: Recovery, messages: list, hook: tuple | Non
         return "resume_pause", f"pause {state.pauses + 1} of at most {MAX_PAUSES}"
     if stop == "pause_turn":
         return "fail", f"paused {MAX_PAUSES} times in a row: stopping"
-    if stop == "refusal":
-        return "done", "refusal: the model declined to go on, so the loop stops here"
+    if stop == "refusal":  # stop_details (SDK): the category and explanation, when the API gives them
+        said = conversation.refusal_reason(conversation.plain(getattr(response, "stop_details", None)))
+        return "done", f"refusal{said}: the model declined to go on, so the loop stops here"
     if hook and not hook[0] and state.hook_failures < state.hook_retries:
         return "hook_retry", f"stop hook failed ({state.hook_failures + 1} of {state.hook_retries} retries)"
     if hook and not hook[0]:
         return "fail", f"the stop hook still fails after {state.hook_retries} retries"
     return "done", stop + (" and the stop hook passed" if hook else "")
-
-
-def show_transition(state: Recovery, transition: str, why: str, trace_path: Path | None) -> None:
-    """The transition on screen, in the run's record and in the trace."""
-    state.log.append((transition, why))
-    tracing.trace(trace_path, "transition", name=transition, why=why)
-    colour = {"done": "green", "fail": "red", "next_turn": "dim"}.get(transition, "magenta")
-    display.say(f"→ {transition}  {why}", colour)
-
-
-def context_chars(messages: list) -> int:
-    """The size of the conversation in characters of JSON (roughly 4 per token)."""
-    return len(json.dumps(conversation.plain([m["content"] for m in messages]), ensure_ascii=False))
-
-
-def blocks(message: dict) -> list[dict]:
-    """A message's content as a list of plain blocks, whether a string, our dicts or the SDK's objects."""
-    content = conversation.plain(message["content"])
-    return [{"type": "text", "text": content}] if isinstance(content, str) else content
-
-
-def result_text(block: dict) -> str:
-    content = block.get("content", "")
-    return content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
 
 
 def old_results(messages: list, keep: int = KEEP_RECENT_RESULTS) -> list[int]:
@@ -190,7 +189,7 @@ def compact(client, retry, model: str, messages: list, state: Recovery, trace_pa
     older, recent = messages[:cut], messages[cut:]
     last = {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
     ask = older[:-1] + [last]
-    request = dict(model=model, system=SYSTEM, tools=state.tools(), tool_choice={"type": "none"})
+    request = state.request(model) | {"tool_choice": {"type": "none"}}
     response = call_model(client, retry, False, messages=ask, max_tokens=MAX_TOKENS, **request)
     tracing.Trace(trace_path).call(0, ask, response, 0, None, tool_choice={"type": "none"}, stream=False)
     summary = "".join(b.text for b in response.content if b.type == "text").strip()
@@ -203,10 +202,10 @@ def compact(client, retry, model: str, messages: list, state: Recovery, trace_pa
 def continue_cut(messages: list, response) -> None:
     """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
     the model to go on. Answering keeps the reply verbatim and tells the model exactly what happened."""
-    results = [
-        conversation.tool_result(b.id, TRUNCATED_CALL, True) for b in response.content if b.type == "tool_use"
-    ]
-    messages.append({"role": "user", "content": [*results, {"type": "text", "text": CONTINUE_PROMPT}]})
+    cut_by = response.stop_reason  # max_tokens, or model_context_window_exceeded
+    answer = TRUNCATED_CALL.format(cut_by)
+    results = [conversation.tool_result(b.id, answer, True) for b in response.content if b.type == "tool_use"]
+    messages.append({"role": "user", "content": [*results, {"type": "text", "text": GO_ON[cut_by]}]})
 
 
 def hook_feedback(messages: list, state: Recovery, output: str) -> None:
@@ -225,26 +224,32 @@ def run_stop_hook(command: str, workspace: Path) -> tuple[bool, str]:
     return output.endswith("[exit code 0]"), output
 
 
-def append_reply(messages: list, content: list) -> None:
-    """Append the reply verbatim; after a pause it continues the paused turn, so it joins that message."""
+def append_reply(messages: list, response, transition: str) -> None:
+    """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
+    paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
+    if transition not in KEEPS_REPLY:
+        return
     if messages and messages[-1]["role"] == "assistant":
-        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
+        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *response.content]}
     else:
-        messages.append({"role": "assistant", "content": content})
+        messages.append({"role": "assistant", "content": response.content})
+    if response.stop_reason == "refusal":
+        messages[-1][conversation.REFUSED] = conversation.plain(response.stop_details) or {}
 
 
-def call_unless_too_long(client, retry, stream: bool, messages: list, model: str, state: Recovery) -> tuple:
-    """s05's call_model() with the recovery state's max_tokens and tools, as (response, response); a
-    400 "prompt is too long" is (None, the error) instead of raised, for the loop to recover from."""
-    request = dict(model=model, system=SYSTEM, tools=state.tools(), max_tokens=state.max_tokens)
+def call_unless_too_long(client, retry, stream: bool, messages: list, model: str, state: Recovery):
+    """s05's call_model() with the recovery state's max_tokens and tools. A 400 "prompt is too long" is
+    not raised: the reply is None, and the error is kept in state.too_long, for the loop to recover."""
+    request = state.request(model) | {"max_tokens": state.max_tokens}
+    state.too_long = None
     try:
-        response = call_model(client, retry, stream, messages=messages, **request)
-        return response, response
+        return call_model(client, retry, stream, messages=messages, **request)
     except anthropic.BadRequestError as err:
         if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
             raise
         display.say(f"400 {api_message(err)}", "yellow")
-        return None, {"status": 400, "body": err.body}
+        state.too_long = {"status": 400, "body": err.body}
+        return None
 
 
 def tally(turns: list, response, budget: Budget, streamed: bool) -> None:
@@ -265,7 +270,17 @@ def ended_because(transition: str, why: str, response) -> str:
     return stop or f"recovery gave up: {why}"
 
 
-def recover(transition: str, client, retry, model: str, messages: list, response, state, hook, trace_path):
+@dataclass
+class Caller:
+    """What recovery needs to call the model itself (compaction asks it for a summary)."""
+
+    client: anthropic.Anthropic
+    retry: Retry | None
+    model: str
+    trace_path: Path | None
+
+
+def recover(transition: str, messages: list, response, state: Recovery, hook: tuple | None, caller: Caller):
     """Carry out a recovery transition on the conversation (then sent again): a compaction's summary."""
     if transition == "escalate":
         state.max_tokens = ESCALATED_MAX_TOKENS
@@ -276,37 +291,20 @@ def recover(transition: str, client, retry, model: str, messages: list, response
         state.pauses += 1
     elif transition == "hook_retry":
         hook_feedback(messages, state, hook[1])
-    elif transition in ("collapse", "compact"):
+    elif transition == "make_room":  # the kept reply's cut calls answered; then collapse, else compact
+        continue_cut(messages, response)
+        transition = "collapse" if not state.collapsed and collapsible(messages) else "compact"
+    if transition in ("collapse", "compact"):
         before, summary = context_chars(messages), None
         if transition == "collapse":
             state.collapsed = True
             collapse(messages)
         else:
             state.compacted = True
-            summary = compact(client, retry, model, messages, state, trace_path)
-        tracing.show_context(transition, before, context_chars(messages), trace_path)
+            summary = compact(caller.client, caller.retry, caller.model, messages, state, caller.trace_path)
+        tracing.show_context(transition, before, context_chars(messages), caller.trace_path)
         return summary
     return None
-
-
-def run_line(run: launch.Run, args) -> dict:
-    """The trace's `run` line: what a replay of the trace needs besides the requests (step_cli's)."""
-    hook = ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
-    return step_cli.run_line(run, ["--web-search"] * args.web_search + hook * bool(args.stop_hook))
-
-
-def differs(state: Recovery) -> dict:
-    """What this call's request has that the trace's start line does not: the trace logs it too."""
-    fields = {"max_tokens": state.max_tokens, "stream": True} if state.max_tokens != MAX_TOKENS else {}
-    return fields | ({"tools": state.tools()} if state.web_search else {})
-
-
-def add_flags(parser) -> None:
-    """The stop hook and the server-side search tool."""
-    add = parser.add_argument
-    add("--stop-hook", metavar="CMD", help="a shell command that must pass before the loop may stop")
-    add("--stop-hook-retries", type=step_cli.count, default=STOP_HOOK_RETRIES, metavar="N", help="default 2")
-    add("--web-search", action="store_true", help="offer the API's server-side web search tool")
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -324,12 +322,14 @@ def agent_loop(
     budget: Budget | None = None,  # s05: the limits, and what the run spent; budget.reason: why it ended
     trace_path: Path | None = None,  # s05: where the JSON-lines trace goes (None: no trace)
     stream: bool = True,  # s05: stream each reply; False waits for it whole, as s01-s04 do
+    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
     recovery: Recovery | None = None,  # s06: the stop hook, --web-search, and the transitions taken
 ) -> list:
     """s05's loop, each iteration ending in a named transition: recovery repairs what it can, goes on."""
     turns, guard, trace = [], RepeatGuard(), tracing.Trace(trace_path)  # responses; the brake; the trace
-    budget, state = budget or Budget(model=model), recovery or Recovery()  # state: what recovery tried
-    s05.start_trace(trace_path, "s06_recovery", model, stream, budget, state.about)
+    budget, state = budget or Budget(model=model), (recovery or Recovery()).sending(system)  # what it tried
+    caller = Caller(client, retry, model, trace_path)  # how recovery calls the model itself (compaction)
+    s05.start_trace(trace_path, "s06_recovery", state.request(model), stream, budget, state.about)
     while True:
         # 0. Before paying for another call, check every limit (s05).
         if budget.exceeded():
@@ -338,27 +338,25 @@ def agent_loop(
         # 1. Send the whole history. (new in s06) Recovery sets max_tokens and tools; too long is no crash.
         started, live = time.monotonic(), stream or state.max_tokens > MAX_TOKENS  # 64k must stream
         with display.waiting(len(turns) + 1, live):
-            response, outcome = call_unless_too_long(client, retry, live, messages, model, state)
+            response = call_unless_too_long(client, retry, live, messages, model, state)  # None: too long
         tally(turns, response, budget, live)
-        trace.call(len(turns), messages, outcome, started, budget, **differs(state))
+        trace.call(len(turns), messages, response or state.too_long, started, budget, **state.differs())
 
         # 2. (new in s06) Name the transition: how the call ended, what recovery tried, the stop hook.
         hook = run_stop_hook(state.stop_hook, workspace) if state.stop_hook and ended(response) else None
         transition, why = next_transition(response, state, messages, hook)
-        show_transition(state, transition, why, trace_path)
+        tracing.show_transition(state.log, transition, why, trace_path)
 
         # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        if transition in KEEPS_REPLY:
-            append_reply(messages, response.content)
+        append_reply(messages, response, transition)
 
         # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
         if transition in ("done", "fail"):
             return stopped(turns, budget, trace_path, ended_because(transition, why, response))
         if transition != "next_turn":
-            summary = recover(transition, client, retry, model, messages, response, state, hook, trace_path)
+            summary = recover(transition, messages, response, state, hook, caller)
             tally(turns, summary, budget, False)  # a compaction's summary is a model call: it costs a step
             continue
-
         # 5. Run the tool calls as s05 does: reads side by side, the repeat brake, Ctrl-C keeps the work.
         calls = [block for block in response.content if block.type == "tool_use"]
         timeline, allowed, started = [], guard.screen(calls), time.monotonic()
@@ -368,29 +366,30 @@ def agent_loop(
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
-        budget.reason = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop
-        trace.tools(len(turns), calls, results, started, budget.reason)
-        if budget.reason:
-            return stopped(turns, budget, trace_path)
+        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop  # a Ctrl-C, or s04's repeat brake
+        trace.tools(len(turns), calls, results, started, stop)
+        if stop:
+            return stopped(turns, budget, trace_path, stop)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = launch.make_parser(__doc__, DEFAULT_FIXTURE)
-    for add in (s02.add_flags, s04.add_flags, s05.add_flags, add_flags):
-        add(parser)
-    args = step_cli.resume_mode(parser.parse_args(argv), s05.RESUME_FIXTURE, s05.RESUME_INSTRUCTION)
-    body = lambda run: run_task(run, step_cli.with_fixture_flags(parser, argv, run))  # noqa: E731
-    return step_cli.run_step(args, MODEL, "s06_recovery", body, step_cli.trace_as_fixture, **CLIENT_OPTIONS)
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
+    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
+    step_cli.add_latency_flag(parser)
+    step_cli.add_budget_flags(parser, Budget())
+    step_cli.add_recovery_flags(parser, STOP_HOOK_RETRIES)
+    flags = step_cli.Flags(parser, argv)  # in replay, the fixture's own flags apply too
+    args = step_cli.resume_mode(flags.parse(), s05.RESUME_FIXTURE, s05.RESUME_INSTRUCTION)
+    prepare = step_cli.trace_as_fixture  # --replay run.jsonl: the trace, converted to a fixture first
+    return step_cli.run_step(args, MODEL, "s06_recovery", run_task, flags, prepare, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
     """s05's run with this loop; a fixture's stop hook meets s02's gate first; giving up exits 1."""
-    hook, permission = args.stop_hook, step_cli.permission_for(args.permission, run)
-    if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):  # a stranger's command
-        if refusal := s02.gate(s02.REGISTRY["bash"], {"command": hook}, permission)[1]:
-            raise errors.WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
-    state = Recovery(hook, args.stop_hook_retries, args.web_search, about=run_line(run, args))
+    step_cli.gate_fixture_hook(run, args, s02.gate, s02.REGISTRY["bash"])
+    about = step_cli.run_line(run, args)  # the trace's `run` line, for --replay run.jsonl
+    state = Recovery(args.stop_hook, args.stop_hook_retries, args.web_search, about=about)
     code = s05.run_task(run, args, agent_loop, "s06_recovery", recovery=state)
     return 1 if code == 0 and state.log and state.log[-1][0] == "fail" else code
 

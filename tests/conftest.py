@@ -1,9 +1,11 @@
 """Shared test helpers: the repo on sys.path, running a step script as a reader would (a subprocess),
 and running a step's main() in this process (no interpreter start, no SDK import: ~2 s of CPU saved)."""
 
+import atexit
 import importlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,6 +17,15 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+
+# This whole test process, and every notebook kernel nbval starts from it (a kernel inherits the
+# environment), keeps its temp files in a folder of its own: a replay sweeps old runs under
+# $TMPDIR/workbook-<uid>, and a test run must never sweep, or see, a reader's kept runs. Set when this
+# file is collected, before any kernel starts; removed when the process ends. (Each test also gets a
+# folder of its own, below.)
+SESSION_TMP = tempfile.mkdtemp(prefix="workbook-tests-")
+os.environ["TMPDIR"] = tempfile.tempdir = SESSION_TMP
+atexit.register(shutil.rmtree, SESSION_TMP, ignore_errors=True)
 
 STEPS = sorted(p.stem for p in ROOT.glob("s0*_*.py"))  # the step scripts that exist
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID")  # what picks the mode and model

@@ -1,23 +1,30 @@
 """workbook/grade.py: the graded ladder. Each step climbs it up to its own rung, a loop written outside the
-workbook (plain Python, JavaScript) is graded the same way, and a failing rung names the loop's
-first mistake in the student's terms."""
+workbook (plain Python, JavaScript, the SDK's tool runner) is graded the same way, the library's work
+is never credited to the student, a failing rung names the loop's first mistake in the student's
+terms, and the program runs as a stranger's program: sandboxed, with an allowlisted environment,
+nothing it starts outliving its rung."""
 
 import json
 import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, STEPS, offline_env
 
-from workbook import classroom, compare, fixtures, grade
+from workbook import classroom, compare, contract, fixtures, grade, grade_sandbox
+from workbook import grade_reasons as reasons
 
 LOOPS = ROOT / "tests" / "grade_loops"
 NODE = shutil.which("node")
+BWRAP = grade_sandbox.choose("auto").bwrap
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
+needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap cannot make a sandbox here")
+PYTHON = sys.executable
+PLAIN = str(LOOPS / "plain_loop.py")
+OPTIONS = grade.Options(sandbox=grade_sandbox.choose("auto"))  # what `grade` itself uses by default
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +37,7 @@ def graded(capsys, *argv: str) -> tuple[int, dict]:
     """grade.main(--json, argv) in-process: the exit code and each rung's row by name."""
     code = grade.main(["--json", *argv])
     rows = json.loads(capsys.readouterr().out)["rungs"]
-    assert all(set(row) == {"name", "step", "passed", "reason"} for row in rows)
+    assert all(set(row) == {"name", "step", "passed", "passed_by", "library", "reason"} for row in rows)
     return code, {row["name"]: row for row in rows}
 
 
@@ -45,21 +52,56 @@ def rungs_up_to(step: str) -> list[str]:
 # -- the ladder is the workbook's progression ------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def ladder() -> dict[str, dict[str, grade.Result]]:
-    """Every step graded on every rung up to its own, all at once (34 runs share the cores)."""
-    runs = [(step, rung) for step in STEPS for rung in grade.RUNGS if rung.step <= step[:3]]
-    command = {step: [sys.executable, str(ROOT / f"{step}.py")] for step in STEPS}
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        results = pool.map(lambda run: grade.grade_rung(run[1], command[run[0]], grade.DEFAULT_TIMEOUT), runs)
-        graded_runs = list(zip(runs, results))
-    return {step: {rung.name: result for (s, rung), result in graded_runs if s == step} for step in STEPS}
+def plain_loop_without_sdk_retries(folder: Path) -> str:
+    """plain_loop.py with the SDK's retries off, as s03 sets them: the same loop, retrying nothing."""
+    source = (LOOPS / "plain_loop.py").read_text()
+    assert source.count("anthropic.Anthropic()") == 1
+    variant = folder / "plain_loop_no_retries.py"
+    variant.write_text(source.replace("anthropic.Anthropic()", "anthropic.Anthropic(max_retries=0)"))
+    return str(variant)
+
+
+@pytest.fixture(scope="session")
+def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
+    """Every program the Python tests grade, on its rungs, in one go: one server per rung, the runs
+    side by side. Each step on every rung up to its own; s01 and s02 on s03's rungs too (the SDK's
+    retries must not count as theirs); the plain SDK loop, with and without the SDK's retries."""
+    no_retries = plain_loop_without_sdk_retries(tmp_path_factory.mktemp("loops"))
+    commands = {step: [PYTHON, str(ROOT / f"{step}.py")] for step in STEPS}
+    commands |= {"plain": [PYTHON, PLAIN], "plain-no-retries": [PYTHON, no_retries]}
+    wanted = {step: rungs_up_to(max(step[:3], "s03")) for step in STEPS}
+    commands["tool-runner"] = [PYTHON, str(LOOPS / "tool_runner.py")]
+    wanted |= {"plain": ["loop", "tool-errors", "retries", "parallel"], "plain-no-retries": ["retries"]}
+    wanted["tool-runner"] = ["loop"]
+    runs = [(who, rung) for who, names in wanted.items() for rung in grade.RUNGS if rung.name in names]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WORKBOOK_NO_SLEEP", "1")  # the steps print their retry waits instead of sleeping them
+        results = grade.grade_runs([(rung, commands[who]) for who, rung in runs], OPTIONS)
+    graded_runs = {who: {} for who in wanted}
+    for (who, rung), result in zip(runs, results):
+        graded_runs[who][rung.name] = result
+    return graded_runs
 
 
 @pytest.mark.parametrize("step", STEPS)
 def test_each_step_passes_every_rung_up_to_its_own(step, ladder):
-    assert list(ladder[step]) == rungs_up_to(step[:3])
-    assert {name: r.reason for name, r in ladder[step].items() if not r.passed} == {}
+    own = {name: r for name, r in ladder[step].items() if name in rungs_up_to(step[:3])}
+    assert list(own) == rungs_up_to(step[:3])
+    assert {name: r.reason for name, r in own.items() if not r.passed} == {}
+    assert {r.passed_by for r in own.values()} == {"loop"}, "a step's own work, not the library's"
+
+
+SDK_RETRIED = (
+    "the SDK retried for you (x-stainless-retry-count: 1). Set max_retries=0 and retry in your loop (s03)"
+)
+
+
+@pytest.mark.parametrize("step", STEPS[:2])
+def test_s01_and_s02_leave_retrying_to_the_sdk_and_fail_the_retry_rungs_saying_so(step, ladder):
+    assert ladder[step]["loop"].passed
+    assert ladder[step]["retries"].reason == SDK_RETRIED
+    assert ladder[step]["gives-up"].reason == SDK_RETRIED
+    assert not ladder[step]["retries"].passed and not ladder[step]["gives-up"].passed
 
 
 def test_the_last_step_is_graded_on_every_rung():
@@ -71,11 +113,39 @@ def test_the_last_step_is_graded_on_every_rung():
 # -- loops written outside the workbook ------------------------------------------------------------
 
 
-def test_a_plain_python_loop_with_the_sdk_passes_the_loop_errors_retries_and_parallel_rungs(capsys):
-    only = "loop,tool-errors,retries,parallel"
-    code, rows = graded(capsys, "--only", only, "--", sys.executable, str(LOOPS / "plain_loop.py"))
-    assert list(rows) == only.split(",")
-    assert failures(rows) == {} and code == 0
+def test_a_plain_python_loop_with_the_sdk_passes_its_own_rungs_but_not_the_sdks_retries(ladder):
+    plain = ladder["plain"]
+    assert {name: r.passed_by for name, r in plain.items()} == {
+        "loop": "loop",
+        "tool-errors": "loop",
+        "retries": None,
+        "parallel": "loop",
+    }
+    assert plain["retries"].reason == SDK_RETRIED
+    assert plain["retries"].library == ["the SDK retried for you (x-stainless-retry-count: 2)"]
+
+
+def test_the_same_loop_without_the_sdks_retries_stops_on_the_529(ladder):
+    reason = ladder["plain-no-retries"]["retries"].reason
+    assert reason.startswith("turn 1 of 5: your program stopped on the 529 (overloaded_error) (exit 1")
+    assert reason.endswith("retry it, waiting as retry-after asks")
+
+
+def test_a_teacher_may_accept_the_sdks_retries_and_the_json_says_the_library_passed(capsys):
+    code, rows = graded(capsys, "--only", "retries", "--allow-sdk-retries", "--", PYTHON, PLAIN)
+    assert code == 0 and rows["retries"]["passed"] and rows["retries"]["passed_by"] == "library"
+    assert rows["retries"]["reason"].startswith(
+        "passed by the library: the SDK retried for you (x-stainless-retry-count: 2); walked the whole"
+    )
+
+
+def test_the_sdks_tool_runner_falls_back_from_a_thread_and_passes_the_loop_rung_as_the_librarys(ladder):
+    """The runner sends context_management in a thread; the replay refuses it as documented
+    (thread_unsupported_request), and the runner's fallback is no mistake of the student's."""
+    loop = ladder["tool-runner"]["loop"]
+    assert loop.passed and loop.passed_by == "library"
+    assert loop.library == ["the SDK's tool runner ran the loop (x-stainless-helper: BetaToolRunner)"]
+    assert loop.reason.endswith("walked the whole recording: 3 turns (exit 0)")
 
 
 @needs_node
@@ -118,8 +188,12 @@ def test_the_classic_bug_fails_rung_one_naming_the_missing_assistant_turn(tmp_pa
     assert done.returncode == 1, done.stderr
     [row] = json.loads(done.stdout)["rungs"]
     assert row["name"] == "loop" and row["passed"] is False
-    assert row["reason"] == (
-        "turn 2: your loop did not append the assistant's reply; messages[1] should be the assistant turn "
+    assert row["reason"].startswith(  # the server's words: the API's own
+        "turn 2: messages.1.content.0: unexpected `tool_use_id` found in `tool_result` blocks"
+    )
+    assert "expected 3 messages, got 2" in row["reason"]
+    assert row["reason"].endswith(  # and then the grader's hint
+        ". Hint: your loop did not append the assistant's reply; messages[1] should be the assistant turn "
         "with 1 text block and 1 tool_use block"
     )
 
@@ -204,8 +278,9 @@ def test_running_a_cut_tool_use_or_answering_a_pause_fails_the_s06_rungs(tmp_pat
         tmp_path, 'reply.stop_reason !== "tool_use"', '!reply.content.some((b) => b.type === "tool_use")'
     )
     code, rows = graded(capsys, "--only", "cut-tool-use", "--", NODE, runs_any_tool_use)
-    assert code == 1 and rows["cut-tool-use"]["reason"] == (
-        "turn 2: turn 1's reply was cut off by max_tokens inside a tool_use, and your loop ran it or sent it "
+    assert code == 1 and rows["cut-tool-use"]["reason"].startswith("turn 2: grade_s06_cut_tool_use, turn 2")
+    assert rows["cut-tool-use"]["reason"].endswith(
+        ". Hint: turn 1's reply was cut off by max_tokens inside a tool_use, and your loop ran it or sent it "
         "back; a cut tool_use is incomplete: send the same request again, without the cut reply, with a "
         "larger max_tokens"
     )
@@ -219,8 +294,8 @@ def test_running_a_cut_tool_use_or_answering_a_pause_fails_the_s06_rungs(tmp_pat
         'if (reply.stop_reason !== "tool_use") {',
     )
     code, rows = graded(capsys, "--only", "pause-turn", "--", NODE, says_continue)
-    assert code == 1 and rows["pause-turn"]["reason"] == (
-        "turn 2: after a pause_turn, send the conversation back with the paused assistant turn last; "
+    assert code == 1 and rows["pause-turn"]["reason"].endswith(
+        ". Hint: after a pause_turn, send the conversation back with the paused assistant turn last; "
         "do not add a user message"
     )
 
@@ -229,15 +304,18 @@ def test_a_program_that_hangs_is_stopped_by_the_timeout(capsys):
     hang = "import time; time.sleep(60)"
     code, rows = graded(capsys, "--only", "loop", "--timeout", "1", "--", sys.executable, "-c", hang)
     assert code == 1
-    assert rows["loop"]["reason"] == "your program did not finish in time; it had reached turn 0 of 3"
+    assert rows["loop"]["reason"] == (
+        "your program did not finish in time; it had reached turn 0 of 3 (stdin is closed when graded: "
+        "read the task from the last argument or from AGENT_TASK)"
+    )
 
 
 def test_a_program_that_never_asks_is_told_what_the_server_saw(capsys):
     silent = "print('hello')"
     code, rows = graded(capsys, "--only", "loop", "--", sys.executable, "-c", silent)
-    assert (
-        rows["loop"]["reason"]
-        == "your program sent no request the replay server could answer (exit 0: hello)"
+    assert rows["loop"]["reason"] == (
+        "your program sent no request the replay server could answer (exit 0: hello); "
+        "stdin is closed when graded: read the task from the last argument or from AGENT_TASK"
     )
     headless = (  # a raw request without the anthropic-version header
         "import os, urllib.request as u\n"
@@ -246,7 +324,7 @@ def test_a_program_that_never_asks_is_told_what_the_server_saw(capsys):
         "try: u.urlopen(r)\nexcept Exception as e: print(e)\n"
     )
     code, rows = graded(capsys, "--only", "loop", "--", sys.executable, "-c", headless)
-    assert rows["loop"]["reason"].endswith("the server logged: 400 no anthropic-version header")
+    assert "the server logged: 400 no anthropic-version header;" in rows["loop"]["reason"]
 
 
 # -- bad input: one line, a non-zero exit, no traceback --------------------------------------------
@@ -265,6 +343,11 @@ def test_a_program_that_never_asks_is_told_what_the_server_saw(capsys):
         (["--", "./missing_loop.py"], "./missing_loop.py: command not found"),
         (["--jsn", "--", "python"], "unrecognized arguments: --jsn"),
         (["--timeout", "soon", "--", "python"], "invalid float value: 'soon'"),
+        (["--timeout", "nan", "--", "python"], "'nan' is not a timeout"),
+        (["--timeout", "inf", "--", "python"], "'inf' is not a timeout"),
+        (["--timeout", "1e309", "--", "python"], "'1e309' is not a timeout"),
+        (["--timeout", "0", "--", "python"], "'0' is not a timeout"),
+        (["--sandbox", "maybe", "--", "python"], "invalid choice: 'maybe'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
@@ -284,6 +367,29 @@ def test_the_command_line_says_what_is_wrong_without_a_traceback():
     )
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and "command not found" in done.stderr
+
+
+def test_a_program_without_its_execute_bit_is_one_line_and_exit_2(tmp_path, capsys):
+    loop = tmp_path / "loop.py"
+    loop.write_text("print('hi')\n")
+    loop.chmod(0o644)
+    assert grade.main(["--", str(loop)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "loop.py: not executable — `chmod +x" in err
+
+
+def test_a_request_nested_600_deep_fails_the_rung_in_one_line(capsys):
+    nested = (
+        "import json, os, urllib.request as u\n"
+        "deep = {'type': 'text', 'text': 'x'}\n"
+        "for _ in range(600): deep = {'type': 'text', 'text': 'x', 'nested': [deep]}\n"
+        "body = {'model': 'm', 'max_tokens': 5, 'messages': [{'role': 'user', 'content': [deep]}]}\n"
+        "r = u.Request(os.environ['ANTHROPIC_BASE_URL'] + '/v1/messages', data=json.dumps(body).encode(), "
+        "headers={'x-api-key': os.environ['ANTHROPIC_API_KEY'], 'anthropic-version': '2023-06-01'})\n"
+        "try: u.urlopen(r)\nexcept Exception as e: print(e)\n"
+    )
+    code, rows = graded(capsys, "--only", "loop", "--", PYTHON, "-c", nested)
+    assert code == 1 and "\n" not in rows["loop"]["reason"] and "Traceback" not in rows["loop"]["reason"]
 
 
 def test_the_table_names_each_rung_its_check_and_the_reason(capsys, monkeypatch):
@@ -311,7 +417,7 @@ def test_each_recording_keeps_the_rule_it_grades_replies_go_back_verbatim(rung):
     fixture = fixtures.load_fixture(ROOT / "fixtures" / f"{rung.fixture}.json")
     assert fixture["provenance"] == "scripted" and "estimates" in fixture["provenance_note"]
     replies = [
-        grade.without_nulls(
+        reasons.without_nulls(
             compare.normalize_messages([{"role": "assistant", "content": e["response"]["body"]["content"]}])
         )
         for e in fixture["exchanges"]
@@ -320,7 +426,7 @@ def test_each_recording_keeps_the_rule_it_grades_replies_go_back_verbatim(rung):
     for exchange in fixture["exchanges"]:
         for message in exchange["request"]["messages"]:
             if message["role"] == "assistant":
-                assert grade.without_nulls(compare.normalize_messages([message])) in replies
+                assert reasons.without_nulls(compare.normalize_messages([message])) in replies
 
 
 @pytest.mark.parametrize("rung", grade.RUNGS, ids=lambda r: r.name)
@@ -340,11 +446,220 @@ def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
     seen = []
     room.observer = lambda *event: seen.append(event)
     first = fixture["exchanges"][0]["request"]
-    room.answer("ada", first, None)
+    room.answer("ada", first, None, {"x-stainless-retry-count": "0"})
     room.answer("ada", {**first, "messages": first["messages"] * 2}, None)
-    assert [(who, name, turn, mistake is None) for who, name, turn, _, _, mistake in seen] == [
+    assert [(who, name, turn, mistake is None) for who, name, turn, _, _, mistake, _ in seen] == [
         ("ada", "grade_s01_loop", 1, True),
         ("ada", "grade_s01_loop", 2, False),
     ]
     # two user messages in a row are one turn to the API: allowed, but not the turn the recording expects
     assert seen[0][3] is first and "turn 2: your request differs from the recording" in str(seen[1][5])
+    assert seen[0][6] == {"x-stainless-retry-count": "0"} and seen[1][6] == {}
+
+
+def test_the_thread_fallback_is_not_counted_as_a_mistake_on_the_class_table():
+    fixture = fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
+    room = classroom.Classroom({"grade_s01_loop": fixture}, out=grade.LogLines())
+    first = fixture["exchanges"][0]["request"]
+    edits = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+    as_the_sdk_sends_it = {"anthropic-beta": contract.THREADS_BETA}  # a thread without it is a plain 400
+    thread = {**first, "thread": {"type": "create"}, "context_management": edits}
+    refused = room.answer("ada", thread, None, as_the_sdk_sends_it)
+    assert refused.body["error"]["details"]["error_code"] == "thread_unsupported_request"
+    room.answer("ada", {**first, "messages": first["messages"] * 2}, None)  # a real mistake counts
+    [row] = room.status()["students"]
+    assert row["requests"] == 2 and row["mistakes"] == 1
+
+
+# -- right reasons ---------------------------------------------------------------------------------
+
+
+def seen(turn: int, messages: list, mistake: str | None = None) -> reasons.Seen:
+    return reasons.Seen(turn, {"messages": messages}, mistake)
+
+
+USER = {"role": "user", "content": "find it"}
+
+
+def test_a_block_count_mismatch_lists_the_block_types_on_each_side_after_the_servers_words():
+    searched = ["text", "server_tool_use", "web_search_tool_result"]
+    recorded = [USER, {"role": "assistant", "content": [{"type": t} for t in searched]}, USER]
+    sent = [
+        USER,
+        {"role": "assistant", "content": [{"type": "text"}, {"type": "web_search_tool_result"}]},
+        USER,
+    ]
+    exchanges = [{"request": {"messages": recorded}, "response": {"status": 529}}]
+    words = "messages[1]: expected 3 content blocks, got 2"
+    assert reasons.explain_mistake(seen(1, sent, words), exchanges) == (
+        f"turn 1: {words}. Hint: messages[1]: expected text, server_tool_use, web_search_tool_result; "
+        "got text, web_search_tool_result"
+    )
+
+
+def test_a_mid_conversation_system_message_keeps_the_servers_words_alone():
+    recorded = [USER]
+    sent = [USER, {"role": "system", "content": "be brief"}]
+    words = 'messages[1].role: Input should be "user" or "assistant", got "system"'
+    exchanges = [{"request": {"messages": recorded}, "response": {"status": 529}}]
+    assert reasons.explain_mistake(seen(1, sent, words), exchanges) == f"turn 1: {words}"
+
+
+def test_a_dropped_assistant_turn_is_named_as_that_not_as_starting_over():
+    results = {"role": "user", "content": "the output was 3"}
+    assert reasons.dropped_reply(seen(1, [USER, results]), 1) == (
+        "turn 2: your loop dropped the assistant's reply: messages[0] and messages[1] are both user turns, "
+        "which the API reads as one; append each reply before the next user turn"
+    )
+    assert reasons.dropped_reply(seen(1, [USER]), 1) is None  # that one did start over
+
+
+def test_an_interactive_program_is_told_that_stdin_is_closed_and_where_the_task_is(capsys):
+    code, rows = graded(capsys, "--only", "loop", "--", PYTHON, "-c", "input('task? ')")
+    assert code == 1 and rows["loop"]["reason"].endswith(
+        "(exit 1: EOFError: EOF when reading a line); your program read stdin, but stdin is closed when "
+        "graded: read the task from the last argument or from AGENT_TASK"
+    )
+
+
+def test_a_students_markup_and_tables_never_break_or_leak_into_the_report(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    prints = "print('done [/oops] [bold]'); print('│ total │ 782 │ 8000 │'); print('└─────┘')"
+    code, rows = graded(capsys, "--only", "loop", "--", PYTHON, "-c", prints)
+    reason = rows["loop"]["reason"]
+    assert "(exit 0: done [/oops] [bold])" in reason and "│" not in reason and "─" not in reason
+    assert grade.main(["--only", "loop", "--", PYTHON, "-c", prints]) == 1  # the table, not a MarkupError
+    assert "done [/oops] [bold]" in capsys.readouterr().out
+
+
+# -- a stranger's program --------------------------------------------------------------------------
+
+SECRETS = ("ANTHROPIC_CUSTOM_HEADERS", "ANTHROPIC_ADMIN_KEY", "CLAUDE_API_KEY", "AWS_SECRET_ACCESS_KEY")
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_the_program_sees_only_the_allowlisted_environment(sandbox, capsys, monkeypatch):
+    for name in (*SECRETS, "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"):
+        monkeypatch.setenv(name, "sk-ant-teacher-secret")
+    dump = "import os; print(','.join(sorted(os.environ)))"
+    code, rows = graded(capsys, "--only", "loop", "--sandbox", sandbox, "--", PYTHON, "-c", dump)
+    names = set(rows["loop"]["reason"].split("(exit 0: ")[1].split(")")[0].split(","))
+    given = {
+        "AGENT_TASK",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "HOME",
+        "TMPDIR",
+        "PYTHONDONTWRITEBYTECODE",
+        "PWD",
+    }
+    assert given <= names
+    passed_on = {n for n in names - given if n in grade_sandbox.PASSED_ON or n.startswith("LC_")}
+    assert names == given | passed_on, "nothing else from the teacher's shell"
+
+
+def sleepers(marker: str) -> list[int]:
+    """The processes still running `sleep <marker>`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[:2] == [
+                b"sleep",
+                marker.encode(),
+            ]:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+LEAVES_SLEEPERS = (
+    "import os, subprocess, sys, time\n"
+    "mark = sys.argv[1]\n"
+    "subprocess.Popen(['sleep', mark])\n"  # same process group
+    "subprocess.Popen(['setsid', 'sleep', mark])\n"  # a session of its own
+    "if os.fork() == 0:\n"  # a daemon: fork, setsid, fork again, the middle one exits
+    "    os.setsid()\n"
+    "    if os.fork() == 0: os.execvp('sleep', ['sleep', mark])\n"
+    "    os._exit(0)\n"
+    "print('three sleepers left behind', flush=True)\n"
+    "if sys.argv[2] == 'hang': time.sleep(120)\n"
+)
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+@pytest.mark.parametrize("ending", ["exit", "hang"])
+def test_no_child_outlives_its_rung(sandbox, ending, tmp_path, capsys):
+    marker = str(900000 + os.getpid() % 1000 * 100 + len(sandbox) * 10 + len(ending))
+    script = tmp_path / "leaves_sleepers.py"
+    script.write_text(LEAVES_SLEEPERS)
+    argv = [
+        "--only",
+        "loop",
+        "--sandbox",
+        sandbox,
+        "--timeout",
+        "3",
+        "--",
+        PYTHON,
+        str(script),
+        marker,
+        ending,
+    ]
+    code, rows = graded(capsys, *argv)
+    assert code == 1 and sleepers(marker) == []
+    if ending == "hang":
+        assert rows["loop"]["reason"].startswith("your program did not finish in time")
+
+
+def test_auto_without_bubblewrap_says_so_in_one_line_and_required_refuses(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without bwrap
+    code, rows = graded(capsys, "--only", "loop", "--", PYTHON, "-c", "print('hi')")
+    assert code == 1 and rows["loop"]["reason"].startswith("your program sent no request")
+    assert grade.main(["--only", "loop", "--sandbox", "required", "--", PYTHON, "-c", "print('hi')"]) == 2
+    out, refused = capsys.readouterr()
+    assert out == "" and refused.count("\n") == 1
+    assert refused.startswith("error: --sandbox required, but bubblewrap (bwrap) is not installed")
+
+
+def test_auto_without_bubblewrap_notice_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    grade.main(["--json", "--only", "loop", "--", PYTHON, "-c", "print('hi')"])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        "note: bubblewrap (bwrap) is not installed: the graded programs run unsandboxed"
+    )
+
+
+TAMPERS = (
+    "import json, os, signal, sys\n"
+    "trusted = sys.argv[1]\n"
+    "try:\n"
+    "    with open(trusted, 'a') as f: f.write('fixtures/evil.json 0000\\n')\n"
+    "except OSError as e: print('cannot write', trusted, e.strerror)\n"
+    "fake = json.dumps({'rungs': [{'name': 'loop', 'passed': True}]}) + '\\n'\n"
+    "try:\n"
+    "    with open(f'/proc/{os.getppid()}/fd/1', 'w') as out: out.write(fake)\n"
+    "except OSError as e: print('cannot write to the parent', e.strerror)\n"
+    "os.kill(os.getppid(), signal.SIGKILL)\n"
+    "print('tampered')\n"
+)
+
+
+@needs_bwrap
+def test_a_tampering_program_in_the_sandbox_changes_nothing_and_the_grade_stays_honest():
+    trusted = ROOT / "fixtures" / "TRUSTED"
+    before = trusted.read_bytes()
+    done = subprocess.run(
+        [PYTHON, "-m", "workbook", "grade", "--json", "--sandbox", "required", "--only", "loop", "--"]
+        + [PYTHON, "-c", TAMPERS, str(trusted)],
+        cwd=ROOT,
+        env=offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert trusted.read_bytes() == before
+    assert done.returncode == 1 and done.stdout.count("\n") == 1, done.stdout  # only the grader's report
+    [row] = json.loads(done.stdout)["rungs"]
+    assert row["passed"] is False and row["reason"].startswith("your program sent no request")

@@ -14,7 +14,7 @@ from conftest import ROOT, offline_env, run_script
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
 import s01_agent_loop as s01
-from workbook import cli, errors, fixtures, replay, scratch, trust
+from workbook import errors, fixture_commands, fixtures, replay, scratch, trust
 
 FIXTURE = ROOT / "fixtures" / "s01_hello_agent.json"
 
@@ -223,7 +223,7 @@ def test_record_then_replay_offline(run_main, tmp_path, monkeypatch):
     refused, out = run_main("s01_agent_loop", "--replay", str(recording))  # s01 has no gate: trusted only
     assert refused == 1 and "python -m workbook trust" in out
     monkeypatch.setattr(trust, "TRUST_FILE", tmp_path / "TRUSTED")
-    cli.trust(recording)  # the reader read it (or recorded it), and says so
+    fixture_commands.trust(recording)  # the reader read it (or recorded it), and says so
     again, out = run_main("s01_agent_loop", "--replay", str(recording))
     assert again == 0, out
     assert "wrote live" in out and "offline replay of" in out

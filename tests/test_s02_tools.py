@@ -4,6 +4,8 @@ that keeps going whatever the model sends (replayed, and live over real HTTP aga
 import copy
 import io
 import json
+import subprocess
+from datetime import date
 
 import anthropic
 import pytest
@@ -12,7 +14,7 @@ from standin import StandIn, message, scripted, text, tool_use
 
 import s01_agent_loop as s01
 import s02_tools as s02
-from workbook import errors, fixtures, replay, scratch, step_cli
+from workbook import environment, errors, fixtures, replay, scratch, step_cli
 
 FIXTURE = ROOT / "fixtures" / "s02_fix_divide_by_zero.json"
 
@@ -380,3 +382,63 @@ def test_input_that_cannot_be_encoded_is_an_error_result_and_still_audited(ws):
     output, is_error = call("write_file", {"path": "a.txt", "content": "x\ud800"}, ws, audit=audit)
     assert is_error and "surrogates not allowed" in output
     assert json.loads(audit.read_text())["input"]["content"] == "x\ud800"
+
+
+# -- the system prompt: the loop's constitution ----------------------------------------------------
+
+CONSTITUTION = ROOT / "fixtures" / "s02_constitution.json"
+
+
+def test_the_constitution_has_identity_environment_rules_and_the_instructions_file(tmp_path):
+    (tmp_path / "AGENTS.md").write_text("Use tabs.")
+    facts = {"working_folder": "/w", "os": "Linux 6", "date": "2026-01-02", "git": None}
+    prompt = s02.constitution(tmp_path, facts)
+    assert prompt.startswith(s02.SYSTEM) and "- Working folder: /w" in prompt and "2026-01-02" in prompt
+    assert "Git" not in prompt  # not a repository: no line for it
+    assert all(rule in prompt for rule in s02.RULES)
+    assert prompt.endswith("Project instructions, from AGENTS.md (follow them):\nUse tabs.")
+
+
+def test_a_fixture_that_recorded_no_environment_is_sent_the_short_prompt_it_recorded(tmp_path):
+    (tmp_path / "AGENTS.md").write_text("Use tabs.")
+    assert s02.constitution(tmp_path, None) == s02.SYSTEM
+
+
+def test_the_environment_names_the_git_branch_and_what_changed(tmp_path):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "trunk"], check=True)
+    (tmp_path / "a.txt").write_text("a")
+    facts = environment.gather(tmp_path, date(2026, 1, 2))
+    assert facts["git"] == "branch trunk, 1 files changed" and facts["date"] == "2026-01-02"
+    assert environment.gather(tmp_path / "..", date(2026, 1, 2))["working_folder"].endswith("..")
+
+
+def test_a_replay_sends_the_recorded_environment_every_request_the_same(run_main):
+    recorded = fixtures.load_fixture(CONSTITUTION)
+    client, transport = replay.replay_client(recorded, "s02_constitution.json")  # strict
+    workspace = scratch.copy_workspace(recorded["workspace"])
+    system = s02.constitution(workspace, recorded["environment"])
+    s02.agent_loop(client, [{"role": "user", "content": recorded["task"]}], workspace, system=system)
+    sent = [request["system"] for request in transport.seen]
+    assert len(sent) == 3 and len(set(sent)) == 1 and "/home/student/house_rules" in sent[0]
+    assert "Never edit CHANGELOG.md by hand" in sent[0]
+    code, out = run_main("s02_tools", "--replay", str(CONSTITUTION))
+    assert code == 0 and "Traceback" not in out
+
+
+def test_a_live_run_tells_the_model_this_machines_folder_and_date(tmp_path, monkeypatch):
+    with StandIn(scripted(message([text("hi")]))) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setattr(step_cli, "RUNS", tmp_path / "runs")
+        assert s02.main(["say hi", "--workspace", str(tmp_path), "--permission", "deny"]) == 0
+    system = api.requests[0]["body"]["system"]
+    assert f"- Working folder: {tmp_path}" in system and date.today().isoformat() in system
+
+
+@pytest.mark.parametrize(
+    "value", [{"date": "2026-01-02"}, [], {"working_folder": 1, "os": "x", "date": "y", "git": None}]
+)
+def test_a_fixtures_environment_is_type_checked(value):
+    fixture = json.loads(CONSTITUTION.read_text()) | {"environment": value}
+    assert any("environment" in problem for problem in fixtures.fixture_problems(fixture))

@@ -5,6 +5,7 @@ Behaviour tests run against every step from s03 on (later steps inherit it); the
 run s03 itself, as a reader would, in a subprocess.
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -19,9 +20,11 @@ import pytest
 from conftest import ROOT, STEPS, load_step, offline_env, run_script
 from standin import StandIn, api_error, message, scripted, text, tool_use
 
+import s03_errors as s03
 from workbook import contract, fixtures, replay, scratch
 
 STEPS_FROM = [s for s in STEPS if s >= "s03"]
+NO_WAIT = s03.Retry(sleep=lambda seconds: None, rand=lambda: 0.5)
 
 
 @pytest.fixture(params=STEPS_FROM)
@@ -351,6 +354,9 @@ REPLAYS = {  # fixture -> the exit code a reader should see
     "s03_bad_key": 1,
     "s03_tool_raises": 0,
     "s03_unknown_tool": 0,
+    "s03_should_not_retry": 1,
+    "s03_deleted_once": 0,
+    "s03_workspace_gone": 1,
 }
 
 
@@ -386,7 +392,7 @@ def test_every_s03_fixture_is_replayed_here():
 def test_fix_failing_test_really_fails_then_really_passes(replays):
     out = replay_s03(replays, "s03_fix_failing_test")
     failed = out.index("FAIL  test_user_names_are_not_case_sensitive: grace / hopper was refused")
-    assert failed < out.index("3 passed, 0 failed\n[exit code 0]")
+    assert failed < out.index("3 passed, 0 failed\n  [exit code 0]")
     assert "[exit code 1]" in out and "end_turn" in out
 
 
@@ -456,3 +462,72 @@ def test_the_login_workspace_is_really_broken_before_the_replay():
     done = run_script(str(workspace / "tests" / "test_login.py"))
     assert done.returncode == 1 and "FAIL  test_user_names_are_not_case_sensitive" in done.stdout
     assert os.path.exists(workspace / "src" / "login.py")
+
+
+# -- the server's own word, idempotency, and the one harness error that ends a run ------------------
+
+
+def test_x_should_retry_false_is_obeyed_even_on_a_5xx(step):
+    outcome, requests, waits = retried(step, fail(503, **{"x-should-retry": "false"}), ok())
+    assert isinstance(outcome, anthropic.InternalServerError) and requests == 1 and waits == []
+
+
+def test_x_should_retry_true_is_obeyed_even_on_a_4xx(step):
+    outcome, requests, _ = retried(
+        step, fail(400, "invalid_request_error", **{"x-should-retry": "true"}), ok()
+    )
+    assert outcome.content[0].text == "done" and requests == 2
+
+
+def test_the_should_not_retry_fixture_stops_in_one_line_with_the_conversation(run_main):
+    code, out = run_main("s03_errors", "--replay", "fixtures/s03_should_not_retry.json")
+    assert code == 1 and "Traceback" not in out and "retrying" not in out
+    assert "the API answered 503" in out and "conversation so far (1 messages) saved" in out
+
+
+def test_a_failed_tool_call_is_reported_never_run_again(step, ws, monkeypatch):
+    runs = []
+
+    def flaky(workspace, **tool_input):
+        runs.append(tool_input)
+        raise OSError("disk went away halfway")
+
+    monkeypatch.setitem(
+        step.REGISTRY, "write_file", dataclasses.replace(step.REGISTRY["write_file"], handler=flaky)
+    )
+    output, is_error = call(step, "write_file", {"path": "a.txt", "content": "x"}, ws)
+    assert is_error and "disk went away halfway" in output and len(runs) == 1
+
+
+def test_the_fixtures_that_stop_on_purpose_do_so_in_one_line_as_a_reader_runs_them(replays):
+    assert "the API answered 503" in replay_s03(replays, "s03_should_not_retry")
+    assert "is gone (deleted or moved)" in replay_s03(replays, "s03_workspace_gone")
+    assert "overloaded (529) — retrying" in replay_s03(replays, "s03_deleted_once")
+
+
+def test_the_deleted_once_incident_cannot_happen_here(tmp_path):
+    recorded = fixtures.load_fixture(ROOT / "fixtures" / "s03_deleted_once.json")
+    client, transport = replay.replay_client(recorded, "s03_deleted_once.json", **s03.CLIENT_OPTIONS)
+    workspace = scratch.copy_workspace("logs")
+    size = (workspace / "app.log").stat().st_size
+    audit = tmp_path / "audit.jsonl"
+    s03.agent_loop(
+        client, [{"role": "user", "content": recorded["task"]}], workspace, audit=audit, retry=NO_WAIT
+    )
+    sent = transport.seen
+    assert len(sent) == 4 and sent[1] == sent[2]  # the model call after the 529 is sent again, unchanged
+    rotations = [json.loads(line) for line in audit.read_text().splitlines() if "mv app.log" in line]
+    assert len(rotations) == 1  # ... and the rotation, which already ran, is not
+    assert (workspace / "app.log.1").stat().st_size == size and (workspace / "app.log").read_text() == ""
+
+
+def test_a_vanished_workspace_is_a_harness_error_that_ends_the_run(run_main):
+    code, out = run_main("s03_errors", "--replay", "fixtures/s03_workspace_gone.json")
+    assert code == 1 and "Traceback" not in out
+    assert re.search(r"stopped.*the workspace .* is gone", out.replace("\n", " ")), out
+    assert "conversation so far (4 messages) saved" in out  # it ends on the call that could not run
+
+
+def test_a_missing_workspace_raises_rather_than_becoming_a_result(step, tmp_path):
+    with pytest.raises(step.HarnessError, match="is gone"):
+        call(step, "list_files", {}, tmp_path / "not-there")

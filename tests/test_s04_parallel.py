@@ -403,3 +403,30 @@ def test_live_mixed_turns_every_id_answered_once_and_no_write_overlaps(step, ws,
         assert all(excess)
     assert flight.write_saw and set(flight.write_saw) == {1}
     assert not any(flight.read_saw_write)
+
+
+# -- drift: an edit that flips a file back and forth -----------------------------------------------
+
+
+def test_an_edit_that_flips_a_file_back_again_is_refused(step):
+    guard = step.RepeatGuard()
+
+    def edit(old, new):
+        return json.dumps({"path": "a.py", "old_text": old, "new_text": new}, sort_keys=True)
+
+    assert guard.check("edit_file", edit("A", "B")) is None
+    assert guard.check("edit_file", edit("B", "A")) is None  # one undo is a change of mind, allowed
+    assert "going in circles" in guard.check("edit_file", edit("A", "B"))
+    assert guard.check("edit_file", edit("A", "A")) is None  # a no-op edit undoes nothing
+
+
+def test_the_flip_flop_fixture_is_stopped_at_the_third_edit():
+    step = load_step("s04_parallel")  # the fixture was recorded from s04's loop (s05 on stream)
+    recorded = fixtures.load_fixture(ROOT / "fixtures" / "s04_edit_flip_flop.json")
+    client, transport = replay.replay_client(recorded, "s04_edit_flip_flop.json", max_retries=0)
+    workspace = scratch.copy_workspace("divide_by_zero")
+    before = (workspace / "utils.py").read_text()
+    step.agent_loop(client, [{"role": "user", "content": recorded["task"]}], workspace)
+    refusal = transport.seen[3]["messages"][-1]["content"][0]
+    assert refusal["is_error"] and "going in circles" in refusal["content"]
+    assert (workspace / "utils.py").read_text() == before  # A -> B -> A, and the third edit never ran

@@ -22,11 +22,11 @@ from conftest import ROOT, STEPS, load_step, offline_env, run_script
 from rich.console import Console
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
-from workbook import contract, errors, fixtures, replay, scratch, wire
+from workbook import contract, errors, fixtures, prices, replay, scratch, wire
 
 STEPS_FROM = [s for s in STEPS if s >= "s05"]
 FIXTURES = ROOT / "fixtures"
-SAVED = FIXTURES / "conversations" / "s05_interrupted.json"  # what a Ctrl-C during ./slow_check.sh leaves
+SAVED = FIXTURES / "conversations" / "s05_interrupted.json"  # what a second Ctrl-C in ./slow_check.sh leaves
 
 
 @pytest.fixture(params=STEPS_FROM)
@@ -73,10 +73,25 @@ def replay_loop(step, name: str, strict: bool = True, tmp_path: Path | None = No
 
 
 def test_cost_is_input_and_output_at_the_models_price_per_million(step):
-    assert step.PRICES["claude-sonnet-5"] == (3.00, 15.00)
+    assert prices.PRICES["claude-sonnet-5"] == (3.00, 15.00) and prices.PRICES_AS_OF  # dated
     assert step.cost(usage(1_000_000, 0)) == pytest.approx(3.00)
     assert step.cost(usage(0, 1_000_000)) == pytest.approx(15.00)
     assert step.cost(usage(1000, 100)) == pytest.approx(0.0045)  # 1000 x $3 + 100 x $15, per million
+
+
+def test_one_hour_cache_writes_cost_double_and_web_searches_ten_dollars_a_thousand(step):
+    split = anthropic.types.Usage(
+        input_tokens=0,
+        output_tokens=0,
+        cache_creation_input_tokens=3_000_000,
+        cache_creation={"ephemeral_5m_input_tokens": 1_000_000, "ephemeral_1h_input_tokens": 2_000_000},
+        server_tool_use={"web_search_requests": 3, "web_fetch_requests": 0},
+    )
+    assert step.cost(split) == pytest.approx(1 * 3.75 + 2 * 6.00 + 3 * 0.01)
+
+
+def test_the_default_token_budget_is_the_articles_200000(step):
+    assert step.MAX_TOKENS_TOTAL == 200_000 and step.Budget().max_tokens_total == 200_000
 
 
 def test_cache_writes_cost_a_quarter_more_and_cache_reads_a_tenth(step):
@@ -272,14 +287,15 @@ def test_every_request_asks_for_a_stream_unless_told_not_to(step):
         assert [body.get("stream") for body in transport.seen] == [True if stream else None] * 3
 
 
-def test_text_shows_as_it_arrives_and_a_tool_call_once_its_input_is_complete(step, monkeypatch):
+def test_text_shows_as_it_arrives_and_each_tool_call_once_with_its_result(step, monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(step, "console", Console(file=out, width=200, force_terminal=False))
     replay_loop(step, "streamed")
     text_ = out.getvalue()
-    asked = text_.index('asks for grep {"pattern": "config\\\\[", "glob": "app/*.py"}')
+    asked = text_.index("grep config\\[ … (8 chars)")  # the pattern; the glob app/*.py counted
     assert text_.index("model: The server indexes config by section.") < asked
-    assert asked < text_.index("app/server.py:10:")  # shown before it ran
+    assert asked < text_.index("app/server.py:10:")  # the call, then its result under it
+    assert text_.count("grep config\\[") == 1 and "asks for" not in text_  # shown once
     assert "waiting for the model" not in text_
 
 
@@ -328,8 +344,9 @@ def test_the_trace_rebuilds_every_request_and_response_exactly(step, tmp_path):
 def start_script(*args, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     trace = tmp_path / "trace.jsonl"
     command = [sys.executable, "s05_budget.py", *args, "--trace", str(trace)]
+    env = offline_env(PYTHONUNBUFFERED="1")  # each line as it is printed: tests wait on them
     proc = subprocess.Popen(
-        command, cwd=ROOT, env=offline_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     return proc, trace
 
@@ -343,19 +360,51 @@ def wait_for_line(proc, trace: Path, event: str, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+def runs_under(pid: int, needle: bytes) -> bool:
+    """Whether a child of process `pid` is running a command line that holds `needle` (Linux /proc)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            stat, command = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue  # not a process, or one that ended while we looked
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and needle in command:
+            return True
+    return False
+
+
+def wait_until_running(proc, needle: bytes, timeout: float = 60) -> None:
+    """Until the run's tools have started the command holding `needle`, or fail (an event, not a guess)."""
+    deadline = time.monotonic() + timeout
+    while not runs_under(proc.pid, needle):
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, f"{needle!r} never started"
+        time.sleep(0.02)
+
+
+def read_until(proc, words: str, timeout: float = 60) -> str:
+    """The program's output up to the line holding `words` (it has reached that point), or fail."""
+    seen, deadline = [], time.monotonic() + timeout
+    while not seen or words not in seen[-1]:
+        assert time.monotonic() < deadline, f"{words!r} never printed: {''.join(seen)}"
+        line = proc.stdout.readline()
+        assert line, f"the run ended before printing {words!r}: {''.join(seen)}"
+        seen.append(line)
+    return "".join(seen)
+
+
 def interrupt_during_the_slow_command(tmp_path, second: bool = False) -> tuple[str, int, list]:
-    """Replay s05_interrupt, Ctrl-C while ./slow_check.sh (5 s) runs; (output, exit code, saved)."""
+    """Replay s05_interrupt, Ctrl-C once ./slow_check.sh (5 s) is running; a second Ctrl-C once the first
+    is acknowledged, if asked. (output, exit code, saved conversation)."""
     saved = tmp_path / "conversation.json"
-    proc, trace = start_script(
-        "--replay", "fixtures/s05_interrupt.json", "--save", str(saved), tmp_path=tmp_path
-    )
-    wait_for_line(proc, trace, "model_call")  # the tools start right after this line is written
-    time.sleep(0.5)
+    proc, _ = start_script("--replay", "fixtures/s05_interrupt.json", "--save", str(saved), tmp_path=tmp_path)
+    wait_until_running(proc, b"slow_check.sh")
     proc.send_signal(signal.SIGINT)
+    before = ""
     if second:
-        time.sleep(0.2)  # within the grace second: the command is still running
+        before = read_until(proc, "Ctrl-C: this turn's tools run to their end")
+        assert runs_under(proc.pid, b"slow_check.sh"), "the command ended before the second Ctrl-C"
         proc.send_signal(signal.SIGINT)
-    out = proc.communicate(timeout=60)[0]
+    out = before + proc.communicate(timeout=60)[0]
     return out, proc.returncode, json.loads(saved.read_text())
 
 
@@ -414,25 +463,24 @@ S05_ONLY = pytest.mark.skipif("s05_budget" not in STEPS, reason="runs s05_budget
 
 
 @S05_ONLY
-def test_ctrl_c_during_a_slow_command_cancels_it_answers_every_call_and_saves(signalled):
+def test_a_first_ctrl_c_lets_the_turns_tools_run_to_their_end_then_saves_and_stops(signalled):
     out, code, saved = signalled["once"]
     assert code == 130 and "Traceback" not in out, out
-    assert "stopped: interrupted by the user (Ctrl-C while tools ran" in out
-    assert contract.api_rule_problems(saved) == []
-    answers = saved[-1]["content"]
-    assert [a["is_error"] for a in answers] == [True, True]
-    assert "the command was cancelled, its process group killed" in answers[0]["content"]
-    assert answers[1]["content"] == "error: interrupted by the user: not run"
-    assert saved == json.loads(SAVED.read_text())  # the conversation s05_resume.json was recorded from
+    assert "stopped: interrupted by the user (Ctrl-C while tools ran: each ran to its end" in out
+    assert contract.api_rule_problems(saved) == [] and len(saved) == 3
+    check, read = saved[-1]["content"]
+    assert not check["is_error"] and check["content"] == "12 checks passed\n[exit code 0]"
+    assert not read["is_error"] and "def " in read["content"]  # the call after it ran too
 
 
 @S05_ONLY
-def test_a_second_ctrl_c_stops_at_once_and_still_saves(signalled):
+def test_a_second_ctrl_c_cuts_the_tools_short_and_still_saves(signalled):
     out, code, saved = signalled["twice"]
     assert code == 130 and "Traceback" not in out, out
     assert contract.api_rule_problems(saved) == [] and len(saved) == 3
     assert all(a["is_error"] and "interrupted by the user" in a["content"] for a in saved[-1]["content"])
     assert "12 checks passed" not in json.dumps(saved)
+    assert saved == json.loads(SAVED.read_text())  # the conversation s05_resume.json was recorded from
 
 
 @S05_ONLY
@@ -461,7 +509,7 @@ def test_the_script_runs_as_a_reader_types_it(signalled):
 
 @S05_ONLY
 def test_resume_from_the_command_line_after_a_real_ctrl_c(signalled, script, tmp_path):
-    out, code, saved = signalled["once"]
+    out, code, saved = signalled["twice"]
     path = tmp_path / "conversation.json"
     path.write_text(json.dumps(saved))
     code, out = script("--resume", str(path))
@@ -678,7 +726,7 @@ def test_live_the_cost_cap_warns_then_stops(live):
     def pricey(body, n):  # 100k in, 2k out: $0.33 a call
         return message([tool_use(f"toolu_{n}", "list_files", {"glob": f"{n}"})], "tool_use", 100_000, 2000)
 
-    code, requests, out, _ = live(pricey, "--max-cost", "1")
+    code, requests, out, _ = live(pricey, "--max-cost", "1", "--max-tokens-total", "1000000")
     assert code == 0 and len(requests) == 4  # $0.99 after three calls is under $1; $1.32 after four
     assert (
         out.count("cost warning:") == 1 and "cost warning: about $0.9900 spent, 99% of --max-cost $1" in out

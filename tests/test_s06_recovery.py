@@ -10,7 +10,7 @@ from conftest import ROOT, STEPS, load_step, run_script
 from rich.console import Console
 from standin import Reply, StandIn, api_error, message, text, tool_use
 
-from workbook import compare, contract, fixtures, replay, scratch, wire
+from workbook import compare, contract, conversation, fixtures, replay, scratch, wire
 
 STEPS_FROM = [s for s in STEPS if s >= "s06"]  # every step that has the recovery chain
 FIXTURES = ROOT / "fixtures"
@@ -150,7 +150,7 @@ def test_a_tool_call_cut_by_max_tokens_is_answered_never_run(step):
     assert answer == {
         "type": "tool_result",
         "tool_use_id": cut["id"],
-        "content": step.TRUNCATED_CALL,
+        "content": step.TRUNCATED_CALL.format("max_tokens"),
         "is_error": True,
     }
     assert ask == {"type": "text", "text": step.CONTINUE_PROMPT}
@@ -237,17 +237,40 @@ def test_at_most_one_compaction_per_turn_no_death_spiral(step):
     assert_every_request_valid(transport)
 
 
-def test_context_window_exceeded_as_stop_reason_takes_the_same_path(step):
+def test_a_reply_cut_by_the_context_window_is_kept_its_calls_answered_not_run(step, tmp_path):
     big = "y" * 3000
+    cut = tool_use("toolu_3", "bash", {"command": f"touch {tmp_path}/ran"})
     replies = [
         body([tool_use("toolu_1", "bash", {"command": f"echo {big}"})], "tool_use"),
         body([tool_use("toolu_2", "bash", {"command": f"echo {big}"})], "tool_use"),
-        body([text("partial")], "model_context_window_exceeded"),
+        body([text("partial"), cut], "model_context_window_exceeded"),
         body([text("fits now")], "end_turn"),
     ]
     state, transport, _ = generated(step, replies)
-    assert [t for t, _ in state.log] == ["next_turn", "next_turn", "collapse", "done"]
-    assert "partial" not in json.dumps(transport.seen[3])  # the overflowing reply is not kept
+    assert [t for t, _ in state.log] == ["next_turn", "next_turn", "make_room", "done"]
+    sent = transport.seen[3]
+    assert sent["max_tokens"] == step.MAX_TOKENS  # the window was the limit, not max_tokens: no escalation
+    kept, answer = sent["messages"][-2:]
+    assert kept["content"][0] == {"type": "text", "text": "partial"}  # the reply is kept, verbatim
+    assert answer["content"][0]["is_error"] and "context_window" in answer["content"][0]["content"]
+    assert answer["content"][-1] == {"type": "text", "text": step.ROOM_PROMPT}
+    assert not (tmp_path / "ran").exists()  # the cut call never ran
+    assert "collapsed" in json.dumps(sent["messages"][2])  # room was made
+
+
+def test_a_refusal_shows_its_stop_details_and_marks_the_saved_turn(step, run_main, tmp_path):
+    code, out = run_main(
+        step.__name__, "--replay", "fixtures/s06_refusal.json", "--save", str(tmp_path / "c.json")
+    )
+    assert code == 0 and "refusal (cyber: The request asks for self-spreading malicious code.)" in out, out
+    saved = json.loads((tmp_path / "c.json").read_text())
+    assert saved[-1]["refused"] == {
+        "type": "refusal",
+        "category": "cyber",
+        "explanation": "The request asks for self-spreading malicious code.",
+    }
+    messages, note = conversation.resumable(saved)
+    assert "refused" not in messages[-1] and "the model refused (cyber:" in note
 
 
 def test_a_bad_request_that_is_not_about_length_is_not_retried(step):

@@ -1,6 +1,7 @@
 """Fixtures, flags and files come from strangers: what the workbook refuses, what it keeps to itself,
 and what it writes only whole. Each test is one finding of the red-team pass (issue 15)."""
 
+import contextlib
 import copy
 import io
 import json
@@ -60,9 +61,12 @@ def refused(tmp_path, value, *words) -> str:
 
 
 def check(*argv) -> tuple[int, str]:
-    """`python -m workbook ARGV` as a reader types it: exit code and everything printed."""
-    done = run_script("-m", "workbook", *argv, timeout=30)
-    return done.returncode, done.stdout + done.stderr
+    """`python -m workbook ARGV`, run in this process (as the command line runs it): exit code and
+    everything printed. tests/test_package.py starts the real command line once."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = cli.main(list(argv))
+    return code, printed.getvalue()
 
 
 # -- fixtures are data -----------------------------------------------------------------------------
@@ -501,7 +505,7 @@ def test_a_bad_flag_is_one_line(run_main, tmp_path, argv):
 def test_with_a_key_and_no_task_the_default_fixture_replays(run_main):
     code, out = run_main("s01_agent_loop", ANTHROPIC_API_KEY="sk-test-secret")
     assert code == 0, out
-    banner = out.splitlines()[0]
+    banner = " ".join(out.split("\ntask:")[0].split())  # the banner's lines, before the task
     assert "offline replay of fixtures/s01_hello_agent.json" in banner and "to run live" in banner
 
 
@@ -646,7 +650,8 @@ def test_an_untrusted_stop_hook_meets_the_gate(run_main, tmp_path):
     (tmp_path / "f.json").write_text(json.dumps(hooked))
     code, out = run_main("s06_recovery", "--replay", str(tmp_path / "f.json"))
     assert code == 1 and "the fixture's --stop-hook 'touch pwned': not run:" in out
-    assert len(out.strip().splitlines()) == 3  # the banner, the task, the one line
+    after_banner = out.split("\ntask:", 1)[1]
+    assert len(after_banner.strip().splitlines()) == 2  # the task, then the one line
 
 
 def test_read_file_refuses_a_fifo_instead_of_hanging(ws):

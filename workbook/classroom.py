@@ -127,14 +127,17 @@ class Classroom:
         self.lock = threading.Lock()  # guards the two dicts above only, never a check
         self.max_students = max_students
         self.out = out or sys.stdout
-        self.observer = None  # grade.py's hook: observer(student, fixture, turn, body, reply, mistake)
+        self.observer = (
+            None  # grade.py's hook: observer(student, fixture, turn, body, reply, mistake, headers)
+        )
 
-    def answer(
-        self, student: str, body, chosen: str | None, betas: contract.Betas = contract.NO_BETAS
-    ) -> Reply:
+    def answer(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
         """The reply to one request from one student; a mistake becomes a 400 and a log line.
 
-        `betas`: which API the request went to and its anthropic-beta header (a beta can change a rule)."""
+        `headers` (lower-cased names): their anthropic-beta can change a rule (the contract's Betas); the
+        observer sees them all: the grader reads the SDK's own, such as x-stainless-retry-count, to tell
+        the student's retries from the library's."""
+        betas = contract.Betas.of(headers or {})
         try:
             desk = self.desk(student)
         except Mistake as mistake:
@@ -151,14 +154,14 @@ class Classroom:
             try:
                 reply, note = self.serve(name, cursor, body, betas)
             except Mistake as mistake:
-                cursor.mistakes += 1
+                cursor.mistakes += not is_thread_fallback(mistake)  # the SDK then falls back: not an error
                 cursor.last = f"{mistake.status} {mistake}"
                 self.log(student, name, self.turn(name, cursor.served + 1), cursor.last)
-                self.observe(student, name, cursor.served + 1, body, None, mistake)
+                self.observe(student, name, cursor.served + 1, body, None, mistake, headers)
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
             cursor.last = describe(reply)
             self.log(student, name, self.turn(name, cursor.served), note + cursor.last)
-            self.observe(student, name, cursor.served, body, reply, None)
+            self.observe(student, name, cursor.served, body, reply, None, headers)
             return reply
 
     def desk(self, student: str) -> threading.Lock:
@@ -182,10 +185,12 @@ class Classroom:
         with self.lock:
             return self.cursors.setdefault((student, name), Cursor())
 
-    def observe(self, student: str, name: str, turn: int, body, reply: Reply | None, mistake) -> None:
+    def observe(
+        self, student: str, name: str, turn: int, body, reply: Reply | None, mistake, headers
+    ) -> None:
         """Tell the observer, if any, what one request got: the recorded reply of `turn`, or a mistake."""
         if self.observer:
-            self.observer(student, name, turn, body, reply, mistake)
+            self.observer(student, name, turn, body, reply, mistake, headers or {})
 
     def pick(self, body, chosen: str | None) -> str:
         """The fixture a request asks for: the header, else model "replay:NAME", else the default."""
@@ -305,6 +310,12 @@ class Classroom:
         if len(students) > most:
             lines.append(f"... and {len(students) - most} more rows: GET /replay/status lists them all")
         return "\n".join(lines)
+
+
+def is_thread_fallback(mistake: Mistake) -> bool:
+    """A thread replay cannot hold, refused as the API documents: the client then sends the whole
+    conversation itself. Part of the protocol, so neither the class table nor the grader counts it."""
+    return (mistake.details or {}).get("error_code") == "thread_unsupported_request"
 
 
 def past_the_end(name: str, exchanges: list, messages: list) -> str:

@@ -21,17 +21,28 @@ def normalize_block(block) -> dict:
 
 
 def normalize_messages(messages: list) -> list[dict]:
-    """The conversation as the API reads it, so that equal conversations compare equal.
-
-    String content becomes one text block; consecutive same-role messages are one turn (the API
-    combines them); a turn's tool_results are put in tool_use_id order (the API pairs them by id)."""
+    """Messages with string content turned into one text block, so both spellings compare equal."""
     out = []
-    for turn in combined_messages(messages):
-        blocks = [normalize_block(b) for b in turn["content"]]
+    for m in messages:
+        content = m.get("content")
+        blocks = [content] if isinstance(content, str) else content or []
+        out.append({"role": m.get("role"), "content": [normalize_block(b) for b in blocks]})
+    return out
+
+
+def combined_form(messages: list) -> list[dict]:
+    """The conversation as the API reads it, so that equal conversations compare equal: what a request
+    is compared with its recording on.
+
+    Consecutive same-role messages are one turn (the API combines them); a turn's leading tool_results
+    are put in tool_use_id order (the API pairs them by id)."""
+    out = []
+    for turn in normalize_messages(combined_messages(messages)):
+        blocks = turn["content"]
         results = [b for b in blocks if b.get("type") == "tool_result"]
         if results and blocks[: len(results)] == results:
             blocks[: len(results)] = sorted(results, key=lambda b: str(b.get("tool_use_id")))
-        out.append({"role": turn["role"], "content": blocks})
+        out.append(turn)
     return out
 
 
@@ -45,7 +56,7 @@ def request_diff(
     classroom server judges a loop a student wrote, with their own prompt and tools, this way.
     """
     structure_only = structure_only or conversation_only
-    want, got = normalize_messages(expected["messages"]), normalize_messages(actual.get("messages", []))
+    want, got = combined_form(expected["messages"]), combined_form(actual.get("messages", []))
     if len(want) != len(got):
         return _count_diff(want, got, len(expected["messages"]), len(actual.get("messages", [])))
     for i, (w, g) in enumerate(zip(want, got)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,3 +65,43 @@ def load_conversation(path: Path) -> list:
     if problems:
         raise WorkbookError(f"{path}: cannot continue this conversation — {problems[0].lstrip('.')}")
     return messages
+
+
+def context_chars(messages: list) -> int:
+    """The size of the conversation in characters of JSON (roughly 4 per token)."""
+    return len(json.dumps(plain([m["content"] for m in messages]), ensure_ascii=False))
+
+
+def blocks(message: dict) -> list[dict]:
+    """A message's content as a list of plain blocks, whether a string, our dicts or the SDK's objects."""
+    content = plain(message["content"])
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def result_text(block: dict) -> str:
+    content = block.get("content", "")
+    return content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
+
+
+REFUSED = "refused"  # s06 marks a refused assistant turn with this key (its stop_details); never sent
+
+
+def refusal_note(messages: list) -> str | None:
+    """What --resume says when the saved conversation ends on a refused turn, or None."""
+    mark = messages[-1].get(REFUSED) if messages and isinstance(messages[-1], dict) else None
+    if mark is None:
+        return None
+    return f"it ends on a turn the model refused{refusal_reason(mark)}; your instruction follows the refusal"
+
+
+def refusal_reason(details: dict | None) -> str:
+    """A refusal's stop_details in a few words: ` (category: explanation)`, or "" when the API gave none."""
+    if not details:
+        return ""
+    return f" ({details.get('category') or 'no category'}: {details.get('explanation') or 'no explanation'})"
+
+
+def resumable(messages: list) -> tuple[list, str | None]:
+    """A saved conversation as the API takes it (s06's refusal mark removed: the API refuses unknown
+    keys), and what --resume should say about a refused turn it ends on (None if it does not)."""
+    return [{k: v for k, v in m.items() if k != REFUSED} for m in messages], refusal_note(messages)

@@ -64,15 +64,61 @@ def show_turn(turn: int, response: anthropic.types.Message, streamed: bool = Fal
     say(f"stop_reason={response.stop_reason}  {tokens}")
 
 
-def show_tool(block, output: str, limit: int = 400) -> None:
-    """A tool call as it would look in a terminal, its output shortened to stay readable."""
-    command = block.input.get("command") if isinstance(block.input, dict) else None
-    say(f"$ {command}" if command else f"{block.name} {block.input}", "cyan")
-    shown = output if len(output) <= limit else output[:limit] + f"… ({len(output) - limit} more chars)"
-    if all(cell_len(line) <= console.width for line in shown.splitlines()):
-        console.out(shown, highlight=False)  # nothing to wrap: the cheap way (rich's print costs ~0.3 ms)
-    else:
-        console.print(shown, markup=False)
+RESULT_LINES = 4  # a tool result shows at most this many lines (and its last); the rest are counted
+TELLING = {  # the argument that says most about a call, shown on its one line
+    "bash": "command",
+    "read_file": "path",
+    "write_file": "path",
+    "edit_file": "path",
+    "grep": "pattern",
+    "list_files": "glob",
+}
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut to `width` terminal cells, ending in … when cut."""
+    if cell_len(text) <= width:
+        return text
+    while text and cell_len(text) > width - 1:
+        text = text[:-1]
+    return text + "…"
+
+
+def as_text(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def call_line(block, width: int | None = None) -> str:
+    """A tool call in one line: `$ command` for bash, else its name and most telling argument. Whatever
+    the line leaves out (other arguments, the rest of a long one) is counted: `… (617 chars)`."""
+    width = width or console.width
+    data = block.input if isinstance(block.input, dict) else {"input": block.input}
+    key = TELLING.get(block.name) if TELLING.get(block.name) in data else next(iter(data), None)
+    head = "$ " if block.name == "bash" else f"{block.name} "
+    telling = (as_text(data[key]).splitlines() or [""])[0] if key else ""
+    total = sum(len(as_text(value)) for value in data.values())
+    if total == len(telling) and cell_len(head + telling) <= width:
+        return head + telling
+    room = max(0, width - len(head) - len(f" … ({total} chars)"))
+    shown = clip(telling, room).removesuffix("…") if cell_len(telling) > room else telling
+    return f"{head}{shown} … ({total - len(shown)} chars)"
+
+
+def result_lines(output: str, width: int | None = None) -> list[str]:
+    """A tool's output in a few lines, indented under its call: the first ones and the last (where an
+    exit code is), each cut to the width; the lines between are counted."""
+    width = width or console.width
+    lines = output.splitlines() or [""]
+    if len(lines) > RESULT_LINES + 1:
+        hidden = len(lines) - RESULT_LINES
+        lines = lines[: RESULT_LINES - 1] + [f"… ({hidden} more lines)"] + lines[-1:]
+    return [clip("  " + line, width) for line in lines]
+
+
+def show_tool(block, output: str) -> None:
+    """A tool call as one line, then a few lines of what it returned."""
+    say(call_line(block), "cyan")
+    console.out("\n".join(result_lines(output)), highlight=False)
 
 
 def show_summary(turns: list) -> None:
@@ -171,17 +217,39 @@ def show_tools(calls: list, results: list[dict], timeline: list) -> None:
     show_timeline(timeline)
 
 
+_streamed_line: list[str] = []  # off a terminal (a notebook, a file): the model's text so far on this line
+
+
 def show_event(event) -> None:
-    """s05: one streamed event as the reader sees it: text at once, a tool call once its input is whole."""
+    """s05: the model's text as it streams in. At a terminal each piece shows at once; anywhere else
+    (a notebook, a log) whole lines, so that no word is split across outputs. A tool call is shown
+    once, with its result, when it has run (show_tools)."""
+    at_terminal = console.is_terminal
     if event.type == "content_block_start" and event.content_block.type == "text":
-        console.out("model: ", style="bold", end="", highlight=False)
-    elif event.type == "text":
+        if at_terminal:
+            console.out("model: ", style="bold", end="", highlight=False)
+        _streamed_line[:] = ["model: "]
+    elif event.type == "text" and at_terminal:
         console.out(event.text, end="", highlight=False)
+    elif event.type == "text":
+        *whole, rest = "".join([*_streamed_line, event.text]).split("\n")
+        for line in whole:
+            show_model_line(line)
+        _streamed_line[:] = [rest]
     elif event.type == "content_block_stop" and event.content_block.type == "text":
-        console.out("")
-    elif event.type == "content_block_stop" and event.content_block.type == "tool_use":
-        block = event.content_block
-        say(f"asks for {block.name} {json.dumps(block.input)}")
+        if at_terminal:
+            console.out("")
+        else:
+            show_model_line("".join(_streamed_line))
+        _streamed_line.clear()
+
+
+def show_model_line(line: str) -> None:
+    """One whole line of streamed text, wrapped between words: the first one opens with `model:`."""
+    if line.startswith("model: "):
+        console.print(f"[bold]model:[/] {escape(line.removeprefix('model: '))}")
+    else:
+        console.print(line, markup=False)
 
 
 def show_spend(budget, warning: str | None) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from workbook import trust
 from workbook.contract import exchange_problems
+from workbook.environment import environment_problems
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import MAX_JSON_DEPTH, json_depth, parse_json, read_bytes
 from workbook.fixture_flags import args_problems
@@ -121,6 +122,7 @@ def _field_problems(fixture: dict) -> list[str]:
     latency = fixture.get("read_latency", 0)
     if not isinstance(latency, int | float) or isinstance(latency, bool) or not 0 <= latency <= 60:
         problems.append("read_latency must be 0 to 60 seconds")
+    problems += environment_problems(fixture.get("environment"))
     if fixture["script"] in STEPS:
         problems += [f"`args`: {p}" for p in args_problems(fixture.get("args", []), fixture["script"])]
     return problems

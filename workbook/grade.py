@@ -1,29 +1,33 @@
 """grade.py — the graded ladder: any loop, in any language, walked up the workbook's recordings.
 
-    python -m workbook grade [--json] [--only RUNG] [--timeout S] -- CMD [ARGS...]
+    python -m workbook grade [--json] [--only RUNG] [--timeout S] [--sandbox auto|required|off]
+                             [--allow-sdk-retries] -- CMD [ARGS...]
 
 Each rung is one recording (fixtures/grade_*.json) that tests one step's mechanism from outside
-the program. For each rung the grader starts a private classroom replay server (workbook/server.py)
-on a free loopback port, copies the rung's workspace into a fresh temp folder, and runs
-`CMD ARGS... "<the rung's task>"` there, with the task also in AGENT_TASK, ANTHROPIC_BASE_URL
-pointing at that server, ANTHROPIC_API_KEY set to a stand-in (a real key in the teacher's
-environment is never passed on), stdin closed and a timeout.
+the program. For each rung the grader serves the recording on a classroom replay server
+(workbook/server.py) on a free loopback port, copies the rung's workspace into a fresh temp folder,
+and runs `CMD ARGS... "<the rung's task>"` there: the task also in AGENT_TASK, ANTHROPIC_BASE_URL
+pointing at that server, ANTHROPIC_API_KEY a stand-in, stdin closed, a timeout, and nothing else from
+the teacher's environment. With bubblewrap installed the program runs in a sandbox
+(workbook/grade_sandbox.py); either way nothing it started outlives its rung.
 
 A rung passes when the program walked the whole recording (or, for a rung about stopping, stopped
 within its bounds), no request broke the API's rules, the assistant's replies went back verbatim,
 and the rung's own checks hold. Matching is by shape, as in the classroom: a student's tools,
-prompts and model name are their own. The ladder is the workbook's progression: step sN passes
-every rung of s01...sN. Exit 0 only when every rung graded passes.
+prompts and model name are their own. The rung grades the student's loop, not the library's: a
+request the SDK retried by itself fails it (unless --allow-sdk-retries), and a result a library
+feature helped to is marked "passed by the library". The ladder is the workbook's progression:
+step sN passes every rung of s01...sN. Exit 0 only when every rung graded passes; 2 for bad input.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import re
+import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -31,10 +35,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import classroom, compare, errors, fixtures, paths, scratch, server, wire
+from workbook import classroom, errors, fixtures, grade_sandbox, paths, scratch, server
+from workbook import grade_reasons as reasons
 
 DEFAULT_TIMEOUT = 60.0  # seconds per rung; retry waits in the rungs are tiny (retry-after 0, 20 ms)
-STUDENT = "grader"  # the API key the program gets: the replay server's name for this student
+LONGEST_TIMEOUT = 3600.0  # an hour a rung: anything longer is a typo, not a plan
+WORKERS = max(2, os.cpu_count() or 2)  # programs run side by side: each mostly waits on its replies
 RUNNING: set[subprocess.Popen] = set()  # the programs being graded right now: Ctrl-C ends them all
 
 
@@ -123,23 +129,13 @@ RUNGS = [
 ]
 
 
-@dataclass
-class Seen:
-    """One request as the replay server answered it: the turn it was, the body, the mistake if any."""
+@dataclass(frozen=True)
+class Options:
+    """How to grade: seconds per rung, the sandbox, and whether the SDK's own retries are accepted."""
 
-    turn: int
-    body: object
-    mistake: str | None
-
-
-@dataclass
-class Outcome:
-    """What a rung's run left behind: the requests in order, the exit code, the last words printed."""
-
-    seen: list[Seen]
-    code: int | None  # None: stopped by the timeout
-    last_line: str
-    server_log: list[str]
+    timeout: float = DEFAULT_TIMEOUT
+    sandbox: grade_sandbox.Sandbox = grade_sandbox.Sandbox(None)
+    allow_sdk_retries: bool = False
 
 
 @dataclass
@@ -149,9 +145,27 @@ class Result:
     rung: Rung
     passed: bool
     reason: str
+    library: list[str] = field(default_factory=list)  # library features the run relied on, in words
+
+    @property
+    def passed_by(self) -> str | None:
+        """Who did the work a passing rung checks: "loop", or "library" when a library feature helped."""
+        if not self.passed:
+            return None
+        return "library" if self.library else "loop"
+
+    def row(self) -> dict:
+        return {
+            "name": self.rung.name,
+            "step": self.rung.step,
+            "passed": self.passed,
+            "passed_by": self.passed_by,
+            "library": self.library,
+            "reason": self.reason,
+        }
 
 
-# -- running one rung ------------------------------------------------------------------------------
+# -- the rungs' servers: one per rung, each program a student of its own -----------------------------
 
 
 class LogLines:
@@ -166,297 +180,140 @@ class LogLines:
     def flush(self) -> None:
         pass
 
-
-def run_rung(rung: Rung, fixture: dict, command: list[str], timeout: float) -> Outcome:
-    """Serve the rung's recording on a free loopback port and run the program against it once."""
-    seen, log = [], LogLines()
-    rung_server = server.ReplayServer({rung.fixture: fixture}, classroom.LOOPBACK, 0, out=log)
-    rung_server.classroom.observer = lambda student, name, turn, body, reply, mistake: seen.append(
-        Seen(turn, body, None if mistake is None else str(mistake))
-    )
-    threading.Thread(target=rung_server.serve_forever, daemon=True).start()
-    workspace = scratch.copy_workspace(fixture["workspace"])
-    try:
-        code, last_line = run_program([*command, fixture["task"]], workspace, rung_server.url, timeout)
-    finally:
-        rung_server.shutdown()
-        rung_server.server_close()
-        shutil.rmtree(workspace.parent, ignore_errors=True)
-    return Outcome(seen, code, last_line, log.lines)
+    def of(self, student: str) -> list[str]:
+        """The lines about one student (the log's second column is the student's name)."""
+        return [line for line in self.lines if line.split()[1:2] == [student]]
 
 
-def run_program(argv: list[str], workspace: Path, url: str, timeout: float) -> tuple[int | None, str]:
-    """The program in the workspace, stdin closed, in its own process group (a timeout ends all of it)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY")}
-    env |= {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": STUDENT, "AGENT_TASK": argv[-1]}
-    proc = subprocess.Popen(
-        argv,
-        cwd=workspace,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    RUNNING.add(proc)
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        code = proc.returncode
-    except subprocess.TimeoutExpired:
-        end(proc)
-        output, _ = proc.communicate()
-        code = None
-    finally:
-        RUNNING.discard(proc)
-    return code, last_line(output.decode("utf-8", errors="replace"))
+class RungServer:
+    """One rung's recording, served on a free loopback port to every program graded on it at once.
 
+    Each run sends its own stand-in key, so the classroom keeps a cursor per run, and the observer
+    hands each request to the run that sent it."""
 
-def end(proc: subprocess.Popen) -> None:
-    """Kill a graded program and everything it started (its own process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # it had already finished
+    def __init__(self, name: str):
+        self.fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{name}.json")
+        self.log = LogLines()
+        self.http = server.ReplayServer({name: self.fixture}, classroom.LOOPBACK, 0, out=self.log)
+        self.runs: dict[str, list[reasons.Seen]] = {}  # student -> the requests of that run
+        self.http.classroom.observer = self.observe
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
 
-
-def last_line(output: str) -> str:
-    """The last thing the program printed, in one short line (terminal colours removed)."""
-    lines = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", line).strip() for line in output.splitlines()]
-    lines = [line for line in lines if re.search(r"\w", line)]  # not a table's border
-    return lines[-1][:160] if lines else ""
-
-
-# -- judging a run ---------------------------------------------------------------------------------
-
-
-def judge(rung: Rung, fixture: dict, out: Outcome) -> str | None:
-    """The first mistake of the run, in the student's terms; None when the rung passes."""
-    exchanges = fixture["exchanges"]
-    least = rung.least or len(exchanges)
-    reached = 0  # the last recorded turn the program got an answer for
-    for n, request in enumerate(out.seen, 1):
-        if request.mistake is not None and request.turn <= len(exchanges):
-            return explain_mistake(request, exchanges)
-        if request.mistake is not None or request.turn <= reached:  # past the end, or started over
-            return asked_too_often(exchanges, reached, n) if reached >= least else started_over(reached)
-        problem = reply_not_verbatim(request, exchanges) or error_not_returned(rung, request)
-        if problem:
-            return problem
-        reached = request.turn
-    if out.code is None:
-        return f"your program did not finish in time; it had reached turn {reached} of {len(exchanges)}"
-    if reached < least:
-        return stopped_early(exchanges, reached, out)
-    return wrong_exit(rung, exchanges, out)
-
-
-def explain_mistake(request: Seen, exchanges: list) -> str:
-    """A request the server refused: say what the loop did wrong, in the student's terms if we can."""
-    recorded = exchanges[request.turn - 1]["request"]["messages"]
-    sent = request.body.get("messages") if isinstance(request.body, dict) else None
-    hint = shape_hint(recorded, sent, exchanges, request.turn) if isinstance(sent, list) else None
-    return f"turn {request.turn}: {hint or request.mistake}"
-
-
-def shape_hint(recorded: list, sent: list, exchanges: list, turn: int) -> str | None:
-    """The loop's usual mistakes, named: a reply or results not appended, results out of order..."""
-    try:
-        want, got = compare.normalize_messages(recorded), compare.normalize_messages(sent)
-    except (AttributeError, TypeError):
-        return None  # malformed messages: the server's own message says which
-    for k, expected in enumerate(want):
-        if k >= len(got) or got[k]["role"] != expected["role"]:
-            if expected["role"] == "assistant":
-                return (
-                    f"your loop did not append the assistant's reply; messages[{k}] should be the assistant "
-                    f"turn with {blocks_in_words(expected['content'])}"
-                )
-            return (
-                f"your loop did not send the tool results; messages[{k}] should be the user turn with "
-                f"{blocks_in_words(expected['content'])}, one per tool_use in messages[{k - 1}]"
+    def observe(self, student, name, turn, body, reply, mistake, headers) -> None:
+        seen = self.runs.get(student)
+        if seen is None:
+            return  # a key no run of ours was given
+        fallback = mistake is not None and classroom.is_thread_fallback(mistake)
+        seen.append(
+            reasons.Seen(
+                turn,
+                body,
+                None if mistake is None else str(mistake),
+                retry_count(headers),
+                tuple(h.strip() for h in headers.get("x-stainless-helper", "").split(",") if h.strip()),
+                fallback,
             )
-        order = results_order(expected, got[k])
-        if order:
-            return f"messages[{k}]: {order}"
-    if len(got) > len(want):
-        return extra_messages(exchanges, turn, len(want))
-    return None
-
-
-def blocks_in_words(content: list) -> str:
-    """[text, tool_use, tool_use] -> "1 text block and 2 tool_use blocks"."""
-    kinds = [block.get("type", "?") for block in content]
-    counts = {kind: kinds.count(kind) for kind in kinds}
-    words = [f"{n} {kind} block" + ("s" if n > 1 else "") for kind, n in counts.items()]
-    return " and ".join(words) if len(words) < 3 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
-def results_order(expected: dict, got: dict) -> str | None:
-    """Tool results all there but in another order than the tool_use blocks asked."""
-    want = [b.get("tool_use_id") for b in expected["content"] if b.get("type") == "tool_result"]
-    have = [b.get("tool_use_id") for b in got["content"] if b.get("type") == "tool_result"]
-    if want and sorted(want) == sorted(have) and want != have:
-        return (
-            f"the tool_results come in the order {', '.join(have)}; answer in the order of the tool_use "
-            f"blocks: {', '.join(want)}"
         )
-    return None
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
 
 
-def extra_messages(exchanges: list, turn: int, expected: int) -> str:
-    """The loop sent more than the recording holds: what it should have done after the last reply."""
-    stop = stop_reason(exchanges[turn - 2]["response"]) if turn > 1 else None
-    if stop == "max_tokens":
-        return (
-            f"turn {turn - 1}'s reply was cut off by max_tokens inside a tool_use, and your loop ran it or "
-            "sent it back; a cut tool_use is incomplete: send the same request again, without the cut "
-            "reply, with a larger max_tokens"
-        )
-    if stop == "pause_turn":
-        return (
-            "after a pause_turn, send the conversation back with the paused assistant turn last; "
-            "do not add a user message"
-        )
-    return (
-        f"your request holds more messages than the recording's {expected}: "
-        "append only the reply and its results"
+def retry_count(headers: dict) -> int:
+    """x-stainless-retry-count as a number: how many times the SDK had already sent this request."""
+    value = headers.get("x-stainless-retry-count", "0")
+    return int(value) if value.isdigit() else 0
+
+
+class Servers:
+    """The rungs' servers, each started the first time a run needs it and closed together at the end."""
+
+    def __init__(self):
+        self.started: dict[str, RungServer] = {}
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for rung_server in self.started.values():
+            rung_server.close()
+
+    def of(self, rung: Rung) -> RungServer:
+        with self.lock:
+            if rung.fixture not in self.started:
+                self.started[rung.fixture] = RungServer(rung.fixture)
+            return self.started[rung.fixture]
+
+
+# -- running and judging ---------------------------------------------------------------------------
+
+
+def run_rung(rung_server: RungServer, command: list[str], options: Options) -> reasons.Outcome:
+    """Run the program once against the rung's server, in a fresh copy of the rung's workspace."""
+    student = f"g{secrets.token_hex(5)}"  # unguessable, so no other program moves this cursor; 11
+    # characters, so the server's log (which shows 12) names it whole
+    seen = rung_server.runs[student] = []
+    fixture = rung_server.fixture
+    workspace = scratch.copy_workspace(fixture["workspace"])
+    run = grade_sandbox.Run(
+        [*command, fixture["task"]],
+        workspace.parent,
+        workspace,
+        rung_server.http.url,
+        student,
+        options.timeout,
     )
+    try:
+        code, output = grade_sandbox.run_program(run, options.sandbox, RUNNING)
+    finally:
+        shutil.rmtree(workspace.parent, ignore_errors=True)
+        del rung_server.runs[student]
+    return reasons.Outcome(seen, code, output, rung_server.log.of(student))
 
 
-def stop_reason(response: dict) -> str | None:
-    """A recorded response's stop_reason (None for an error or a dropped connection)."""
-    if response.get("status") != 200:
-        return None
-    body = wire.events_to_message(response["stream"]) if "stream" in response else response["body"]
-    return body.get("stop_reason")
+def judged(rung: Rung, rung_server: RungServer, outcome: reasons.Outcome, options: Options) -> Result:
+    verdict = reasons.judge(rung, rung_server.fixture, outcome, options.allow_sdk_retries)
+    if verdict.problem:
+        return Result(rung, False, verdict.problem, verdict.library)
+    reason = reasons.passed_reason(rung, outcome)
+    if verdict.library:
+        reason = f"passed by the library: {'; '.join(verdict.library)}; {reason}"
+    return Result(rung, True, reason, verdict.library)
 
 
-def reply_not_verbatim(request: Seen, exchanges: list) -> str | None:
-    """Every assistant turn the loop sends back must be the reply as it came (None values aside)."""
-    recorded = compare.normalize_messages(exchanges[request.turn - 1]["request"]["messages"])
-    sent = compare.normalize_messages(request.body["messages"])
-    for i, (want, got) in enumerate(zip(recorded, sent)):
-        if want["role"] != "assistant":
-            continue
-        for j, (a, b) in enumerate(zip(want["content"], got["content"])):
-            if without_nulls(a) != without_nulls(b):
-                field_name = next((k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)), "?")
-                return (
-                    f"turn {request.turn}: messages[{i}].content[{j}] ({a.get('type')}) is not the reply "
-                    f"as it came: its {field_name} differs; append response.content unchanged"
-                )
-    return None
+def grade_runs(runs: list[tuple[Rung, list[str]]], options: Options = Options()) -> list[Result]:
+    """Grade each (rung, command), side by side as the cores allow, one shared server per rung."""
+
+    def grade_one(run: tuple[Rung, list[str]]) -> Result:
+        rung, command = run
+        rung_server = servers.of(rung)
+        return judged(rung, rung_server, run_rung(rung_server, command, options), options)
+
+    with Servers() as servers:
+        pool = ThreadPoolExecutor(max_workers=WORKERS)
+        try:
+            return list(pool.map(grade_one, runs))
+        except KeyboardInterrupt:
+            for proc in list(RUNNING):
+                grade_sandbox.stop(proc)  # its keeper ends it and all it started
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
-def without_nulls(value):
-    """A block with null fields dropped at any depth: a client may leave out what the API sent as null."""
-    if isinstance(value, dict):
-        return {k: without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [without_nulls(v) for v in value]
-    return value
-
-
-def error_not_returned(rung: Rung, request: Seen) -> str | None:
-    """The rung's calls that cannot succeed must come back to the model with is_error: true."""
-    for message in request.body["messages"]:
-        content = message.get("content")
-        for block in content if isinstance(content, list) else []:
-            why = rung.must_fail.get(block.get("tool_use_id")) if isinstance(block, dict) else None
-            if why and block.get("is_error") is not True:
-                return (
-                    f"turn {request.turn}: the call {block['tool_use_id']} {why}, but your tool_result for "
-                    "it has no is_error: true; send a failure back as an error result so the model can "
-                    "correct itself"
-                )
-    return None
-
-
-def started_over(reached: int) -> str:
-    """A request holding the first message alone, mid-way: the loop lost its history."""
-    return (
-        f"turn {reached + 1}: your program sent the first message alone again, so the conversation started "
-        "over; keep the whole history in messages"
-    )
-
-
-def asked_too_often(exchanges: list, reached: int, requests: int) -> str:
-    """A request past the recording's end: what the program should have done instead."""
-    last = exchanges[reached - 1]["response"]
-    status = last.get("status")
-    if status in (400, 401, 403, 404, 413):
-        return (
-            f"turn {reached}: the API answered {status} and your program sent the request again; a {status} "
-            "fails the same way every time: stop with a clear message"
-        )
-    if "error" in last or status != 200:  # a recorded failure it kept retrying
-        return f"your program kept retrying: {requests} attempts, where this rung allows at most {reached}"
-    stop = stop_reason(last)
-    if stop == "tool_use":
-        return (
-            f"your loop was still calling the model after {reached} turns of the same repeated call; "
-            "it must notice the repetition and stop by itself"
-        )
-    return (
-        f"turn {reached}: the reply's stop_reason was {stop}, but your loop asked again; "
-        "stop when it is not tool_use"
-    )
-
-
-def stopped_early(exchanges: list, reached: int, out: Outcome) -> str:
-    """The program ended (or was refused) before the recording did: what it met last, and its last words."""
-    said = f" (exit {out.code}" + (f": {out.last_line}" if out.last_line else "") + ")"
-    if not out.seen:
-        logged = re.search(r"\b[1-5]\d\d\b.*", out.server_log[-1]) if out.server_log else None
-        heard = f"; the server logged: {logged.group(0)}" if logged else ""
-        return f"your program sent no request the replay server could answer{said}{heard}"
-    response = exchanges[reached - 1]["response"]
-    if "error" in response:
-        met = "the connection dropped without an answer"
-    elif response.get("status") != 200:
-        kind = response["body"].get("error", {}).get("type", "an error")
-        met = f"the API answered {response['status']} ({kind})"
-    else:
-        met = f"the reply's stop_reason was {stop_reason(response)}"
-    todo = {
-        "tool_use": "run the tools and send their results",
-        "max_tokens": "send the request again with a larger max_tokens",
-        "pause_turn": "send the paused turn back unchanged so the model can finish",
-    }.get(stop_reason(response) or "", "retry it, waiting as retry-after asks")
-    return f"turn {reached} of {len(exchanges)}: {met} and your program stopped{said}; {todo}"
-
-
-def wrong_exit(rung: Rung, exchanges: list, out: Outcome) -> str | None:
-    """The exit code the rung asks for: 0 after a finished task, non-zero after a failure it cannot fix."""
-    if rung.exit == "zero" and out.code != 0:
-        return (
-            f"your program walked all {len(exchanges)} turns but exited with code {out.code}: {out.last_line}"
-        )
-    if rung.exit == "nonzero" and out.code == 0:
-        return (
-            "your program stopped but exited with code 0; a run that failed must end with a non-zero exit "
-            "so scripts and CI see it"
-        )
-    return None
-
-
-def passed_reason(rung: Rung, out: Outcome) -> str:
-    """What a passing run did, in a few words."""
-    turns = max((s.turn for s in out.seen), default=0)
-    if rung.least:
-        return f"stopped by itself after {turns} requests (exit {out.code})"
-    return f"walked the whole recording: {turns} turn{'s' * (turns != 1)} (exit {out.code})"
-
-
-def grade_rung(rung: Rung, command: list[str], timeout: float) -> Result:
+def grade_rung(rung: Rung, command: list[str], options: Options = Options()) -> Result:
     """Run the command on one rung and judge the run."""
-    fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{rung.fixture}.json")
-    outcome = run_rung(rung, fixture, command, timeout)
-    problem = judge(rung, fixture, outcome)
-    return Result(rung, problem is None, problem or passed_reason(rung, outcome))
+    return grade_runs([(rung, command)], options)[0]
 
 
 # -- command line ----------------------------------------------------------------------------------
+
+USAGE = (
+    "%(prog)s [--json] [--only RUNG] [--timeout S] [--sandbox auto|required|off] [--allow-sdk-retries] "
+    "-- CMD [ARGS...]"
+)
 
 
 def pick_rungs(only: list[str]) -> list[Rung]:
@@ -480,22 +337,44 @@ def resolve(command: list[str]) -> list[str]:
         found = os.path.abspath(program) if Path(program).is_file() else None  # not resolve(): a venv's
         # python is a symlink, and following it would leave the venv (and its packages) behind
     else:
-        found = shutil.which(program)
+        found = shutil.which(program) or (program if Path(program).is_file() else None)
     if not found:
         raise GradeError(f"{program}: command not found — give a program on PATH or a path to one")
-    args = [
-        os.path.abspath(a) if a and not a.startswith("-") and Path(a).exists() else a for a in command[1:]
-    ]
+    if not os.access(found, os.X_OK):
+        raise GradeError(
+            f"{program}: not executable — `chmod +x {program}`, or name its interpreter: "
+            f"python -m workbook grade -- python {program}"
+        )
+    args = [os.path.abspath(a) if names_a_file(a) else a for a in command[1:]]
     return [found, *args]
+
+
+def names_a_file(arg: str) -> bool:
+    """An argument that is a path to something that exists (a long `-c` program is not, nor too long)."""
+    try:
+        return bool(arg) and not arg.startswith("-") and Path(arg).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def seconds(text: str) -> float:
+    """--timeout: a finite number of seconds, above 0 and at most an hour (nan, inf and 1e309 are not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not math.isfinite(value) or not 0 < value <= LONGEST_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a timeout: give seconds, more than 0 and at most {LONGEST_TIMEOUT:.0f}"
+        )
+    return value
 
 
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors raised as GradeError (one line) instead of printed with the usage."""
 
     def error(self, message):  # one line, not argparse's usage block
-        raise GradeError(
-            f"{message} — usage: python -m workbook grade [--json] [--only RUNG] -- CMD [ARGS...]"
-        )
+        raise GradeError(f"{message} — usage: python -m workbook grade [OPTIONS] -- CMD [ARGS...]")
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -504,7 +383,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     rungs = "\n".join(f"  {r.step} {r.name:<13} {r.checks}" for r in RUNGS)
     parser = Parser(
         prog="python -m workbook grade",
-        usage="%(prog)s [--json] [--only RUNG] [--timeout S] -- CMD [ARGS...]",
+        usage=USAGE,
         description=__doc__.split("\n\n")[2],
         epilog=f"rungs (--only takes a rung or a step):\n{rungs}\n\nTeachers: docs/teaching.md, Grading.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -512,52 +391,63 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--only", action="append", default=[], metavar="RUNG", help="a rung or a step (s03)")
     parser.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per rung (default 60)"
+        "--timeout", type=seconds, default=DEFAULT_TIMEOUT, help="seconds per rung (default 60)"
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=grade_sandbox.SANDBOX_MODES,
+        default="auto",
+        help="run each program in bubblewrap: auto (if installed, else say so), required, off",
+    )
+    parser.add_argument(
+        "--allow-sdk-retries",
+        action="store_true",
+        help='accept the SDK\'s own retries; the JSON shows such a rung as passed_by "library"',
     )
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
 def show(results: list[Result], command: list[str]) -> None:
-    """The report as a table: rung, step, what it checks, pass or FAIL, and why."""
+    """The report as a table: rung, step, what it checks, pass or FAIL, and why. Every cell is plain
+    text (rich.text.Text): a student's words in a reason are never read as markup."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"grading: {' '.join(command)}", show_lines=True)
+    table = Table(title=Text(f"grading: {' '.join(command)}"), show_lines=True)
     for column in ("step", "rung", "checks", "result", "reason"):
         table.add_column(column, overflow="fold")
     for r in results:
-        verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
-        table.add_row(r.rung.step, r.rung.name, r.rung.checks, verdict, r.reason)
+        verdict = Text("pass", "green") if r.passed else Text("FAIL", "red")
+        if r.passed_by == "library":
+            verdict = Text("pass (library)", "yellow")
+        table.add_row(r.rung.step, r.rung.name, Text(r.rung.checks), verdict, Text(r.reason))
     console = Console(highlight=False)
     console.print(table)
     passed = sum(r.passed for r in results)
-    console.print(f"{passed} of {len(results)} rungs passed")
+    console.print(Text(f"{passed} of {len(results)} rungs passed"))
 
 
 def main(argv: list[str]) -> int:
-    """Grade the command on the rungs asked for; print the table (or JSON); 0 only if all pass."""
+    """Grade the command on the rungs asked for; print the table (or JSON) once every program has
+    ended; 0 only if all pass, 1 if one fails, 2 for bad input."""
     try:
         args, command = parse(argv)
         rungs, command = pick_rungs(args.only), resolve(command)
-    except GradeError as err:
+        sandbox = grade_sandbox.choose(args.sandbox)
+    except errors.WorkbookError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))  # rungs run side by side
+    if sandbox.notice:
+        print(sandbox.notice, file=sys.stderr)
+    options = Options(args.timeout, sandbox, args.allow_sdk_retries)
     try:
-        results = list(pool.map(lambda rung: grade_rung(rung, command, args.timeout), rungs))
+        results = grade_runs([(rung, command) for rung in rungs], options)
     except KeyboardInterrupt:
-        for proc in list(RUNNING):
-            end(proc)
         print("interrupted: the programs being graded were stopped", file=sys.stderr)
         return 130
-    finally:
-        pool.shutdown(cancel_futures=True)
     if args.json:
-        rows = [
-            {"name": r.rung.name, "step": r.rung.step, "passed": r.passed, "reason": r.reason}
-            for r in results
-        ]
-        print(json.dumps({"rungs": rows}, ensure_ascii=False))
+        print(json.dumps({"rungs": [r.row() for r in results]}, ensure_ascii=False))
     else:
         show(results, command)
     return 0 if all(r.passed for r in results) else 1

@@ -67,6 +67,7 @@ class Run:
     trusted: bool = False  # a replay of a fixture on the trust list: its recorded commands run unasked
     fixture_args: list[str] = field(default_factory=list)  # the fixture's checked flags, paths made absolute
     folder: Path | None = None  # a replay's run folder: its workspace copy, and the files the step keeps
+    environment: dict | None = None  # s02: folder, OS, date, git, for the system prompt (environment.py)
 
     def finish(self) -> str | None:
         """End the run: save what record mode captured (or what a rebuild observed), remove the

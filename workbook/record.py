@@ -121,5 +121,7 @@ def save_recording(run: Run) -> str:
         "match": "structure",  # live tool output (dates, sizes) differs between machines
         "exchanges": [dict(e, match="structure") for e in done],
     }
+    if run.environment:  # s02's system prompt names the folder and the date: its replay sends the same
+        fixture["environment"] = run.environment
     write_json(run.fixture_path, fixture)
     return f"recorded {len(done)} exchanges to {run.fixture_path}"

@@ -52,7 +52,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from workbook import contract
 from workbook.classroom import (
     FIXTURE_HEADER,
     LOOPBACK,
@@ -182,8 +181,8 @@ class Handler(BaseHTTPRequestHandler):
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             self.server.classroom.log(student, "-", "", "400 body is not JSON")
             return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
-        betas = contract.Betas.of(self.headers)  # a beta header can change a rule
-        return self.server.classroom.answer(student, body, self.headers.get(FIXTURE_HEADER), betas)
+        headers = {name.lower(): value for name, value in self.headers.items()}  # for the grader's eyes
+        return self.server.classroom.answer(student, body, self.headers.get(FIXTURE_HEADER), headers)
 
     def reset(self) -> Reply:
         student = self.student()

@@ -124,7 +124,7 @@ def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
         "args": about.get("args", []),
         "match": "structure",
         "exchanges": exchanges,
-    }
+    } | ({"environment": about["environment"]} if about.get("environment") else {})
 
 
 def traced_response(call: dict, request: dict) -> dict:
@@ -151,3 +151,11 @@ def show_context(transition: str, before: int, after: int, path: Path | None) ->
     """s06: what collapse or compaction made of the context, on screen and in the trace."""
     trace(path, "context", transition=transition, before=before, after=after)
     display.say(f"context {before:,} → {after:,} characters")
+
+
+def show_transition(log: list, transition: str, why: str, path: Path | None) -> None:
+    """s06: a transition on screen, in the run's record (`log`) and in the trace."""
+    log.append((transition, why))
+    trace(path, "transition", name=transition, why=why)
+    colour = {"done": "green", "fail": "red", "next_turn": "dim"}.get(transition, "magenta")
+    display.say(f"→ {transition}  {why}", colour)

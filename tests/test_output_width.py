@@ -1,0 +1,108 @@
+"""What a student sees fits an 80-column terminal: every step's default replay and its --help.
+
+The six steps run at once (each its own process, as a reader starts it), so the whole check costs
+about one step's run. Only the model's own text may be wider, and rich wraps even that.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from conftest import ROOT, STEPS, offline_env
+from rich.cells import cell_len
+
+COLUMNS = 80
+
+
+def model_texts(step: str) -> list[str]:
+    """Every text the step's default fixture has the model write, whitespace made single spaces."""
+    module = (ROOT / f"{step}.py").read_text()
+    default = module.split('DEFAULT_FIXTURE = "', 1)[1].split('"', 1)[0]
+    raw = (ROOT / default).read_text()
+    texts = [block["text"] for block in _blocks(json.loads(raw))]
+    return [" ".join(text.split()) for text in texts]
+
+
+def _blocks(fixture: dict):
+    for exchange in fixture["exchanges"]:
+        response = exchange["response"]
+        body = response.get("body") if isinstance(response.get("body"), dict) else {}
+        yield from (b for b in body.get("content", []) if b.get("type") == "text")
+        for event in response.get("stream", []):
+            delta = event.get("data", {}).get("delta", {}) if isinstance(event.get("data"), dict) else {}
+            if delta.get("type") == "text_delta":
+                yield {"text": delta["text"]}
+
+
+@pytest.fixture(scope="module")
+def outputs() -> dict:
+    """(step, "run" or "help") -> what it printed at COLUMNS=80, all twelve started together. TMPDIR is
+    short, as /tmp is, so that the paths a run prints are the length a reader's would be."""
+    short = tempfile.mkdtemp(dir="/tmp" if os.path.isdir("/tmp") else None)
+    env = offline_env(TMPDIR=short) | {"COLUMNS": str(COLUMNS)}
+    started = {
+        (step, kind): subprocess.Popen(
+            [sys.executable, f"{step}.py", *(["--help"] if kind == "help" else [])],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for step in STEPS
+        for kind in ("run", "help")
+    }
+    done = {key: process.communicate(timeout=120)[0] for key, process in started.items()}
+    assert all(process.returncode == 0 for process in started.values()), done
+    return done
+
+
+def too_wide(text: str, model_said: list[str] = ()) -> list[str]:
+    lines = [line for line in text.splitlines() if cell_len(line) > COLUMNS]
+    said = " ".join(model_said)
+    return [line for line in lines if " ".join(line.removeprefix("model: ").split()) not in said]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_the_default_replay_fits_80_columns(outputs, step):
+    wide = too_wide(outputs[step, "run"], model_texts(step))
+    assert not wide, f"{step}: {len(wide)} lines over {COLUMNS} columns, e.g. {wide[0]!r}"
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_help_fits_80_columns(outputs, step):
+    wide = too_wide(outputs[step, "help"])
+    assert not wide, f"{step} --help: {len(wide)} lines over {COLUMNS} columns, e.g. {wide[0]!r}"
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_each_tool_call_is_shown_once_on_one_line(outputs, step):
+    text = outputs[step, "run"]
+    assert "asks for" not in text and "{'" not in text, f"{step}: a call shown as JSON or a Python repr"
+    calls = [line for line in text.splitlines() if line.startswith(("$ ", "read_file ", "write_file "))]
+    assert calls, f"{step}: no tool call shown"
+
+
+def test_a_long_write_is_one_line_with_its_size_counted(outputs):
+    line = next(line for line in outputs["s04_parallel", "run"].splitlines() if line.startswith("write_file"))
+    assert line.startswith("write_file SUMMARY.md … (") and line.endswith(" chars)")
+
+
+def test_an_abridged_fixture_says_so_in_its_banner(outputs):
+    banner = outputs["s06_recovery", "run"].split("\ntask:")[0]
+    assert "(scripted)" in banner and "abridged" in banner
+
+
+def test_the_offline_resume_hint_works_as_printed_and_the_live_one_names_the_key(outputs):
+    text = outputs["s05_budget", "run"]
+    hint = text.split("continue it offline", 1)[1]
+    command = hint.split("\n", 1)[1].split("\nor live")[0].replace("\\\n", " ").split()
+    assert command[:3] == ["python", "s05_budget.py", "--resume"] and command[3].endswith("conversation.json")
+    assert "set ANTHROPIC_API_KEY first" in hint
+    env = offline_env() | {"COLUMNS": str(COLUMNS)}
+    done = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resuming 6 saved messages" in done.stdout

@@ -1,0 +1,29 @@
+"""s02's question to a person at the terminal: the one function in the gate that talks to a human."""
+
+from __future__ import annotations
+
+import json
+
+from rich.markup import escape
+
+from workbook import display
+
+DANGEROUS = {  # regular expression -> the warning a person sees when asked (and a recorded denial)
+    r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
+    r"\bsudo\b": "sudo acts as root, beyond the workspace",
+    r"\bgit\s+push\b": "git push publishes beyond this machine",
+    r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
+}
+
+
+def ask_person(tool, data: dict, danger: str | None) -> bool:
+    """A y/n question at the terminal about a call to `tool` (s02's Tool): anything but yes is a no,
+    and so is no terminal at all."""
+    warning = f" [red]({danger})[/]" if danger else ""
+    try:
+        answer = display.console.input(
+            f"[yellow]allow[/] {tool.name} {escape(json.dumps(data)[:300])}{warning}? [y/N] "
+        )
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
