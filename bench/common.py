@@ -123,7 +123,7 @@ def interleaved(commands: dict[str, list[str]], reps: int, env: dict) -> dict[st
 # its own tool runner (s02's execute, s04's run_tools) or streams just adds a line here.
 TIMED = [
     ("fixture load", "workbook.launch:load_with_bytes"),
-    ("pydantic check", "workbook.contract:_message_problems"),
+    ("pydantic check", "workbook.contract:message_problems"),
     ("workspace copy", "workbook.launch:copy_workspace"),
     ("transport", "workbook.replay:ReplayTransport.__call__"),
     ("SDK", "anthropic._base_client:SyncAPIClient.request"),

@@ -53,15 +53,26 @@ TEXT = {"type": "text", "text": "hi"}
 @pytest.mark.parametrize(
     "messages, problem",
     [
-        ([], "empty"),
-        ([assistant(TEXT)], "must come from the user"),
-        ([user(TEXT), user(TEXT)], "two user messages in a row"),
-        ([user(TEXT), assistant(USE), user(TEXT)], "toolu_1 from messages[1] has no tool_result"),
-        ([user(TEXT), assistant(USE), user(RESULT, RESULT)], "answered 2 times"),
-        ([user(TEXT), assistant(TEXT), user(RESULT)], "answers no tool_use"),
-        ([user(TEXT), assistant(USE), user(TEXT, RESULT)], "must come before any other content"),
-        ([user(TEXT), assistant(USE)], "ends on tool_use"),
-        ([user(TEXT), {"role": "assistant", "content": []}], "content is empty"),
+        ([], "messages: at least one message is required"),
+        ([assistant(TEXT)], 'messages: first message must use the "user" role'),
+        (
+            [user(TEXT), assistant(USE), user(TEXT)],
+            "messages.1: `tool_use` ids were found without `tool_result`",
+        ),
+        (
+            [user(TEXT), assistant(USE), user(RESULT, RESULT)],
+            "Found multiple `tool_result` blocks with id: toolu_1",
+        ),
+        ([user(TEXT), assistant(TEXT), user(RESULT)], "messages.2.content.0: unexpected `tool_use_id`"),
+        (
+            [user(TEXT), assistant(USE), user(TEXT, RESULT)],
+            "messages.2.content.1: `tool_result` blocks must come first",
+        ),
+        ([user(TEXT), assistant(USE)], "messages.1: `tool_use` ids were found without `tool_result`"),
+        (
+            [user(TEXT), {"role": "user", "content": []}],
+            "messages.1: all messages must have non-empty content",
+        ),
     ],
 )
 def test_api_rules_catch_what_the_api_rejects(messages, problem):
@@ -94,13 +105,15 @@ def good():
 def test_a_body_that_is_not_a_message_names_its_place(tmp_path):
     fixture = good()
     del fixture["exchanges"][1]["response"]["body"]["content"]
-    assert "exchanges[1].response.body: not a valid Message" in fixture_error(tmp_path, fixture)
+    assert "exchanges[1].response.body.content: Field required" in fixture_error(tmp_path, fixture)
 
 
 def test_a_request_breaking_the_rules_names_its_place(tmp_path):
     fixture = good()
     fixture["exchanges"][1]["request"]["messages"][2]["content"].pop()
-    assert "exchanges[1].request: messages[2]: tool_use" in fixture_error(tmp_path, fixture)
+    assert "exchanges[1].request.messages.1: `tool_use` ids were found without" in fixture_error(
+        tmp_path, fixture
+    )
 
 
 def test_non_utf8_and_truncated_json_are_one_line(tmp_path):

@@ -172,8 +172,10 @@ def test_an_unanswered_tool_use_gets_a_400_naming_the_message_and_the_id(serve):
     status, _, data = post(server.url, request(turn2(IDS[:2])))
     assert status == 400
     message = error_message(data)
-    assert f"messages[2]: tool_use {IDS[2]} from messages[1] has no tool_result" in message
-    assert "exactly one tool_result" in message
+    assert message.startswith(
+        f"messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: {IDS[2]}."
+    )
+    assert "each tool_use id needs one tool_result, in the next user message" in message
     assert "Compared with the recording of turn 2: messages[2]: expected 3 content blocks, got 2" in message
 
 
@@ -182,7 +184,7 @@ def test_the_sdk_raises_its_bad_request_error_carrying_the_teaching_message(serv
     client = anthropic.Anthropic(api_key="alice", base_url=server.url, max_retries=0)
     client.messages.create(model="m", max_tokens=100, messages=TURN1)
     with pytest.raises(
-        anthropic.BadRequestError, match=f"tool_use {IDS[2]} from messages\\[1\\] has no tool_result"
+        anthropic.BadRequestError, match=f"messages.1: `tool_use` ids were found without .*{IDS[2]}"
     ):
         client.messages.create(model="m", max_tokens=100, messages=turn2(IDS[:2]))
 
@@ -210,10 +212,15 @@ def test_a_mistake_keeps_the_cursor_so_the_corrected_request_goes_through(serve)
 @pytest.mark.parametrize(
     "body, expected",
     [
-        (request(TURN1) | {"max_tokens": None}, "max_tokens: must be a positive integer"),
+        (request(TURN1) | {"max_tokens": None}, "max_tokens: Input should be a valid integer"),
         ({"model": "m", "messages": TURN1}, "max_tokens: Field required"),
-        (request([{"role": "assistant", "content": "hi"}]), "messages[0] must come from the user"),
-        (request([{"role": "user", "content": [{"text": "no type"}]}]), "must be an object with a type"),
+        (
+            request([{"role": "assistant", "content": "hi"}]),
+            'messages: first message must use the "user" role',
+        ),
+        (request([{"role": "user", "content": [{"text": "no type"}]}]), "messages.0.content.0.type: Field"),
+        (request(TURN1) | {"temperature": "hot"}, "temperature: Extra inputs are not permitted"),
+        (request(TURN1) | {"tools": "notalist"}, "tools: Input should be a valid list"),
         (b"{not json", "not valid JSON"),
     ],
 )
@@ -317,7 +324,7 @@ def test_a_first_message_the_recording_expects_again_is_a_retry_not_a_restart(se
         error = {
             "status": 529,
             "headers": {},
-            "body": {"type": "error", "error": {"type": "overloaded_error"}},
+            "body": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
         }
         f["exchanges"].insert(0, {"request": FIXTURE["exchanges"][0]["request"], "response": error})
 
@@ -442,9 +449,11 @@ def test_conversation_only_ignores_what_a_student_writes_but_not_the_ids():
     theirs["messages"][0] = {"role": "user", "content": [{"type": "text", "text": "my words"}]}
     assert compare.request_diff(recorded, theirs, conversation_only=True) is None
     assert compare.request_diff(recorded, theirs, structure_only=True).startswith("max_tokens")  # unchanged
-    swapped = turn2([IDS[1], IDS[0], IDS[2]])
-    problem = compare.request_diff(recorded, {"messages": swapped}, conversation_only=True)
-    assert problem == f'messages[2].content[0]: tool_use_id expected "{IDS[0]}", got "{IDS[1]}"'
+    swapped = turn2([IDS[1], IDS[0], IDS[2]])  # the API pairs results by id: any order is the same turn
+    assert compare.request_diff(recorded, {"messages": swapped}, conversation_only=True) is None
+    wrong = turn2([IDS[0], IDS[1], "toolu_other"])
+    problem = compare.request_diff(recorded, {"messages": wrong}, conversation_only=True)
+    assert problem == f'messages[2].content[2]: tool_use_id expected "{IDS[2]}", got "toolu_other"'
 
 
 # -- the teacher's view -----------------------------------------------------------------------------
@@ -457,14 +466,16 @@ def test_the_teacher_sees_one_line_per_request_and_a_class_table(serve):
     lines = log.getvalue().splitlines()
     assert len(lines) == 2
     assert re.search(r"alice\s+s01_hello_agent\s+turn 1/2\s+200 tool_use \(json\)", lines[0])
-    assert re.search(rf"alice\s+s01_hello_agent\s+turn 2/2\s+400 messages\[2\]: tool_use {IDS[2]}", lines[1])
+    assert re.search(
+        r"alice\s+s01_hello_agent\s+turn 2/2\s+400 messages.1: `tool_use` ids were found", lines[1]
+    )
     parts = urlsplit(server.url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
     conn.request("GET", "/")
     page = conn.getresponse().read().decode()
     conn.close()
     assert f"ANTHROPIC_BASE_URL=http://127.0.0.1:{parts.port}" in page
-    assert re.search(r"alice\s+s01_hello_agent\s+1/2\s+2\s+1\s+0\s+400 messages\[2\]", page)
+    assert re.search(r"alice\s+s01_hello_agent\s+1/2\s+2\s+1\s+0\s+400 messages.1: `tool_use`", page)
 
 
 def test_unknown_paths_are_a_404_in_the_api_shape(serve):

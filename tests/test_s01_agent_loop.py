@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import anthropic
 import pytest
 from conftest import ROOT, offline_env, run_script
 from standin import Reply, StandIn, message, scripted, text, tool_use
@@ -90,17 +91,22 @@ def test_replay_catches_a_loop_that_forgets_the_assistant_turn():
     loop = broken_loop('messages.append({"role": "assistant", "content": response.content})')
     fixture = fixtures.load_fixture(FIXTURE)
     client, _ = replay.replay_client(fixture, "s01_hello_agent.json")
-    with pytest.raises(errors.WorkbookError) as caught:
+    with pytest.raises(
+        anthropic.BadRequestError
+    ) as caught:  # the API's own 400 first, then the recording's hint
         loop(client, [{"role": "user", "content": fixture["task"]}], scratch.copy_workspace("hello"))
     message_ = str(caught.value)
-    assert "turn 2" in message_ and "the assistant turn was not appended" in message_
+    assert "unexpected `tool_use_id`" in message_ and "turn 2" in message_
+    assert "the assistant turn was not appended" in message_
 
 
 def test_replay_catches_a_loop_that_drops_the_results(tmp_path):
     loop = broken_loop('messages.append({"role": "user", "content": results})')
     client, _ = replay.replay_client(fixtures.load_fixture(FIXTURE), "s01_hello_agent.json")
     with pytest.raises(
-        errors.WorkbookError, match="turn 2: expected 3 messages, got 2 .* the tool results were not appended"
+        anthropic.BadRequestError,
+        match="`tool_use` ids were found without .* turn 2; the recording differs: "
+        "expected 3 messages, got 2 .* the tool results were not appended",
     ):
         loop(client, [{"role": "user", "content": fixtures.load_fixture(FIXTURE)["task"]}], tmp_path)
 

@@ -557,7 +557,7 @@ def test_a_resumed_conversation_that_ended_on_an_answer_needs_an_instruction(ste
         (None, "no such file"),
         ("{not json", "not a saved conversation"),
         ('{"messages": 1}', "cannot continue this conversation"),
-        ('[{"role": "assistant", "content": "hi"}]', "must come from the user"),
+        ('[{"role": "assistant", "content": "hi"}]', 'first message must use the "user" role'),
     ],
 )
 def test_a_bad_resume_file_is_one_line_saying_what_is_wrong(script, tmp_path, content, problem):

@@ -166,8 +166,12 @@ def test_partial_text_is_kept_and_continued(step):
 
 
 def test_at_most_three_continuations_then_a_clear_stop(step):
-    cut = body([text("and so"), tool_use("toolu_cut", "bash", {"command": "touch cut"})], "max_tokens")
-    state, transport, messages = generated(step, [cut] * 5)
+    # each cut reply with an id of its own, as the API gives: it refuses a history repeating an id
+    cuts = [
+        body([text("and so"), tool_use(f"toolu_cut{n}", "bash", {"command": "touch cut"})], "max_tokens")
+        for n in range(5)
+    ]
+    state, transport, messages = generated(step, cuts)
     assert [t for t, _ in state.log] == ["escalate", "continue", "continue", "continue", "fail"]
     assert "3 continuations" in state.log[-1][1]
     assert len(transport.seen) == 5 and messages[-1]["role"] == "user"  # the last cut reply is not kept

@@ -189,7 +189,11 @@ def test_shape_matching_still_catches_a_loop_that_loses_the_reply():
     first = client.messages.create(model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}])
     answers = [{"type": "tool_result", "tool_use_id": b.id, "content": "x"} for b in first.content]
     forgot_the_reply = [{"role": "user", "content": "hi"}, {"role": "user", "content": answers}]
-    with pytest.raises(errors.ReplayMismatch, match="turn 2: expected 3 messages, got 2"):
+    # Combined, the two user messages are one turn whose tool_results answer nothing: the API's 400 first,
+    # then what the recording expected.
+    with pytest.raises(
+        anthropic.BadRequestError, match="unexpected `tool_use_id`.*expected 3 messages, got 2"
+    ):
         client.messages.create(model=MODEL, max_tokens=100, messages=forgot_the_reply)
 
 

@@ -157,11 +157,23 @@ def edited(path_in_fixture: str, value):
         ("scenario", ["x"], "`scenario`"),
         ("read_latency", "slow", "read_latency"),
         ("match", "exactly", "`match`"),
-        ("exchanges.0.request.messages", [1, 2], "messages[0]: must be an object"),
-        ("exchanges.0.request.messages.0.content", [1], "messages[0].content[0]"),
-        ("exchanges.0.request.messages.0.content", 7, "messages[0].content"),
-        ("exchanges.1.request.messages.1.content.1.id", None, "content[1].id"),
-        ("exchanges.1.request.messages.2.content.0.content", [{"type": "text"}], "needs its text"),
+        ("exchanges.0.request.messages", [1, 2], "messages.0: Input should be a valid dictionary"),
+        (
+            "exchanges.0.request.messages.0.content",
+            [1],
+            "messages.0.content.0: Input should be a valid dictionary",
+        ),
+        (
+            "exchanges.0.request.messages.0.content",
+            7,
+            "messages.0.content: Input should be a valid string or a valid list",
+        ),
+        ("exchanges.1.request.messages.1.content.1.id", None, "content.1.id: Input should be a valid string"),
+        (
+            "exchanges.1.request.messages.2.content.0.content",
+            [{"type": "text"}],
+            "content.0.content.0.text: Field required",
+        ),
         ("exchanges.0.request.max_tokens", True, ".max_tokens"),
         ("exchanges.0.request.tools", [3], ".tools"),
         ("exchanges.0.response.status", True, ".status"),
@@ -184,9 +196,13 @@ STREAMED = ROOT / "fixtures" / "s05_repeated_call.json"  # its responses are SSE
 @pytest.mark.parametrize(
     "where, value, named",
     [
-        ("exchanges.0.response.stream.0.data.message.content", -1, "not a valid message_start"),
+        (
+            "exchanges.0.response.stream.0.data.message.content",
+            -1,
+            "stream[0].data.message.content: Input should be a valid list",
+        ),
         ("exchanges.0.response.stream.3.data.index", 7, "has not started"),
-        ("exchanges.0.response.stream.3.event", "ping", "equal to data's `type`"),
+        ("exchanges.0.response.stream.3.event", "ping", "must equal data's `type`"),
     ],
 )
 def test_a_stream_is_checked_as_the_sdk_will_read_it(tmp_path, where, value, named):
@@ -202,7 +218,7 @@ def test_a_stream_is_checked_as_the_sdk_will_read_it(tmp_path, where, value, nam
 def test_a_recorded_request_needs_model_and_max_tokens(tmp_path):
     hello = fixture()
     del hello["exchanges"][0]["request"]["model"]
-    refused(tmp_path, hello, ".model: missing")
+    refused(tmp_path, hello, "request.model: Field required")
 
 
 @pytest.mark.parametrize(

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from workbook import threads
+from workbook import contract, threads
 from workbook.compare import request_diff
-from workbook.contract import api_rule_problems
-from workbook.wire import events_to_message, message_to_events, recorded_message
+from workbook.wire import client_headers, events_to_message, message_to_events, recorded_message
 
 LOOPBACK = "127.0.0.1"
 
@@ -45,15 +43,17 @@ ERROR_STATUS = {  # an error event inside a recorded stream, served to a client 
 }
 
 
-HINTS = {  # an API rule broken -> what to do about it (matched on api_rule_problems' wording)
-    "has no tool_result": "every tool_use id needs exactly one tool_result, all in the next user message",
-    "answers no tool_use": "a tool_result's tool_use_id must be an id from the assistant message just before",
-    "in a row": "roles alternate: append the assistant's reply, then one user message with all the results",
-    "ends on tool_use": "run the tools and send their results before asking again",
-    "answered": "answer each tool_use id exactly once",
-    "must come before": "put the tool_result blocks first in the user message, before any text",
-    "content is empty": "every message needs content",
-    "must come from the user": "the conversation starts with a user message",
+HINTS = {  # words of a contract problem -> what a student can do about it
+    "were found without `tool_result`": "each tool_use id needs one tool_result, in the next user message",
+    "unexpected `tool_use_id`": "a tool_result answers a tool_use id from the assistant turn just before",
+    "Found multiple `tool_result`": "answer each tool_use id exactly once",
+    "must come first": "put the tool_result blocks first in the user message, before any text",
+    "ids must be unique": "a tool_use keeps the id the model gave it: append the reply as it came",
+    "non-empty content": "every message needs content",
+    "first message must use": "the conversation starts with a user message",
+    "Extra inputs are not permitted": "the API refuses a field it does not know: check its spelling",
+    "Field required": "the API needs model, max_tokens and messages on every request",
+    "the beta header": "send that anthropic-beta header, as the SDK does when given betas=[...]",
 }
 
 
@@ -134,8 +134,10 @@ class Classroom:
     def answer(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
         """The reply to one request from one student; a mistake becomes a 400 and a log line.
 
-        `headers` (lower-cased names) go to the observer only: the grader reads the SDK's own, such as
-        x-stainless-retry-count, to tell the student's retries from the library's."""
+        `headers` (lower-cased names): their anthropic-beta can change a rule (the contract's Betas); the
+        observer sees them all: the grader reads the SDK's own, such as x-stainless-retry-count, to tell
+        the student's retries from the library's."""
+        betas = contract.Betas.of(headers or {})
         try:
             desk = self.desk(student)
         except Mistake as mistake:
@@ -150,7 +152,7 @@ class Classroom:
             cursor = self.cursor(student, name)
             cursor.requests += 1
             try:
-                reply, note = self.serve(name, cursor, body)
+                reply, note = self.serve(name, cursor, body, betas)
             except Mistake as mistake:
                 cursor.mistakes += not is_thread_fallback(mistake)  # the SDK then falls back: not an error
                 cursor.last = f"{mistake.status} {mistake}"
@@ -207,15 +209,17 @@ class Classroom:
             )
         return name
 
-    def serve(self, name: str, cursor: Cursor, body) -> tuple[Reply, str]:
+    def serve(self, name: str, cursor: Cursor, body, betas: contract.Betas) -> tuple[Reply, str]:
         """Check the request, move the cursor, and return the recorded reply (and a log note)."""
-        check_request(body)
+        problems = contract.sent_problems(body, betas)  # the request as sent: its shape, its betas
+        if problems:
+            raise Mistake(with_hint(problems))
         try:  # a thread request becomes the whole conversation again, then is checked like any other
             body, thread = cursor.threads.expand(body)
         except threads.Refusal as refusal:
             raise Mistake(str(refusal), refusal.status, refusal.kind, refusal.details) from None
         exchanges, note = self.fixtures[name]["exchanges"], ""
-        broken = rule_problem(body["messages"])  # what the API itself would reject
+        broken = contract.conversation_problems(body["messages"], betas)  # what the API itself would reject
         if not broken and self.starts_over(name, cursor, body["messages"]):
             cursor.served, note = 0, "restart · "
             cursor.restarts += 1
@@ -226,7 +230,9 @@ class Classroom:
             recorded = exchanges[cursor.served]
         diff = recorded and request_diff(recorded["request"], body, conversation_only=True)
         if broken:
-            raise Mistake(broken + (f". Compared with the recording of turn {turn}: {diff}" if diff else ""))
+            raise Mistake(
+                with_hint(broken) + (f". Compared with the recording of turn {turn}: {diff}" if diff else "")
+            )
         if recorded is None:
             raise Mistake(past_the_end(name, exchanges, body["messages"]))
         if diff:
@@ -312,49 +318,6 @@ def is_thread_fallback(mistake: Mistake) -> bool:
     return (mistake.details or {}).get("error_code") == "thread_unsupported_request"
 
 
-def check_request(body) -> None:
-    """The fields the API requires, with the types it requires; raise a Mistake naming the first gap."""
-    if not isinstance(body, dict):
-        raise Mistake("the request body must be a JSON object with model, max_tokens and messages")
-    for key in ("model", "max_tokens", "messages"):
-        if key not in body:
-            raise Mistake(
-                f"{key}: Field required — the API needs model, max_tokens and messages on every request"
-            )
-    if not isinstance(body["model"], str) or not body["model"]:
-        raise Mistake("model: must be a non-empty string, e.g. claude-sonnet-5")
-    if (
-        not isinstance(body["max_tokens"], int)
-        or isinstance(body["max_tokens"], bool)
-        or body["max_tokens"] < 1
-    ):
-        raise Mistake(f"max_tokens: must be a positive integer, got {json.dumps(body['max_tokens'])}")
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise Mistake(f"stream: must be true or false, got {json.dumps(body['stream'])}")
-    if not isinstance(body["messages"], list):
-        raise Mistake("messages: must be a list of {role, content} objects")
-    for i, message in enumerate(body["messages"]):
-        check_message(i, message)
-
-
-def check_message(i: int, message) -> None:
-    """One message: an object with a role and content; each block an object with the fields it needs."""
-    if not isinstance(message, dict) or "role" not in message or "content" not in message:
-        raise Mistake(f"messages[{i}]: each message must be an object with role and content")
-    content = message["content"]
-    if isinstance(content, str):
-        return
-    if not isinstance(content, list):
-        raise Mistake(f"messages[{i}].content: must be a string or a list of content blocks")
-    needs = {"tool_use": ("id", "name"), "tool_result": ("tool_use_id",), "text": ("text",)}
-    for j, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise Mistake(f"messages[{i}].content[{j}]: a content block must be an object with a type")
-        for key in needs.get(block["type"], ()):
-            if not isinstance(block.get(key), str):
-                raise Mistake(f"messages[{i}].content[{j}]: a {block['type']} block needs {key} (a string)")
-
-
 def past_the_end(name: str, exchanges: list, messages: list) -> str:
     """Why no recorded reply is left, and how to start over: a new question, or a loop that kept asking."""
     last = stop_reason(exchanges[-1]["response"])
@@ -391,21 +354,24 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
-def rule_problem(messages: list) -> str | None:
-    """The first conversation rule broken (roles, tool_use/tool_result pairing), and what to do about it."""
-    problems = api_rule_problems(messages)
-    if not problems:
-        return None
-    hint = next((h for key, h in HINTS.items() if key in problems[0]), "")
+def with_hint(problems: list) -> str:
+    """The contract's first problem in the API's words, then what a student can do about it."""
+    first = str(problems[0])
+    hint = next((h for key, h in HINTS.items() if key in first), "")
     more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-    return problems[0] + (f" — {hint}" if hint else "") + more
+    return first + (f" — {hint}" if hint else "") + more
 
 
 def recorded_reply(response: dict, stream: bool) -> Reply:
-    """The recorded response, as SSE if the student streams and as JSON if not, headers kept."""
+    """The recorded response, as SSE if the student streams and as JSON if not.
+
+    Of its recorded headers, only those a client reads are kept (request-id, retry-after...): never one
+    that frames the reply (content-length, transfer-encoding: the server's own), never a control
+    character, never a wait over a minute (wire.client_headers)."""
     if "error" in response:  # a recorded connection failure or timeout: close without answering
         return Reply(0, {}, drop=True)
-    headers = {k: v for k, v in response.get("headers", {}).items() if k.lower() != "content-type"}
+    headers = client_headers(response.get("headers"))
+    headers.pop("content-type", None)  # the server says what it sends
     if response["status"] != 200:
         return Reply(response["status"], headers, response["body"])
     if "stream" in response:

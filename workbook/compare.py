@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from workbook.contract import combined_messages
+
 
 def normalize_block(block) -> dict:
     """The parts of a content block that the comparison looks at; absent and null fields dropped."""
@@ -28,6 +30,22 @@ def normalize_messages(messages: list) -> list[dict]:
     return out
 
 
+def combined_form(messages: list) -> list[dict]:
+    """The conversation as the API reads it, so that equal conversations compare equal: what a request
+    is compared with its recording on.
+
+    Consecutive same-role messages are one turn (the API combines them); a turn's leading tool_results
+    are put in tool_use_id order (the API pairs them by id)."""
+    out = []
+    for turn in normalize_messages(combined_messages(messages)):
+        blocks = turn["content"]
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        if results and blocks[: len(results)] == results:
+            blocks[: len(results)] = sorted(results, key=lambda b: str(b.get("tool_use_id")))
+        out.append(turn)
+    return out
+
+
 def request_diff(
     expected: dict, actual: dict, structure_only: bool = False, conversation_only: bool = False
 ) -> str | None:
@@ -38,9 +56,9 @@ def request_diff(
     classroom server judges a loop a student wrote, with their own prompt and tools, this way.
     """
     structure_only = structure_only or conversation_only
-    want, got = normalize_messages(expected["messages"]), normalize_messages(actual.get("messages", []))
+    want, got = combined_form(expected["messages"]), combined_form(actual.get("messages", []))
     if len(want) != len(got):
-        return _count_diff(want, got)
+        return _count_diff(want, got, len(expected["messages"]), len(actual.get("messages", [])))
     for i, (w, g) in enumerate(zip(want, got)):
         if w["role"] != g["role"]:
             return f"messages[{i}] should come from the {w['role']}, got {g['role']}"
@@ -60,9 +78,11 @@ def request_diff(
     return None
 
 
-def _count_diff(want: list, got: list) -> str:
-    """Name the first recorded message the loop did not send, when it sent too few."""
-    line = f"expected {len(want)} messages, got {len(got)}"
+def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
+    """Name the first recorded turn the loop did not send, when it sent too few (turns are combined)."""
+    line = f"expected {expected} messages, got {sent}"
+    if (expected, sent) != (len(want), len(got)):
+        line += f" (as the API combines consecutive same-role messages: {len(want)} turns, got {len(got)})"
     if len(got) >= len(want):
         return line
     k = next((i for i, (w, g) in enumerate(zip(want, got)) if w["role"] != g["role"]), len(got))

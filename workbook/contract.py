@@ -1,222 +1,581 @@
-"""The Messages API's rules: what a request may hold, and what a recorded response must be."""
+"""The Messages API's rules, in one place: what a request may hold, and what a recorded response must be.
+
+Shapes come from the SDK's own types, not from code of ours. `pydantic.TypeAdapter` turns
+`MessageCreateParams` (and `Message`, `ErrorResponse`, `RawMessageStreamEvent`) into a JSON schema;
+every object in a request schema is closed, as the API refuses unknown fields ("Extra inputs are not
+permitted"); fastjsonschema compiles it. Compiling takes seconds, so the compiled code is cached on
+disk, keyed by the SDK's version: upgrade the SDK and the contract follows it, with no code change.
+
+What the types cannot say is written once, below, as rules: consecutive same-role turns are combined
+(the SDK's own docstring: "Consecutive `user` or `assistant` turns in your request will be combined
+into a single turn"), every tool_use answered by id in the next user turn, tool_results first, ids
+unique, and the beta headers that change a rule. Every problem reads as the API's 400 does: the field
+path (`messages.1.content.0.content`), then what was expected.
+
+Four users ask it: `check` and the fixture loader, the in-process replay, the classroom server and the
+grader. docs/faults.md's fidelity table lists each rule, what the API does, and what the workbook does.
+"""
 
 from __future__ import annotations
 
-import anthropic
+import hashlib
+import importlib.util
+import json
+import marshal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from workbook.errors import ReplayMismatch, one_line
-from workbook.wire import events_to_message
+from workbook.errors import ReplayMismatch
+from workbook.wire import events_to_message, header_problems
+
+SHAPES_VERSION = 2  # bump when the way schemas are built below changes: the cache is then rebuilt
+SHAPES = {  # name -> (module, type, closed): the SDK type each check is built from
+    "request": ("anthropic.types.message_create_params", "MessageCreateParamsNonStreaming", True),
+    "beta_request": ("anthropic.types.beta.message_create_params", "MessageCreateParamsNonStreaming", True),
+    "message": ("anthropic.types", "Message", False),  # responses stay open: the SDK reads past new fields
+    "error": ("anthropic.types", "ErrorResponse", False),
+    "event": ("anthropic.types", "RawMessageStreamEvent", False),
+}
+MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # the beta that lets `role: "system"` in
+THREADS_BETA = "message-threads-2026-08-12"  # the beta `thread` needs (workbook/threads.py sends it too)
 
 
-def api_rule_problems(messages: list) -> list[str]:
-    """What the real API would reject in this messages list (empty when it is valid)."""
-    if not isinstance(messages, list):
-        return ["messages must be a list"]
-    if not messages:
-        return ["messages is empty"]
-    shapeless = [i for i, m in enumerate(messages) if not isinstance(m, dict)]
-    if shapeless:  # nothing below can read a message that is not an object
-        return [f"messages[{i}]: must be an object with role and content" for i in shapeless]
-    problems = []
-    if messages[0].get("role") != "user":
-        problems.append("messages[0] must come from the user")
+@dataclass(frozen=True)
+class Problem:
+    """One thing the API would refuse: where (the API's dotted path) and what was expected."""
+
+    path: str  # "messages.1.content.0.content", or "" for the request as a whole
+    text: str  # "Input should be a valid list"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.text}" if self.path else self.text
+
+    def under(self, place: str) -> str:
+        """The problem placed inside a larger document: `.request` + `messages.1` -> `.request.messages.1`."""
+        return f"{place}.{self}" if self.path else f"{place}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Betas:
+    """The betas a request names in its anthropic-beta header: some change a rule (SDK 2.14 sends a beta
+    call to the same /v1/messages as any other, so the header is all that tells them apart)."""
+
+    names: frozenset = field(default_factory=frozenset)
+
+    @classmethod
+    def of(cls, headers: Mapping) -> Betas:
+        return cls(
+            frozenset(n.strip() for n in (headers.get("anthropic-beta") or "").split(",") if n.strip())
+        )
+
+
+NO_BETAS = Betas()  # a request to the plain API, with no anthropic-beta header
+
+
+# -- shapes: the SDK's types, compiled once per SDK version ------------------------------------------
+
+_VALIDATORS: dict = {}  # name -> compiled validate function
+_SCHEMAS: dict = {}  # name -> schema, built only to explain a failure
+
+
+def schema(name: str) -> dict:
+    """The JSON schema of one of SHAPES, from the SDK's type (objects closed where the API closes them).
+
+    Only needed to explain a failure in words; cached on disk beside the compiled check."""
+    if name not in _SCHEMAS:
+        try:
+            _SCHEMAS[name] = json.loads(cache_file(name, "json").read_bytes())
+        except (OSError, ValueError):
+            _SCHEMAS[name] = _built_schema(name)
+            _cache(cache_file(name, "json"), json.dumps(_SCHEMAS[name]).encode())
+    return _SCHEMAS[name]
+
+
+def _built_schema(name: str) -> dict:
+    import pydantic  # only here: once cached, neither a check nor its explanation needs pydantic
+
+    module, type_name, closed = SHAPES[name]
+    built = pydantic.TypeAdapter(getattr(importlib.import_module(module), type_name)).json_schema()
+    if closed:
+        _close(built)
+        built["properties"]["stream"] = {"type": "boolean"}  # MessageCreateParams: either form
+    return built
+
+
+def _cache(path, data: bytes) -> None:
+    from workbook.files import write_atomic
+
+    try:
+        write_atomic(path, data)
+    except Exception:  # a read-only temp folder: still correct, only slower next time
+        pass
+
+
+def _close(node) -> None:
+    """Every object with named properties refuses any other: `additionalProperties: false`.
+
+    The SDK's response models (TextBlock, ToolUseBlock...) may be sent back as params, and they allow
+    extra fields for the SDK's sake; the API does not, so they are closed too."""
+    if isinstance(node, dict):
+        if "properties" in node:
+            node["additionalProperties"] = False
+        for key, value in node.items():
+            _close(value) if key != "properties" else [_close(v) for v in value.values()]
+    elif isinstance(node, list):
+        for value in node:
+            _close(value)
+
+
+def validator(name: str) -> dict:
+    """The compiled check for one of SHAPES (its module's namespace: `validate`, and one function per
+    definition): from memory, else the disk cache, else compiled and cached."""
+    if name not in _VALIDATORS:
+        _VALIDATORS[name] = _cached(name) or _compile_and_cache(name)
+    return _VALIDATORS[name]
+
+
+def cache_file(name: str, kind: str = "bin"):
+    import anthropic
+    import fastjsonschema
+
+    python = importlib.util.MAGIC_NUMBER.hex()  # marshal's format is the interpreter's own
+    key = f"{name}-{anthropic.__version__}-{fastjsonschema.VERSION}-{python}-{SHAPES_VERSION}"
+    return _cache_dir() / f"{key}.{kind}"
+
+
+def _cache_dir():
+    """The user's cache folder (it outlives a temp folder, as a replay's cost must), if it is private:
+    what is cached there is run. Otherwise the workbook's private scratch root."""
+    import os
+    import stat
+    from pathlib import Path
+
+    from workbook.scratch import scratch_root
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agent-loop-workbook"
+    try:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = base.lstat()
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
+            return base
+    except (OSError, AttributeError, RuntimeError):  # no home, a read-only one, no getuid (Windows)
+        pass
+    return scratch_root() / "contract-cache"
+
+
+def _cached(name: str):
+    """The cached validator, or None when there is none or it is damaged (it is then rebuilt)."""
+    try:
+        data = cache_file(name).read_bytes()
+        digest, code = data[:32], data[32:]
+        if hashlib.sha256(code).digest() != digest:
+            return None
+        namespace: dict = {}
+        exec(marshal.loads(code), namespace)  # noqa: S102 — our own compiled schema, checked by its digest
+        return namespace if callable(namespace.get("validate")) else None
+    except Exception:  # missing, truncated, another Python's: compile it afresh
+        return None
+
+
+def _compile_and_cache(name: str):
+    import fastjsonschema
+
+    source = fastjsonschema.compile_to_code(schema(name), use_default=False)  # never fill in a request
+    code = compile(source, f"<contract {name}>", "exec")
+    data = marshal.dumps(code)
+    _cache(cache_file(name), hashlib.sha256(data).digest() + data)
+    namespace: dict = {}
+    exec(code, namespace)  # noqa: S102
+    return namespace
+
+
+def shape_problems(name: str, value) -> list[Problem]:
+    """Where `value` is not the SDK type `name` (empty when it is): the first problem, in the API's words."""
+    import fastjsonschema
+
+    try:
+        if name.endswith("request") and isinstance(value, dict) and isinstance(value.get("messages"), list):
+            _check_request(name, value)
+        else:
+            validator(name)["validate"](value)
+        return []
+    except fastjsonschema.JsonSchemaException as err:
+        root = schema(name)
+        found = _explain(root, root, value, []) or ([], str(err.message))
+        return [Problem(".".join(map(str, found[0])), found[1])]
+    except (RecursionError, TypeError, ValueError) as err:  # a value JSON cannot hold (NaN, a cycle)
+        return [Problem("", f"not valid JSON ({type(err).__name__})")]
+
+
+SHORT = 8  # a conversation this short is checked whole every time
+_CHECKED_MESSAGES: dict[bytes, bool] = {}  # a message's JSON digest -> it fitted: checked once, not per turn
+
+
+def _check_request(name: str, body: dict) -> None:
+    """The request without its messages, then each message by its role, each distinct message once.
+
+    A loop resends the whole history every turn: checked whole each time, a 200-turn conversation cost
+    50 ms a request. Each message's JSON is remembered, so each turn costs only what it added."""
+    namespace = validator(name)
+    namespace["validate"](body | {"messages": []})
+    by_role = _BY_ROLE.get(name) or _BY_ROLE.setdefault(name, _message_checks(name))
+    if len(_CHECKED_MESSAGES) > 20_000:
+        _CHECKED_MESSAGES.clear()
+    for message in body["messages"]:
+        check = by_role.get(message.get("role")) if isinstance(message, dict) else None
+        if check is None:
+            namespace["validate"](body)  # an unknown role or not an object: the whole check says where
+        if len(body["messages"]) <= SHORT:  # too few to repeat much: the JSON key would cost more
+            check(message)
+            continue
+        text = json.dumps(message, ensure_ascii=False, allow_nan=False) + name
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()  # 16 bytes kept
+        if key not in _CHECKED_MESSAGES:
+            check(message)
+            _CHECKED_MESSAGES[key] = True
+
+
+_BY_ROLE: dict[str, dict] = {}  # shape name -> role -> compiled check
+
+
+def _message_checks(name: str) -> dict:
+    """role -> the compiled check of that message type (fastjsonschema compiles one per definition)."""
+    checks = {}
+    for option in schema(name)["properties"]["messages"]["items"]["anyOf"]:
+        definition = option["$ref"].rsplit("/", 1)[-1]
+        role = schema(name)["$defs"][definition]["properties"]["role"]["const"]
+        checks[role] = validator(name)[f"validate____defs_{definition.lower()}"]
+    return checks
+
+
+KINDS = {  # JSON type -> (Python test, pydantic's words)
+    "object": (lambda v: isinstance(v, dict), "a valid dictionary"),
+    "array": (lambda v: isinstance(v, list), "a valid list"),
+    "string": (lambda v: isinstance(v, str), "a valid string"),
+    "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a valid integer"),
+    "number": (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a valid number"),
+    "boolean": (lambda v: isinstance(v, bool), "a valid boolean"),
+    "null": (lambda v: v is None, "null"),
+}
+
+
+def _resolve(root: dict, node: dict) -> dict:
+    while "$ref" in node:
+        node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _explain(root: dict, node: dict, value, path: list):
+    """(path, words) of the first place `value` breaks `node`, as pydantic would word it; None if it fits."""
+    node = _resolve(root, node)
+    if "anyOf" in node:
+        return _explain_union(root, node["anyOf"], value, path)
+    kind = node.get("type")
+    if kind in KINDS and not KINDS[kind][0](value):
+        return path, f"Input should be {KINDS[kind][1]}"
+    if "const" in node and value != node["const"]:
+        return path, f"Input should be {node['const']!r}"
+    if "enum" in node and value not in node["enum"]:
+        return path, "Input should be " + _either([repr(v) for v in node["enum"]])
+    if isinstance(value, dict):
+        return _explain_object(root, node, value, path)
+    if isinstance(value, list) and "items" in node:
+        for i, item in enumerate(value):
+            found = _explain(root, node["items"], item, path + [i])
+            if found:
+                return found
+    return None
+
+
+def _explain_object(root: dict, node: dict, value: dict, path: list):
+    for key in node.get("required", []):
+        if key not in value:
+            return path + [key], "Field required"
+    properties, extra = node.get("properties", {}), node.get("additionalProperties")
+    for key, item in value.items():
+        if key in properties:
+            found = _explain(root, properties[key], item, path + [key])
+        elif extra is False:
+            found = path + [key], "Extra inputs are not permitted"
+        else:
+            found = _explain(root, extra, item, path + [key]) if isinstance(extra, dict) else None
+        if found:
+            return found
+    return None
+
+
+def _explain_union(root: dict, options: list, value, path: list):
+    """A union: the option the value's tag (`type`, `role`) picks, else the one it fails deepest in."""
+    options = [_resolve(root, o) for o in options]
+    found = [_explain(root, o, value, path) for o in options]
+    if None in found:
+        return None
+    for tag in ("type", "role"):
+        tags = [o.get("properties", {}).get(tag, {}).get("const") for o in options]
+        if isinstance(value, dict) and tag in value and all(t is not None for t in tags):
+            if value[tag] not in tags:
+                expected = ", ".join(repr(t) for t in dict.fromkeys(tags))
+                return path + [tag], (
+                    f"Input tag {value[tag]!r} found using {tag!r} does not match any of the expected "
+                    f"tags: {expected}"
+                )
+            found = [f for f, t in zip(found, tags) if t == value[tag]]
+            break
+    same_kind = [f for f, o in zip(found, options) if f[0] != path or "type" not in o]
+    if same_kind:
+        return max(same_kind, key=lambda f: len(f[0]))
+    kinds = [KINDS[o["type"]][1] for o in options if o.get("type") in KINDS and o["type"] != "null"]
+    return path, "Input should be " + _either(list(dict.fromkeys(kinds)))
+
+
+def _either(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+# -- the rules the types cannot say ----------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """Consecutive same-role messages as the API reads them: one turn, each block with its own place."""
+
+    role: str
+    first: int  # index of its first message in the request
+    blocks: list = field(default_factory=list)  # (message index, block index, block)
+
+
+def combined(messages: list) -> list[Turn]:
+    """The conversation as the API reads it: consecutive user (or assistant) messages are one turn."""
+    turns: list[Turn] = []
     for i, message in enumerate(messages):
-        if message.get("role") not in ("user", "assistant"):
-            problems.append(f"messages[{i}]: role must be user or assistant, not {message.get('role')!r}")
-        if i and message.get("role") == messages[i - 1].get("role"):
-            problems.append(f"messages[{i}]: two {message.get('role')} messages in a row")
-        if message.get("content") in ("", [], None):
-            problems.append(f"messages[{i}]: content is empty")
-    problems += _tool_pairing_problems(messages)
+        role, content = message.get("role"), message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        if not turns or turns[-1].role != role:
+            turns.append(Turn(role, i))
+        turns[-1].blocks += [(i, j, block) for j, block in enumerate(blocks) if isinstance(block, dict)]
+    return turns
+
+
+def combined_messages(messages: list) -> list[dict]:
+    """The combined conversation as plain messages (role and a list of blocks): what is compared."""
+    return [{"role": t.role, "content": [b for _, _, b in t.blocks]} for t in combined(messages)]
+
+
+def conversation_problems(messages, betas: Betas = NO_BETAS) -> list[Problem]:
+    """What the API would refuse in a well-shaped messages list that no type can say (empty when none)."""
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return [Problem("messages", "Input should be a valid list of {role, content} objects")]
+    if not messages:
+        return [Problem("messages", "at least one message is required")]
+    problems = [
+        Problem(
+            f"messages.{i}",
+            "all messages must have non-empty content except for the optional final assistant message",
+        )
+        for i, m in enumerate(messages)
+        if m.get("content") in ("", []) and not (i == len(messages) - 1 and m.get("role") == "assistant")
+    ]
+    problems += _system_problems(messages, betas)
+    turns = combined([m for m in messages if m.get("role") != "system"])
+    if turns and turns[0].role != "user":
+        problems.append(Problem("messages", 'first message must use the "user" role'))
+    return problems + _tool_problems(turns)
+
+
+def _system_problems(messages: list, betas: Betas) -> list[Problem]:
+    """A `role: "system"` message is in the SDK's types, but only the mid-conversation beta allows it."""
+    if MID_CONVERSATION_SYSTEM in betas.names:
+        return []
+    return [
+        Problem(
+            f"messages.{i}.role",
+            f"a system message needs the beta header `anthropic-beta: {MID_CONVERSATION_SYSTEM}`; "
+            "without it, use the top-level `system` field",
+        )
+        for i, m in enumerate(messages)
+        if m.get("role") == "system"
+    ]
+
+
+def _tool_problems(turns: list[Turn]) -> list[Problem]:
+    """Every tool_use answered once by id in the next user turn, the results first; ids unique."""
+    problems, seen_ids = [], set()
+    for n, turn in enumerate(turns):
+        asked = [(i, j, b.get("id")) for i, j, b in turn.blocks if b.get("type") == "tool_use"]
+        for i, j, tool_id in asked:
+            if tool_id in seen_ids:
+                problems.append(Problem(f"messages.{i}.content.{j}", "`tool_use` ids must be unique"))
+            seen_ids.add(tool_id)
+        if turn.role == "user":
+            before = turns[n - 1] if n else None
+            open_ids = (
+                {b.get("id") for _, _, b in before.blocks if b.get("type") == "tool_use"} if before else set()
+            )
+            problems += _result_problems(turn, open_ids)
+        if turn.role == "assistant" and asked:
+            following = turns[n + 1] if n + 1 < len(turns) else None
+            answered = {b.get("tool_use_id") for _, _, b in following.blocks} if following else set()
+            missing = [tool_id for _, _, tool_id in asked if tool_id not in answered]
+            if missing:
+                problems.append(
+                    Problem(
+                        f"messages.{turn.first}",
+                        f"`tool_use` ids were found without `tool_result` blocks immediately after: "
+                        f"{', '.join(map(str, missing))}. Each `tool_use` block must have a corresponding "
+                        "`tool_result` block in the next message.",
+                    )
+                )
     return problems
 
 
-def _tool_pairing_problems(messages: list) -> list[str]:
-    """Every tool_use answered once, first thing in the next user message; no orphan tool_result."""
-    problems = []
-    for i, message in enumerate(messages):
-        blocks = _blocks(message)
-        asked = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
-        previous = _blocks(messages[i - 1]) if i else []
-        open_ids = {b.get("id") for b in previous if b.get("type") == "tool_use"}
-        answered = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
-        if message.get("role") == "assistant" and asked:
-            if i + 1 == len(messages):
-                problems.append(f"messages[{i}]: the conversation ends on tool_use without results")
+UNEXPECTED = "unexpected `tool_use_id` found in `tool_result` blocks: {}. Each `tool_result` block must have \
+a corresponding `tool_use` block in the previous message."
+REPEATED = "each tool_use must have a single result. Found multiple `tool_result` blocks with id: {}"
+NOT_FIRST = "`tool_result` blocks must come first in the user turn, before any other content"
+
+
+def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
+    problems, answered, others_yet = [], set(), False
+    for i, j, block in turn.blocks:
+        if block.get("type") != "tool_result":
+            others_yet = True
             continue
-        for tool_id in answered:
-            if tool_id not in open_ids:
-                problems.append(
-                    f"messages[{i}]: tool_result {tool_id} answers no tool_use in messages[{i - 1}]"
-                )
-            elif answered.count(tool_id) > 1:
-                problems.append(f"messages[{i}]: tool_use {tool_id} answered {answered.count(tool_id)} times")
-        for tool_id in sorted(open_ids - set(answered), key=str):
-            problems.append(f"messages[{i}]: tool_use {tool_id} from messages[{i - 1}] has no tool_result")
-        leading = [b.get("type") == "tool_result" for b in blocks[: len(answered)]]
-        if answered and not all(leading):
-            problems.append(f"messages[{i}]: tool_result blocks must come before any other content")
-    return sorted(set(problems), key=problems.index)
+        tool_id, where = block.get("tool_use_id"), f"messages.{i}.content.{j}"
+        if tool_id not in open_ids:
+            problems.append(Problem(where, UNEXPECTED.format(tool_id)))
+        elif tool_id in answered:
+            problems.append(Problem(where, REPEATED.format(tool_id)))
+        elif others_yet:
+            problems.append(Problem(where, NOT_FIRST))
+        answered.add(tool_id)
+    return problems
 
 
-def _blocks(message: dict) -> list[dict]:
-    content = message.get("content")
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+def sent_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
+    """What the API would refuse in a request as sent, before a thread is expanded: its shape, its betas.
+
+    The shape is the SDK's MessageCreateParams; failing that, its beta params (context_management,
+    thread...), which the SDK sends to the same endpoint with no mark of their own."""
+    if not isinstance(body, dict):
+        return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
+    problems = shape_problems("request", body) and shape_problems("beta_request", body)
+    if not problems and body.get("thread") is not None and THREADS_BETA not in betas.names:
+        problems = [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
+    return problems
 
 
-def check_api_rules(body: dict, where: str) -> None:
-    """Raise ReplayMismatch naming the first rule this request body breaks."""
-    problems = api_rule_problems(body.get("messages", []))
+def request_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
+    """Everything the API would refuse in a request body (empty when none): shape, then the rules.
+
+    A thread's conversation is judged once expanded (workbook/threads.py), so its rules wait."""
+    problems = sent_problems(body, betas)
+    if problems or body.get("thread") is not None:
+        return problems
+    return conversation_problems(body["messages"], betas)
+
+
+def api_rule_problems(messages) -> list[str]:
+    """What the real API would reject in this messages list, in its words (empty when it is valid)."""
+    return [str(p) for p in conversation_problems(messages, BETA_ALL)]
+
+
+def messages_problems(messages) -> list[str]:
+    """Shape problems in a messages list alone (a saved conversation): each `.messages.1.content...`."""
+    if not isinstance(messages, list):
+        return [".messages: Input should be a valid list"]
+    probe = {"model": "m", "max_tokens": 1, "messages": messages}
+    found = shape_problems("request", probe) and shape_problems("beta_request", probe)
+    return [f".{p}" for p in found]
+
+
+def check_api_rules(body: dict, where: str, betas: Betas = NO_BETAS) -> None:
+    """Raise ReplayMismatch naming the first thing the API would refuse in this request."""
+    problems = request_problems(body, betas)
     if problems:
         raise ReplayMismatch(f"{where}: the API would reject this request — {problems[0]}")
 
 
+def refusal_body(problem: Problem | str, hint: str = "") -> dict:
+    """The API's 400 for a refused request; the workbook's hint for a student after its own words."""
+    message = str(problem) + (f" — {hint}" if hint else "")
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+# -- recorded responses ----------------------------------------------------------------------------
+
+STATUSES = (200, *range(400, 600))  # what the Messages API answers: a Message, or an error
+
+
 def exchange_problems(exchange) -> list[str]:
+    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`)."""
     if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
-    problems = [f".request{p}" for p in request_problems(request)]
-    if not problems:
-        problems = [f".request: {p}" for p in api_rule_problems(request["messages"])]
+    problems = [p.under(".request") for p in request_problems(request, BETA_ALL)]
     if exchange.get("match", "structure") != "structure":
         problems.append(".match: must be `structure` or absent")
     if not isinstance(response, dict):
         return problems + [".response: must be an object"]
-    return problems + [f".response{p}" for p in _response_problems(response)]
+    return problems + [f".response{p}" for p in response_problems(response)]
 
 
-def request_problems(request: dict) -> list[str]:
-    """Type problems in a recorded request body, each naming its place (`.messages[1].content[0]`)."""
-    problems = [
-        f".{key}: missing (the API requires it)" for key in ("model", "max_tokens") if key not in request
-    ]
-    kinds = {"model": str, "max_tokens": int, "stream": bool, "system": str | list, "tools": list}
-    for key, kind in kinds.items():
-        value = request.get(key)
-        if key in request and (not isinstance(value, kind) or isinstance(value, bool) and kind is not bool):
-            problems.append(f".{key}: has the wrong type")
-    tools = request.get("tools", [])
-    if isinstance(tools, list) and not all(
-        isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools
-    ):
-        problems.append(".tools: each tool must be an object with a name")
-    return problems + messages_problems(request.get("messages"))
+# A recording keeps no request headers: a recorded request may use any beta a rule depends on.
+BETA_ALL = Betas(frozenset({MID_CONVERSATION_SYSTEM, THREADS_BETA}))
 
 
-def messages_problems(messages) -> list[str]:
-    """Type problems in a messages list (`.messages[1].content[0]: ...`): a request's, or a saved one."""
-    if not isinstance(messages, list):
-        return [".messages: must be a list"]
-    problems = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            problems.append(f".messages[{i}]: must be an object with role and content")
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            continue
-        if not isinstance(content, list):
-            problems.append(f".messages[{i}].content: must be a string or a list of blocks")
-            continue
-        problems += [
-            f".messages[{i}].content[{j}]{p}" for j, b in enumerate(content) for p in block_problems(b)
-        ]
-    return problems
-
-
-def block_problems(block) -> list[str]:
-    """What the transport's comparison would choke on in one content block."""
-    if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-        return [": must be an object with a `type`"]
-    needs = {
-        "text": {"text": str},
-        "tool_use": {"id": str, "name": str, "input": dict},
-        "tool_result": {"tool_use_id": str},
-    }.get(block["type"], {})
-    problems = [
-        f".{key}: must be a {kind.__name__}"
-        for key, kind in needs.items()
-        if not isinstance(block.get(key), kind)
-    ]
-    if block["type"] == "tool_result":
-        content = block.get("content", "")
-        parts = content if isinstance(content, list) else []
-        if not isinstance(content, str | list) or not all(isinstance(c, dict) for c in parts):
-            problems.append(".content: must be a string or a list of blocks")
-        elif any(c.get("type") == "text" and not isinstance(c.get("text"), str) for c in parts):
-            problems.append(".content: a text block needs its text")
-        if not isinstance(block.get("is_error", False), bool):
-            problems.append(".is_error: must be true or false")
-    return problems
-
-
-def _response_problems(response: dict) -> list[str]:
+def response_problems(response: dict) -> list[str]:
+    """A recorded response: a status the API sends, headers a client reads, a body or stream the SDK reads."""
     if "error" in response:
         return (
             [] if response["error"] in ("connect", "timeout") else [".error: must be `connect` or `timeout`"]
         )
     status = response.get("status")
-    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
-        return [".status: must be an HTTP status number"]
-    headers = response.get("headers", {})
-    problems = []
-    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-        problems.append(".headers: must be an object of strings")
+    if not isinstance(status, int) or isinstance(status, bool) or status not in STATUSES:
+        return [".status: must be 200 or an error status (400 to 599), as the Messages API answers"]
+    problems = [f".headers{p}" for p in header_problems(response.get("headers", {}))]
     if status == 200 and "stream" in response:
-        problems += [f".stream{p}" for p in _stream_problems(response["stream"])]
-    elif status == 200:
-        problems += [f".body: {p}" for p in _message_problems(response.get("body"))]
-    elif "stream" in response:
-        problems.append(".stream: only a 200 response streams; an error response has a JSON `body`")
-    elif not isinstance(response.get("body"), dict):
-        problems.append(".body: an error response needs a JSON error body")
-    return problems
+        return problems + [f".stream{p}" for p in stream_problems(response["stream"])]
+    if "stream" in response:
+        return problems + [".stream: only a 200 response streams; an error response has a JSON `body`"]
+    name = "message" if status == 200 else "error"
+    return problems + [p.under(".body") for p in shape_problems(name, response.get("body"))]
 
 
-def _message_problems(body) -> list[str]:
-    """Whether a 200 body parses as the SDK's own `Message` type."""
-    try:
-        message = anthropic.types.Message.model_validate(body)
-    except Exception as err:  # pydantic's ValidationError; its first line names the field
-        return [f"not a valid Message ({one_line(err)})"]
-    return [] if message.type == "message" else ["`type` must be `message`"]
+EVENT_NAMES = ("message_start", "message_delta", "message_stop", "content_block_start",
+               "content_block_delta", "content_block_stop", "ping", "error")  # fmt: skip
 
 
-STREAM_EVENTS = {
-    "message_start": anthropic.types.RawMessageStartEvent,
-    "message_delta": anthropic.types.RawMessageDeltaEvent,
-    "message_stop": anthropic.types.RawMessageStopEvent,
-    "content_block_start": anthropic.types.RawContentBlockStartEvent,
-    "content_block_delta": anthropic.types.RawContentBlockDeltaEvent,
-    "content_block_stop": anthropic.types.RawContentBlockStopEvent,
-}
-
-
-def _stream_problems(events) -> list[str]:
-    """A stream must be {event, data} pairs that add up to a Message (or end in an error event)."""
+def stream_problems(events) -> list[str]:
+    """{event, data} pairs the SDK parses (RawMessageStreamEvent, ping, error) that add up to a Message."""
     if not isinstance(events, list) or not events:
         return [": must be a non-empty list of {event, data}"]
-    problems = []
     for n, event in enumerate(events):
-        if not isinstance(event, dict) or not isinstance(event.get("data"), dict):
-            problems.append(f"[{n}]: must be {{event, data}} with a JSON object as data")
-        elif event.get("event") != event["data"].get("type") or not isinstance(event.get("event"), str):
-            problems.append(f"[{n}]: `event` must be a string equal to data's `type`, as the API sends it")
-        elif event["event"] in STREAM_EVENTS:  # the SDK builds these without checking: check them here
-            try:
-                STREAM_EVENTS[event["event"]].model_validate(event["data"])
-            except Exception as err:  # pydantic's ValidationError
-                problems.append(f"[{n}]: not a valid {event['event']} event ({one_line(err)})")
-    problems += _block_order_problems(events) if not problems else []
+        problem = _event_problem(event)
+        if problem:
+            return [f"[{n}]{problem}"]
+    problems = _block_order_problems(events)
     if problems:
         return problems
     try:  # a streaming loop reads the events, a plain one the Message they add up to: both must work
         message = events_to_message(events)
     except Exception as err:  # whatever a malformed stream raises, in the SDK's place
-        return [f": the events do not add up to a Message ({type(err).__name__}: {one_line(err)})"]
+        return [f": the events do not add up to a Message ({type(err).__name__})"]
     if message.get("type") == "error":
-        return [] if isinstance(message.get("error"), dict) else [": an error event needs an `error` object"]
-    return [f": adds up to {p}" for p in _message_problems(message)]
+        return []
+    return [f": adds up to a Message that is not valid: {p}" for p in shape_problems("message", message)]
+
+
+def _event_problem(event) -> str | None:
+    if not isinstance(event, dict) or not isinstance(event.get("data"), dict):
+        return ": must be {event, data} with a JSON object as data"
+    name = event.get("event")
+    if name not in EVENT_NAMES:
+        return f".event: must be one of the API's events ({', '.join(EVENT_NAMES)})"
+    if event["data"].get("type") != name:
+        return ".event: must equal data's `type`, as the API sends it"
+    kind = {"ping": None, "error": "error"}.get(name, "event")
+    problems = shape_problems(kind, event["data"]) if kind else []
+    return problems[0].under(".data") if problems else None
 
 
 def _block_order_problems(events: list[dict]) -> list[str]:
@@ -226,11 +585,14 @@ def _block_order_problems(events: list[dict]) -> list[str]:
         kind, index = event["event"], event["data"].get("index")
         if not kind.startswith("content_block_"):
             continue
-        if not isinstance(index, int) or isinstance(index, bool):
-            return [f"[{n}]: `index` must be a whole number"]
         if kind == "content_block_start" and index != started:
             return [f"[{n}]: content block {index} starts where block {started} should"]
         if kind != "content_block_start" and not 0 <= index < started:
             return [f"[{n}]: content block {index} has not started"]
         started += kind == "content_block_start"
     return []
+
+
+def message_problems(body) -> list[str]:  # bench's "pydantic check" row times this one
+    """Whether a 200 body is the SDK's own `Message` (empty when it is)."""
+    return [str(p) for p in shape_problems("message", body)]

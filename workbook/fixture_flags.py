@@ -15,7 +15,12 @@ from workbook.paths import CONVERSATIONS, ROOT
 # step that has it, a check of its value, or None for a flag that takes none). Anything else is refused,
 # including every path flag (--save, --trace, --record, --replay, --workspace) and abbreviations.
 def _whole(least: int):
-    return lambda v: None if v.isdigit() and int(v) >= least else f"must be a whole number, at least {least}"
+    # at most 18 ASCII digits: int() of thousands of digits raises, and '²' is a digit Python cannot read
+    def check(value: str):
+        whole = value.isascii() and value.isdigit() and len(value) <= 18 and int(value) >= least
+        return None if whole else f"must be a whole number, at least {least} (at most 18 digits)"
+
+    return check
 
 
 def _seconds(value: str):
@@ -79,6 +84,8 @@ def args_problems(args, script: str) -> list[str]:
     """What is wrong with a fixture's `args` for this step (empty when every flag may be used)."""
     if not isinstance(args, list) or not all(isinstance(a, str) and "\0" not in a for a in args):
         return ["must be a list of strings"]
+    if any(len(a) > 1000 for a in args):  # a flag's value is a word or a number, never a page
+        return ["each argument must be at most 1,000 characters"]
     problems, i, step = [], 0, int(script[1:3])
     while i < len(args):
         flag, has_value, value = args[i].partition("=")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from workbook import trust
@@ -50,6 +51,9 @@ def fixture_problems(fixture) -> list[str]:
 def _problems(fixture) -> list[str]:
     if not isinstance(fixture, dict):
         return ["the top level must be a JSON object"]
+    surrogate = _lone_surrogate(fixture)
+    if surrogate:  # JSON's \ud800 escape parses, but no terminal or file can hold it: every print would fail
+        return [f"{surrogate}: holds a lone surrogate (a \\ud800-style escape that is not text)"]
     problems = [f"missing field `{name}`" for name in FIXTURE_FIELDS if name not in fixture]
     if problems:
         return problems
@@ -59,6 +63,38 @@ def _problems(fixture) -> list[str]:
     for n, exchange in enumerate(fixture["exchanges"]):
         problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange)]
     return problems
+
+
+def _lone_surrogate(fixture: dict) -> str | None:
+    """The place of the first string holding half a surrogate pair, or None (one quick check first)."""
+    try:
+        json.dumps(fixture, ensure_ascii=False).encode("utf-8")
+        return None
+    except UnicodeEncodeError:
+        pass
+    pending = [("", fixture)]
+    while pending:
+        place, value = pending.pop(0)
+        if isinstance(value, str) and not _encodes(value):
+            return place or "the fixture"
+        items = (
+            value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        )
+        for key, item in items:
+            if isinstance(key, str) and not _encodes(key):
+                return f"a key in {place or 'the fixture'}"
+            pending.append(
+                (f"{place}.{key}".lstrip(".") if isinstance(key, str) else f"{place}[{key}]", item)
+            )
+    return "the fixture"
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _field_problems(fixture: dict) -> list[str]:

@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 import anthropic
 import httpx2
 
-from workbook import trust
+from workbook import contract, trust
 from workbook.compare import request_diff
-from workbook.contract import check_api_rules
 from workbook.errors import ReplayExhausted, ReplayMismatch, WorkbookError
 from workbook.threads import Refusal, Threads
 from workbook.wire import http_response, recorded_message
@@ -95,7 +94,7 @@ class ReplayTransport:
             recorded = exchanges[self.cursor]  # byte for byte the checked recording: nothing to parse
             self.cursor += 1
             return http_response(recorded["response"], bool(recorded["request"].get("stream")))
-        return self.parsed(json.loads(raw or b"{}"))
+        return self.parsed(json.loads(raw or b"{}"), request)
 
     def same_bytes(self, raw: bytes, recorded: dict) -> bool:
         """Whether the loop sent exactly the recording's bytes, the way the SDK writes them. Only for a
@@ -104,8 +103,9 @@ class ReplayTransport:
             return False
         return raw == self.expected.of(recorded["request"])
 
-    def parsed(self, body) -> httpx2.Response:
-        """A request that is not the recording's bytes: parsed, then checked and compared."""
+    def parsed(self, body, request: httpx2.Request | None = None) -> httpx2.Response:
+        """A request that is not the recording's bytes: parsed, then checked and compared (`request`, as
+        sent, carries the headers that change a rule)."""
         try:
             body, thread = self.threads.expand(body)  # a thread's request, whole again
         except Refusal as refusal:
@@ -120,23 +120,44 @@ class ReplayTransport:
         recorded = exchanges[self.cursor]
         # Identical to a recording already checked (in another key order, say): nothing to compare.
         if not (self.strict and self.checked and self.match == "strict" and body == recorded["request"]):
-            self.check(body, recorded, turn)
+            refused = self.check(body, recorded, turn, request)
+            if refused is not None:  # the API's own 400: the SDK raises it as it would live
+                return refused
         self.cursor += 1
         if thread:
             self.threads.hold(thread, body, recorded_message(recorded["response"]))
         return http_response(recorded["response"], bool(body.get("stream")))
 
-    def check(self, body: dict, recorded: dict, turn: int) -> None:
-        """The recording's own diff first, since it says what the loop did wrong; then the API's rules."""
+    def check(self, body: dict, recorded: dict, turn: int, request: httpx2.Request | None = None):
+        """The API's contract first, as the API would answer: a 400 naming the field, with the recording's
+        hint after it. Then (strict) the recording: a ReplayMismatch saying what the loop did differently.
+
+        `body` is the request as the API reads it (a thread's held turns already put back); `request`,
+        when given, is what was sent, for the headers that change a rule (anthropic-beta)."""
+        betas = contract.Betas.of(request.headers) if request is not None else contract.NO_BETAS
+        diff = None
         if self.strict:
             structure = recorded.get("match") == "structure"
             diff = request_diff(recorded["request"], body, structure, conversation_only=self.match == "shape")
-            if diff:
-                raise ReplayMismatch(f"{self.name}, turn {turn}: {diff}")
-        check_api_rules(body, f"{self.name}, turn {turn}")
+        problems = contract.request_problems(body, betas) or _thread_problems(request, betas)
+        if problems:
+            hint = f"replay of {self.name}, turn {turn}" + (
+                f"; the recording differs: {diff}" if diff else ""
+            )
+            return httpx2.Response(400, json=contract.refusal_body(problems[0], hint))
+        if diff:
+            raise ReplayMismatch(f"{self.name}, turn {turn}: {diff}")
+        return None
 
     def http_client(self) -> httpx2.Client:
         return anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(self))
+
+
+def _thread_problems(request: httpx2.Request | None, betas: contract.Betas) -> list:
+    """A `thread` is gone once expanded: whether it came with the beta it needs is read from what was sent."""
+    if request is None or b'"thread"' not in request.content or contract.THREADS_BETA in betas.names:
+        return []
+    return contract.sent_problems(json.loads(request.content), betas)[:1]
 
 
 def replay_client(

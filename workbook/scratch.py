@@ -20,13 +20,19 @@ def workspace_problem(name) -> str | None:
         return 'must be a string naming a folder under fixtures/workspace/ (or "" for an empty one)'
     if name == "":
         return None
-    if "\0" in name or name.startswith(("/", "\\", "~")) or ".." in Path(name).parts or ":" in name:
-        return f"{name!r} must be a folder name under fixtures/workspace/, not a path"
-    source = (WORKSPACES / name).resolve()
-    if not source.is_relative_to(WORKSPACES.resolve()) or source == WORKSPACES.resolve():
-        return f"{name!r} must be a folder name under fixtures/workspace/, not a path"
-    if not source.is_dir():
-        return f"no folder {name!r} under fixtures/workspace/"
+    shown = repr(name[:60]) + ("…" if len(name) > 60 else "")
+    if not name.isprintable() or any(len(part.encode("utf-8", "replace")) > 255 for part in Path(name).parts):
+        return f"{shown} must be a folder name (printable, each part at most 255 bytes)"
+    if name.startswith(("/", "\\", "~")) or ".." in Path(name).parts or ":" in name:
+        return f"{shown} must be a folder name under fixtures/workspace/, not a path"
+    try:  # the file system has its own limits (a path too long, a name it cannot hold): one line, not a trace
+        source = (WORKSPACES / name).resolve()
+        if not source.is_relative_to(WORKSPACES.resolve()) or source == WORKSPACES.resolve():
+            return f"{shown} must be a folder name under fixtures/workspace/, not a path"
+        if not source.is_dir():
+            return f"no folder {shown} under fixtures/workspace/"
+    except (OSError, ValueError) as err:
+        return f"{shown} cannot be a folder here ({type(err).__name__})"
     return None
 
 

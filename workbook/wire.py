@@ -3,8 +3,86 @@
 from __future__ import annotations
 
 import json
+import math
+import re
+import time
+from email.utils import parsedate_to_datetime
 
 import httpx2
+
+# A recorded response's headers are data from a stranger: only those a client reads may be recorded,
+# and none of them ever frames the reply (content-length, transfer-encoding, connection are the server's).
+READ_HEADERS = ("request-id", "retry-after", "retry-after-ms", "x-should-retry", "content-type")
+READ_PREFIXES = ("anthropic-ratelimit-",)
+MAX_WAIT = 60  # seconds: a recorded retry-after above it is refused, and replay never hands on a longer one
+WAITS = {"retry-after": 1, "retry-after-ms": 1000}  # header -> its units per second
+
+
+def header_problems(headers) -> list[str]:
+    """What is wrong with a recorded response's headers, each naming the header (empty when none)."""
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        return [": must be an object of strings"]
+    problems = []
+    for name, value in headers.items():
+        if not _readable(name):
+            problems.append(
+                f".{name[:40]!r}: not a header a client reads "
+                f"({', '.join(READ_HEADERS)}, anthropic-ratelimit-*)"
+            )
+        elif not value.isprintable() or not value.isascii():
+            problems.append(f".{name}: holds a control or non-ASCII character")
+        elif name.lower() in WAITS and _wait(name.lower(), value) is None:
+            problems.append(f".{name}: must be a number of seconds from 0 to {MAX_WAIT} ({value[:40]!r})")
+    return problems
+
+
+def _readable(name: str) -> bool:
+    lowered = name.lower()
+    token = re.fullmatch(r"[a-z0-9-]+", lowered) is not None  # a header name, nothing a line could break
+    return token and (lowered in READ_HEADERS or lowered.startswith(READ_PREFIXES))
+
+
+def _wait(name: str, value: str) -> float | None:
+    """A recorded wait in seconds, when it is a number from 0 to MAX_WAIT; None otherwise (dates too:
+    a recorded date is a different wait on every replay, and `Fri, 31 Dec 9999` is forever)."""
+    try:
+        seconds = float(value) / WAITS[name]
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and 0 <= seconds <= MAX_WAIT else None
+
+
+def client_headers(headers) -> dict:
+    """The recorded headers a reply may carry: those a client reads, printable, no wait over MAX_WAIT.
+
+    check refuses anything else; this is the same rule at the moment of replying, for a fixture that
+    never went through check (a hand-built one in a test or a notebook)."""
+    kept = {}
+    for name, value in (headers or {}).items() if isinstance(headers, dict) else ():
+        if not isinstance(name, str) or not isinstance(value, str) or not _readable(name):
+            continue
+        if not value.isprintable() or not value.isascii():
+            continue
+        if name.lower() in WAITS:
+            value = _capped_wait(name.lower(), value)
+        if value is not None:
+            kept[name.lower()] = value
+    return kept
+
+
+def _capped_wait(name: str, value: str) -> str | None:
+    seconds = _wait(name, value)
+    if seconds is None:
+        try:  # an HTTP date: the wait it means now, at most MAX_WAIT
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, OverflowError, IndexError):
+            try:
+                seconds = float(value) / WAITS[name]
+            except ValueError:
+                return None
+        if not math.isfinite(seconds):
+            seconds = MAX_WAIT
+    return f"{min(max(seconds, 0), MAX_WAIT) * WAITS[name]:g}"
 
 
 def sse_bytes(events: list[dict]) -> bytes:
@@ -113,7 +191,7 @@ def http_response(response: dict, stream: bool | None = None) -> httpx2.Response
         raise httpx2.ConnectError("replayed connection failure")
     if response.get("error") == "timeout":
         raise httpx2.ReadTimeout("replayed read timeout")
-    headers = dict(response.get("headers", {}))
+    headers = client_headers(response.get("headers"))
     if stream is not None and response.get("status") == 200 and stream != ("stream" in response):
         converted = {"stream": message_to_events(response["body"])} if stream else {}
         response = converted or {"body": events_to_message(response["stream"])}
