@@ -1,8 +1,8 @@
-"""s01_agent_loop.py — The agent loop: the model asks, the harness acts, the results go back.
+"""s01_agent_loop.py — The agent loop: the model asks, the harness acts.
 
-A model cannot act: it only writes text. When that text is a `tool_use` block, this harness runs
-the command for it, appends the output as a `tool_result`, and asks again, until the model stops
-asking. The model remembers nothing between calls: the growing `messages` list is its memory.
+A model cannot act: it only writes text. When that text is a `tool_use` block,
+this harness runs the command, appends the output as a `tool_result` and asks
+again, until it stops asking. The growing `messages` list is its memory.
 
     user task
         |
@@ -17,8 +17,8 @@ asking. The model remembers nothing between calls: the growing `messages` list i
            | each tool_use id |   all in the next user message
            +------------------+
 
-Run: python s01_agent_loop.py            offline replay of its fixture, no key needed
-     python s01_agent_loop.py "task"     live, with ANTHROPIC_API_KEY (bash runs in this folder)
+Run: python s01_agent_loop.py          offline replay of its fixture, no key
+     python s01_agent_loop.py "task"   live, ANTHROPIC_API_KEY; bash runs here
 """
 
 import subprocess

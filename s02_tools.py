@@ -1,10 +1,10 @@
-"""s02_tools.py — Tools as data: schemas, a dispatch map, and a harness that can say no.
+"""s02_tools.py — Tools as data: schemas, a dispatch map, a harness that says no.
 
-Adds over s01: a system prompt built each run (`constitution()`: who, where, by what rules), and six
-tools as JSON Schema and a dispatch map, in place of one hard-wired bash call. Every call goes through
-`execute()`: its input checked against the schema, a permission gate (`--permission ask|auto|deny|all`;
-auto runs unasked only an allowlist of read-only commands), file paths kept inside the workspace, long
-output cut. A refusal is an `is_error` result the model can read.
+Adds over s01: a system prompt built each run (`constitution()`: who, where,
+by what rules), and six tools as JSON Schema and a dispatch map, in place of
+one bash call. Every call goes through `execute()`: input checked against the
+schema, a permission gate (`--permission ask|auto|deny|all`; auto runs only
+read-only commands unasked), paths kept in the workspace, output cut.
 
     user task
         |
@@ -14,15 +14,15 @@ output cut. A refusal is an `is_error` result the model can read.
     +--------------+                            +------+
         ^      | tool_use
         |      v
-        |  +=========================================+
-        +--| execute() each tool_use:                |  new in s02: every refusal is an
-           | known? valid input? gate says yes?      |  is_error tool_result, and the
-           | path inside the workspace? -> handler,  |  loop goes on; one tool_result
-           | truncate, write the audit line          |  per tool_use id, as in s01
-           +=========================================+
+        |  +==================================+
+        +--| execute() each tool_use:         |  new in s02: a refusal is
+           | known? valid input? gate says    |  an is_error tool_result
+           | yes? path inside the workspace?  |  the model reads, and the
+           | -> handler, truncate, audit line |  loop goes on; one result
+           +==================================+  per tool_use id, as in s01
 
-Run: python s02_tools.py            offline replay of its fixture, no key needed
-     python s02_tools.py "task"     live, with ANTHROPIC_API_KEY (asks before writes at a terminal)
+Run: python s02_tools.py          offline replay of its fixture, no key needed
+     python s02_tools.py "task"   live, ANTHROPIC_API_KEY; asks before writes
 """
 
 import json

@@ -1,11 +1,10 @@
-"""s03_errors.py — Errors are data: every failure becomes something the loop can read or report.
+"""s03_errors.py — Errors are data: a failure is read by the model, or reported.
 
-Adds over s02: whatever a tool raises, and a command that times out (its process group killed), is
-an `is_error` result the model reads. API calls go through one retry layer, `call_model()`: 408, 409,
-429, 5xx, 529 and lost connections are retried with backoff, jitter and retry-after, a bounded number
-of times, each attempt shown; 400/401/403/404/413 never are. What retrying cannot fix stops the run:
-one line saying what to do, the conversation saved, exit 1; so does a harness that is broken (the
-workspace gone). A failed tool call is never re-run: only model calls are retried.
+Adds over s02: whatever a tool raises, and a command that times out (its
+process group killed), is an `is_error` result the model reads. Model calls go
+through one retry layer, `call_model()`; a failed tool call is never re-run.
+What retrying cannot fix stops the run: one line saying what to do, the
+conversation saved, exit 1; so does a broken harness (the workspace gone).
 
     user task
         |
@@ -13,21 +12,22 @@ workspace gone). A failed tool call is never re-run: only model calls are retrie
     +==============+  stop_reason != tool_use   +------+
     | call_model() | -------------------------> | done |
     +==============+                            +------+
-        ^      | tool_use     new in s03: 408/409/429/5xx/529 and lost connections are retried
-        |      |              (backoff, jitter, cap, retry-after), each attempt shown; 400/401/403/
-        |      v              404/413 or attempts spent: one line, conversation.json, exit 1
-        |  +=========================================+
-        +--| execute() each tool_use, as in s02;     |  new in s03: whatever a handler
-           | whatever the handler raises, and a      |  raises is an is_error result;
-           | timeout (process group killed), is an   |  a non-zero exit code is shown
-           | is_error result the model reads         |  as information
-           +=========================================+
+        ^      | tool_use    new in s03: 408, 409, 429, 5xx, 529 and lost
+        |      |             connections retried (backoff, jitter, a cap,
+        |      |             retry-after), each attempt shown; 400, 401,
+        |      v             403, 404, 413 or attempts spent: exit 1
+        |  +==================================+
+        +--| execute() each tool_use, as in   |  new in s03: nothing a
+           | s02; whatever a handler raises,  |  tool does escapes the
+           | and a timeout (process group     |  loop; a non-zero exit
+           | killed), is an is_error result   |  code is shown as
+           +==================================+  information
 
-Run: python s03_errors.py            offline replay: a 529 and a 429 retried on the way to fixing a test
-     python s03_errors.py --replay fixtures/s03_overloaded_then_ok.json   529, 429, then success
-     python s03_errors.py --replay fixtures/s03_bad_key.json              401: a clean fatal stop
+Run: python s03_errors.py     replay: a 529 and a 429 retried, a test fixed
+     python s03_errors.py --replay fixtures/s03_overloaded_then_ok.json
+     python s03_errors.py --replay fixtures/s03_bad_key.json   401: clean stop
      python s03_errors.py "task"     live, with ANTHROPIC_API_KEY
-     (WORKBOOK_NO_SLEEP=1 prints retry waits instead of sleeping them: for tests and demos)
+     (WORKBOOK_NO_SLEEP=1 prints retry waits instead of sleeping: for tests)
 """
 
 import os

@@ -1,10 +1,10 @@
-"""s04_parallel.py — Several tool calls in one turn: reads run together, writes one at a time.
+"""s04_parallel.py — Several calls a turn: reads together, writes one at a time.
 
-Adds over s03: a turn's tool calls no longer run one by one. `run_tools()` groups them in order: a
-run of read-only calls runs together in a thread pool; any other call is a barrier that runs alone, so
-two writes never race and only a lone call can ask a person. The answers go back in ONE user message,
-in tool_use order. Calls past MAX_TOOLS_PER_TURN are answered with an error; a timeline shows groups.
-A repeat brake refuses a third identical call, and an edit that flips a file back again (A→B→A→B).
+Adds over s03: `run_tools()` groups a turn's calls in order: a run of
+read-only calls runs together in a thread pool; any other call is a barrier
+that runs alone, so two writes never race and only a lone call can ask a
+person. A repeat brake refuses a third identical call, and an edit that flips
+a file back again (A→B→A→B).
 
     user task
         |
@@ -14,18 +14,18 @@ A repeat brake refuses a third identical call, and an edit that flips a file bac
     +--------------+                            +------+
         ^      | tool_use x N
         |      v
-        |  +=========================================+
-        +--| run_tools(): group the calls in order   |  new in s04: reads side by side in a
-           |  [read read grep] -> [write] -> [read]  |  thread pool; every other call alone;
-           |  each through s03's execute(); answers  |  calls past the cap get an is_error;
-           |  in tool_use order, in one user message |  a timeline shows the groups
-           +=========================================+
+        |  +========================================+  new in s04: reads
+        +--| run_tools(): groups the calls in order |  side by side in a
+           | [read read grep] -> [write] -> [read]  |  pool; every other
+           | each via s03's execute(); answers in   |  call alone; past the
+           | tool_use order, in one user message    |  cap: is_error; a
+           +========================================+  timeline shows groups
 
-Run: python s04_parallel.py                        offline replay: four reads and a grep in one turn
-     python s04_parallel.py --replay fixtures/s04_mixed_turn.json    read, read, write, read
-     python s04_parallel.py --replay fixtures/s04_tool_storm.json    twelve calls: two over the cap
-     python s04_parallel.py --read-latency 0       the same, without the simulated read latency
-     python s04_parallel.py "task"                 live, with ANTHROPIC_API_KEY
+Run: python s04_parallel.py       replay: four reads and a grep in one turn
+     python s04_parallel.py --replay fixtures/s04_mixed_turn.json   a write
+     python s04_parallel.py --replay fixtures/s04_tool_storm.json   12 calls
+     python s04_parallel.py --read-latency 0   no simulated read latency
+     python s04_parallel.py "task"   live, with ANTHROPIC_API_KEY
 """
 
 import json

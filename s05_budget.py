@@ -1,26 +1,26 @@
 """s05_budget.py — Knowing when to stop, and never losing the work.
 
-Adds over s04: a Budget checks --max-steps, --max-tokens-total (200,000, as the article), --max-input-
-tokens and --max-cost (a dated price table) before every call; the first limit reached ends the run,
-named. Replies stream. A first Ctrl-C lets this turn's tools run to their end (each within its
-timeout), answers every call, saves and stops; a second cuts them short. However the run ends, the
-conversation is saved (--resume FILE goes on from it) and a JSON-lines trace survives.
+Adds over s04: a Budget checks --max-steps, --max-tokens-total (200,000, as
+the article), --max-input-tokens and --max-cost (a dated price table) before
+every call. Replies stream. A first Ctrl-C lets this turn's tools finish,
+answers every call, saves and stops; a second cuts them short. However the run
+ends, the conversation is saved (--resume FILE goes on from it).
 
     user task, or --resume FILE + a new instruction
         v
-    +=================+ a limit is reached  +----------------------------------------------------+
-    | Budget.exceeded | ------------------> | stop, the reason named; conversation saved; trace |
-    +=================+                     +----------------------------------------------------+
-        v room for one more call                         ^ Ctrl-C while tools ran: they finish
-    +--------------+  stop_reason != tool_use   +------+ |
-    | call_model() | -------------------------> | done | |
-    |  (streamed)  | <--- s04's run_tools() -------------+
-    +--------------+
+    +=================+  a limit is reached  +=============================+
+    | Budget.exceeded | -------------------> | stop: the reason named, the |
+    +=================+                      | conversation saved, a trace |
+        v room for one more call             +=============================+
+    +==============+  stop_reason != tool_use   +------+      ^ Ctrl-C while
+    | call_model() | -------------------------> | done |      | tools ran:
+    |  (streamed)  |                            +------+      | they finish
+    +==============+ -- tool_use --> s04's run_tools() -------+-> Budget again
 
-Run: python s05_budget.py                 offline replay: a streamed run that ends normally
-     python s05_budget.py --replay fixtures/s05_max_steps.json    (also s05_token_budget, s05_interrupt)
-     python s05_budget.py --resume FILE   go on from the conversation a run saved (Ctrl-C included)
-     python s05_budget.py "task" --max-cost 0.50                  live, with ANTHROPIC_API_KEY
+Run: python s05_budget.py   replay: a streamed run that ends normally
+     python s05_budget.py --replay fixtures/s05_max_steps.json   a limit hit
+     python s05_budget.py --resume FILE   go on from a saved conversation
+     python s05_budget.py "task" --max-cost 0.50   live, ANTHROPIC_API_KEY
 """
 
 import os

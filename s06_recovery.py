@@ -1,23 +1,23 @@
-"""s06_recovery.py — Recovery: every turn ends in a named transition, and the loop climbs back.
+"""s06_recovery.py — Recovery: a named next move for every way a turn ends.
 
-Adds over s05: every iteration ends in a named transition (next_transition()). max_tokens: never run
-the cut reply; retry at 64k, then continue at most 3 times. "prompt is too long": collapse old tool
-results, then compact into a summary, once a turn; a reply the context window cut is kept (its calls
-answered, not run) while room is made. pause_turn goes back unchanged; a refusal shows its stop_details.
---stop-hook CMD must pass before the loop may stop. A trace replays as a fixture (--replay run.jsonl).
+Adds over s05: each iteration ends in a named transition. A reply cut short
+never has its tool calls run. "Prompt is too long": collapse old tool results,
+then compact older history into a summary. --stop-hook CMD must pass before
+the loop may stop; a trace replays as a fixture (--replay run.jsonl).
 
-    +--------------+  stop_reason  +=========================================+
-    | call model   | ------------> | next_transition(): what happens next?   |  new in s06
-    +--------------+               +=========================================+
-        ^  ^  ^  ^                   | tool_use        -> next_turn: run the tools, send results
-        |  |  |  +-------------------| max_tokens      -> escalate to 64k | continue (<= 3) | fail
-        |  |  +----------------------| too long (400)  -> collapse | compact (<= 1 a turn) | fail
-        |  |  +----------------------| window full     -> make_room: keep the reply; collapse | compact
-        |  +-------------------------| pause_turn      -> resume_pause: echo the content unchanged
-        +----------------------------| end_turn        -> stop hook fails? hook_retry : done
-                                     | refusal         -> done, saying so
-Run: python s06_recovery.py --replay fixtures/s06_stop_hook.json   (each s06_* fixture is one path)
-     python s06_recovery.py --trace run.jsonl "task"   then   --replay run.jsonl
+    +------------+ stop_reason +=============================================+
+    | call model | ----------> | next_transition() (new): name the next move |
+    +-^-^-^-^-^-^+             +=============================================+
+      | | | | | +-- next_turn         <- tool_use: run the tools, send results
+      | | | | +---- escalate|continue <- max_tokens: 64k once, then <= 3 more
+      | | | +------ collapse|compact  <- prompt too long: each once a turn
+      | | +-------- make_room         <- window full: keep the cut reply
+      | +---------- resume_pause      <- pause_turn: send it back as it is
+      +------------ hook_retry        <- end_turn, but the stop hook fails
+                    done | fail       <- end_turn, refusal | out of tries
+
+Run: python s06_recovery.py --replay fixtures/s06_stop_hook.json   hook_retry
+     python s06_recovery.py --trace run.jsonl "task"   then --replay run.jsonl
 """
 
 import sys

@@ -4,6 +4,7 @@ The six steps run at once (each its own process, as a reader starts it), so the 
 about one step's run. Only the model's own text may be wider, and rich wraps even that.
 """
 
+import ast
 import json
 import os
 import subprocess
@@ -76,6 +77,26 @@ def test_the_default_replay_fits_80_columns(outputs, step):
 def test_help_fits_80_columns(outputs, step):
     wide = too_wide(outputs[step, "help"])
     assert not wide, f"{step} --help: {len(wide)} lines over {COLUMNS} columns, e.g. {wide[0]!r}"
+
+
+def diagram(step: str) -> str:
+    """The loop diagram at the top of a step's docstring: its paragraphs drawn indented, as drawn."""
+    doc = ast.get_docstring(ast.parse((ROOT / f"{step}.py").read_text()), clean=False)
+    drawn = [p for p in doc.split("\n\n") if p.startswith("    ")]
+    assert drawn, f"{step}: no indented diagram in the docstring"
+    return "\n\n".join(drawn)
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_help_shows_the_loop_diagram_as_drawn(outputs, step):
+    assert diagram(step) in outputs[step, "help"], f"{step} --help does not show its loop diagram"
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_the_docstring_fits_78_columns_so_help_can_show_it_as_written(step):
+    doc = ast.get_docstring(ast.parse((ROOT / f"{step}.py").read_text()), clean=False)
+    wide = [line for line in doc.splitlines() if cell_len(line) > COLUMNS - 2]  # argparse keeps 2 free
+    assert not wide, f"{step}: {len(wide)} docstring lines over {COLUMNS - 2} columns, e.g. {wide[0]!r}"
 
 
 @pytest.mark.parametrize("step", STEPS)

@@ -29,8 +29,8 @@ RUNS = ROOT / "runs"  # live runs keep their audit log, trace and conversation i
 
 class LessonHelp(argparse.RawDescriptionHelpFormatter):
     """--help with the step's docstring as its description, fitted to the terminal: prose re-wrapped;
-    each Run: line split before its comment when too wide; a diagram shown as drawn if it fits, else
-    named (it is at the top of the step's file)."""
+    each Run: line split before its comment when too wide; a diagram shown as drawn (the steps draw
+    theirs at most 78 columns wide, so it fits an 80-column terminal)."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         paragraphs = textwrap.dedent(text).strip("\n").split("\n\n")
@@ -44,9 +44,7 @@ def fitted(paragraph: str, width: int) -> list[str]:
         return [part for line in lines for part in run_line_parts(line, width)]
     if not paragraph.startswith(" ") and "\n " not in paragraph:
         return textwrap.wrap(" ".join(paragraph.split()), width)
-    if max(map(len, lines)) <= width:
-        return lines
-    return [f"    (the loop diagram, {max(map(len, lines))} columns wide, is at the top of the step's file)"]
+    return lines  # a diagram: re-wrapping would break it, so it is drawn to fit (tests/test_output_width.py)
 
 
 def run_line_parts(line: str, width: int) -> list[str]:
