@@ -34,7 +34,6 @@ import dataclasses
 import gc
 import inspect
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -406,11 +405,14 @@ def measure(
 
 
 def long_run(step: str = "s06_recovery", turns: int = 1000, reps: int = 1, windows: int = 10) -> dict:
-    """measure() on a long fixture, plus this process's peak memory (ru_maxrss) after it: run it in a
-    process of its own (`python -m bench.per_turn long STEP TURNS`) so the peak is the run's alone."""
+    """measure() on a long fixture, plus this process's peak memory (VmHWM) after it: run it in a process
+    of its own (`python -m bench.per_turn long STEP TURNS`) so the peak is the run's alone. (Not
+    ru_maxrss: Linux carries the forking parent's peak across exec into it.)"""
     result = measure(step, turns, reps, windows)
     result.pop("fixture")
-    result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with open("/proc/self/status") as status:
+        peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    result["peak_mb"] = peak_kb / 1024
     return result
 
 
