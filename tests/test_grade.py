@@ -71,7 +71,8 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
     commands |= {"plain": [PYTHON, PLAIN], "plain-no-retries": [PYTHON, no_retries]}
     wanted = {step: rungs_up_to(max(step[:3], "s03")) for step in STEPS}
     commands["tool-runner"] = [PYTHON, str(LOOPS / "tool_runner.py")]
-    wanted |= {"plain": ["loop", "tool-errors", "retries", "parallel"], "plain-no-retries": ["retries"]}
+    wanted |= {"plain": ["loop", "tool-errors", "retries", "parallel"]}
+    wanted["plain-no-retries"] = ["retries", "no-retry-400", "bad-key"]
     wanted["tool-runner"] = ["loop"]
     runs = [(who, rung) for who, names in wanted.items() for rung in grade.RUNGS if rung.name in names]
     with pytest.MonkeyPatch.context() as patch:
@@ -97,11 +98,15 @@ SDK_RETRIED = (
 
 
 @pytest.mark.parametrize("step", STEPS[:2])
-def test_s01_and_s02_leave_retrying_to_the_sdk_and_fail_the_retry_rungs_saying_so(step, ladder):
+def test_s01_and_s02_leave_retrying_to_the_sdk_and_fail_every_s03_rung_saying_so(step, ladder):
+    """Each s03 recording holds an error to retry, before the 400 or 401 it must stop on too: a loop
+    that leaves retrying to the SDK passes none of them by default."""
     assert ladder[step]["loop"].passed
-    assert ladder[step]["retries"].reason == SDK_RETRIED
-    assert ladder[step]["gives-up"].reason == SDK_RETRIED
-    assert not ladder[step]["retries"].passed and not ladder[step]["gives-up"].passed
+    s03 = {name: result for name, result in ladder[step].items() if result.rung.step == "s03"}
+    assert list(s03) == ["retries", "no-retry-400", "bad-key", "gives-up"]
+    assert {name: (result.passed, result.reason) for name, result in s03.items()} == {
+        name: (False, SDK_RETRIED) for name in s03
+    }
 
 
 def test_the_last_step_is_graded_on_every_rung():
@@ -129,6 +134,20 @@ def test_the_same_loop_without_the_sdks_retries_stops_on_the_529(ladder):
     reason = ladder["plain-no-retries"]["retries"].reason
     assert reason.startswith("turn 1 of 5: your program stopped on the 529 (overloaded_error) (exit 1")
     assert reason.endswith("retry it, waiting as retry-after asks")
+
+
+def test_a_loop_that_never_retries_fails_the_400_and_key_rungs_on_the_error_before_them(ladder):
+    """It would stop on the 400 and the 401 all the same, but first comes an error it must retry."""
+    plain = ladder["plain-no-retries"]
+    assert not plain["no-retry-400"].passed and not plain["bad-key"].passed
+    assert plain["no-retry-400"].reason.startswith(
+        "turn 1 of 3: your program stopped on the 529 (overloaded_error) (exit 1"
+    )
+    assert plain["bad-key"].reason.startswith(
+        "turn 1 of 2: your program stopped on the 429 (rate_limit_error) (exit 1"
+    )
+    for rung in ("no-retry-400", "bad-key"):
+        assert plain[rung].reason.endswith("retry it, waiting as retry-after asks")
 
 
 def test_a_teacher_may_accept_the_sdks_retries_and_the_json_says_the_library_passed(capsys):
@@ -255,9 +274,9 @@ def test_retrying_what_cannot_pass_fails_the_400_and_key_rungs(tmp_path, capsys)
     variant = js_variant(tmp_path, "response.status !== 429 && response.status < 500", "false")
     code, rows = graded(capsys, "--only", "no-retry-400,bad-key", "--", NODE, variant)
     assert code == 1 and failures(rows) == {
-        "no-retry-400": "turn 2: the API answered 400 and your program sent the request again; a 400 fails "
+        "no-retry-400": "turn 3: the API answered 400 and your program sent the request again; a 400 fails "
         "the same way every time: stop with a clear message",
-        "bad-key": "turn 1: the API answered 401 and your program sent the request again; a 401 fails "
+        "bad-key": "turn 2: the API answered 401 and your program sent the request again; a 401 fails "
         "the same way every time: stop with a clear message",
     }
 

@@ -84,12 +84,20 @@ RUNGS = [
         "grade_s03_retries",
         "a 529, a 429 (retry-after) and a dropped connection are each retried",
     ),
-    Rung("no-retry-400", "s03", "grade_s03_no_retry_400", "a 400 is never sent again", exit="any"),
+    # Each fatal error comes after one that must be retried: a loop that never retries (or leaves it
+    # to the SDK) cannot pass by default, and a loop that retries everything sends the 400/401 again.
+    Rung(
+        "no-retry-400",
+        "s03",
+        "grade_s03_overloaded_then_400",
+        "a 529 is retried, then a 400 is never sent again: the program stops, non-zero",
+        exit="nonzero",
+    ),
     Rung(
         "bad-key",
         "s03",
-        "grade_s03_bad_key",
-        "a refused key (401) stops the program with a non-zero exit",
+        "grade_s03_rate_limited_then_bad_key",
+        "a 429 is retried, then a refused key (401) stops the program with a non-zero exit",
         exit="nonzero",
     ),
     Rung(
