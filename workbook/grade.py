@@ -116,8 +116,8 @@ RUNGS = [
     ),
     Rung(
         "repeat-brake",
-        "s05",
-        "grade_s05_repeat_brake",
+        "s04",  # s04's RepeatGuard: the brake lives there, and s05 on keep it
+        "grade_s04_repeat_brake",
         "the same call asked for without end: the loop stops by itself within 8 turns",
         least=2,
         exit="any",
@@ -330,6 +330,9 @@ def pick_rungs(only: list[str]) -> list[Rung]:
     for word in wanted:
         if not any(word in (r.name, r.step) for r in RUNGS):
             names = ", ".join(r.name for r in RUNGS)
+            if word in {step[:3] for step in paths.STEPS}:  # s05: its brake's rung is s04's, where it lives
+                steps = ", ".join(sorted({r.step for r in RUNGS}))
+                raise GradeError(f"{word} has no rung of its own: give a step with rungs ({steps}) or a rung")
             raise GradeError(f"no rung {word!r}: give a step (s01-s06) or one of {names}")
     return [r for r in RUNGS if not wanted or r.name in wanted or r.step in wanted]
 
