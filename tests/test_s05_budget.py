@@ -52,14 +52,20 @@ def reply(used: anthropic.types.Usage) -> anthropic.types.Message:
     )
 
 
+def fixture_file(name: str) -> str:
+    """s05's fixtures by their short name; s04_repeated_call is s04's (the repeat brake's home), but its
+    replies are streamed, so s05 replays it."""
+    return "s04_repeated_call.json" if name == "repeated_call" else f"s05_{name}.json"
+
+
 def fixture(name: str) -> dict:
-    return fixtures.load_fixture(FIXTURES / f"s05_{name}.json")
+    return fixtures.load_fixture(FIXTURES / fixture_file(name))
 
 
 def replay_loop(step, name: str, strict: bool = True, tmp_path: Path | None = None, **limits):
     """Replay a fixture through the step's own agent_loop; (turns, budget, transport, messages)."""
     recorded = fixture(name)
-    client, transport = replay.replay_client(recorded, f"s05_{name}.json", strict, max_retries=0)
+    client, transport = replay.replay_client(recorded, fixture_file(name), strict, max_retries=0)
     budget = step.Budget(**limits)
     messages = [{"role": "user", "content": recorded["task"]}]
     workspace = scratch.copy_workspace(recorded["workspace"])
@@ -255,10 +261,12 @@ def test_the_repeated_call_fixture_reads_twice_refuses_the_third_and_stops_on_th
 # -- streaming -------------------------------------------------------------------------------------
 
 
-STREAMED = sorted(p.stem for p in FIXTURES.glob("s05_*.json"))
+REPLAYED_BY_S05 = sorted(  # s05's fixtures, and s04's repeat-brake run (every reply in them is streamed)
+    p.stem for p in FIXTURES.glob("s0*.json") if fixtures.load_fixture(p)["script"] == "s05_budget"
+)
 
 
-@pytest.mark.parametrize("name", STREAMED)
+@pytest.mark.parametrize("name", REPLAYED_BY_S05)
 def test_a_streamed_reply_is_the_same_message_as_its_json_body(name):
     """Each recorded stream, parsed by the SDK's own SSE code, equals the Message it adds up to."""
     for exchange in fixtures.load_fixture(FIXTURES / f"{name}.json")["exchanges"]:
@@ -452,7 +460,7 @@ def signalled(tmp_path_factory):
         "twice": lambda tmp: interrupt_during_the_slow_command(tmp, second=True),
         "kill -9": kill_after_the_first_call,
         "model call": interrupt_during_a_model_call,
-        "as typed": lambda tmp: run_script("s05_budget.py", "--replay", "fixtures/s05_repeated_call.json"),
+        "as typed": lambda tmp: run_script("s05_budget.py", "--replay", "fixtures/s04_repeated_call.json"),
     }
     with ThreadPoolExecutor(len(jobs)) as pool:
         started = {name: pool.submit(job, tmp_path_factory.mktemp("run")) for name, job in jobs.items()}
@@ -591,13 +599,14 @@ REPLAYS = {  # fixture -> how the run ends
     "s05_streamed": "ended: the model ended its turn (stop_reason end_turn)",
     "s05_max_steps": "ended: max steps: 3 model calls made (--max-steps 3)",
     "s05_token_budget": "ended: token budget: 5,515 tokens in and out (--max-tokens-total 5,000)",
-    "s05_repeated_call": "ended: repeated call: read_file",
+    "s04_repeated_call": "ended: repeated call: read_file",
     "s05_resume": "ended: the model ended its turn (stop_reason end_turn)",
 }
 
 
-def test_every_s05_fixture_has_a_replay_test():
-    assert sorted([*REPLAYS, "s05_interrupt"]) == sorted(p.stem for p in FIXTURES.glob("s05_*.json"))
+def test_every_fixture_s05_replays_has_a_replay_test():
+    assert sorted([*REPLAYS, "s05_interrupt"]) == REPLAYED_BY_S05
+    assert "s04_repeated_call" in REPLAYED_BY_S05
 
 
 @pytest.mark.parametrize("name", sorted(REPLAYS))

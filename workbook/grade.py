@@ -84,12 +84,20 @@ RUNGS = [
         "grade_s03_retries",
         "a 529, a 429 (retry-after) and a dropped connection are each retried",
     ),
-    Rung("no-retry-400", "s03", "grade_s03_no_retry_400", "a 400 is never sent again", exit="any"),
+    # Each fatal error comes after one that must be retried: a loop that never retries (or leaves it
+    # to the SDK) cannot pass by default, and a loop that retries everything sends the 400/401 again.
+    Rung(
+        "no-retry-400",
+        "s03",
+        "grade_s03_overloaded_then_400",
+        "a 529 is retried, then a 400 is never sent again: the program stops, non-zero",
+        exit="nonzero",
+    ),
     Rung(
         "bad-key",
         "s03",
-        "grade_s03_bad_key",
-        "a refused key (401) stops the program with a non-zero exit",
+        "grade_s03_rate_limited_then_bad_key",
+        "a 429 is retried, then a refused key (401) stops the program with a non-zero exit",
         exit="nonzero",
     ),
     Rung(
@@ -108,8 +116,8 @@ RUNGS = [
     ),
     Rung(
         "repeat-brake",
-        "s05",
-        "grade_s05_repeat_brake",
+        "s04",  # s04's RepeatGuard: the brake lives there, and s05 on keep it
+        "grade_s04_repeat_brake",
         "the same call asked for without end: the loop stops by itself within 8 turns",
         least=2,
         exit="any",
@@ -322,6 +330,9 @@ def pick_rungs(only: list[str]) -> list[Rung]:
     for word in wanted:
         if not any(word in (r.name, r.step) for r in RUNGS):
             names = ", ".join(r.name for r in RUNGS)
+            if word in {step[:3] for step in paths.STEPS}:  # s05: its brake's rung is s04's, where it lives
+                steps = ", ".join(sorted({r.step for r in RUNGS}))
+                raise GradeError(f"{word} has no rung of its own: give a step with rungs ({steps}) or a rung")
             raise GradeError(f"no rung {word!r}: give a step (s01-s06) or one of {names}")
     return [r for r in RUNGS if not wanted or r.name in wanted or r.step in wanted]
 
