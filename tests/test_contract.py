@@ -323,18 +323,22 @@ def test_check_refuses_each_fixture_hole_in_one_line(hole, tmp_path):
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_no_step_shows_a_traceback_on_any_hole(step, tmp_path):
+def test_no_step_shows_a_traceback_on_any_hole(step, run_main, tmp_path):
+    # In-process, as `python sNN.py --replay F` runs it: an uncaught exception would fail the test.
     for hole, fixture in holes().items():
         path = tmp_path / f"{hole}.json"
         path.write_text(json.dumps(fixture))
-        run = subprocess.run(
-            [sys.executable, f"{step}.py", "--replay", str(path)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert run.returncode != 0 and "Traceback" not in run.stderr + run.stdout, (hole, run.stderr[-500:])
+        code, out = run_main(step, "--replay", str(path))
+        assert code != 0 and "Traceback" not in out and len(out.strip().splitlines()) <= 3, (hole, out)
+
+
+def test_a_hole_is_one_line_from_a_step_started_as_a_program(tmp_path):
+    path = tmp_path / "surrogate.json"
+    path.write_text(json.dumps(holes()["surrogate"]))
+    command = [sys.executable, "s01_agent_loop.py", "--replay", str(path)]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "Traceback" not in run.stderr + run.stdout
+    assert "lone surrogate" in run.stdout + run.stderr
 
 
 # -- the compiled shapes are cached by SDK version, and a damaged cache is rebuilt -------------------

@@ -98,7 +98,7 @@ def test_the_teachers_commands_take_every_hostile_file_in_one_line(
         assert code is None or isinstance(code, int)
 
 
-CONTRACT_CAUSES = {  # the fixture shapes the contract issue owns: expected to pass once it lands
+CONTRACT_CAUSES = {  # the fixture shapes the contract refuses (tests/test_contract.py has the rest)
     "error_body_5": lambda f: f["exchanges"][0].update(response={"status": 500, "body": {"error": 5}}),
     "204_with_body": lambda f: f["exchanges"][0].update(response={"status": 204, "body": {"x": 1}}),
     "lone_surrogate_task": lambda f: f.update(task="\ud800"),
@@ -107,9 +107,6 @@ CONTRACT_CAUSES = {  # the fixture shapes the contract issue owns: expected to p
 }
 
 
-@pytest.mark.xfail(
-    reason="fixture shapes: the contract issue's (workbook/contract.py, fixtures.py)", strict=False
-)
 @pytest.mark.parametrize("cause", CONTRACT_CAUSES)
 def test_contract_causes_are_one_line_too(run_main, tmp_path, cause):
     fixture = copy.deepcopy(fixtures.load_fixture(ROOT / "fixtures" / DEFAULT["s05_budget"]))
