@@ -6,6 +6,7 @@ import importlib
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 SESSION_TMP = tempfile.mkdtemp(prefix="workbook-tests-")
 os.environ["TMPDIR"] = tempfile.tempdir = SESSION_TMP
 atexit.register(shutil.rmtree, SESSION_TMP, ignore_errors=True)
+
+# A shell starts a background job (`pytest &`, a CI runner's) with SIGINT ignored, and an ignored signal
+# stays ignored in every child: the Ctrl-C tests' programs would never see their Ctrl-C. Handled here,
+# it is reset to the default in each child, which then takes it as a KeyboardInterrupt.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 STEPS = sorted(p.stem for p in ROOT.glob("s0*_*.py"))  # the step scripts that exist
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID")  # what picks the mode and model

@@ -56,7 +56,7 @@ def post(url: str, body, key: str | None = "alice", path: str = "/v1/messages", 
     sent |= {"x-api-key": key} if key else {}
     sent |= {k.replace("_", "-"): v for k, v in headers.items()}
     sent = {k: v for k, v in sent.items() if v is not None}
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     try:
         conn.request("POST", path, body if isinstance(body, bytes) else json.dumps(body), sent)
         response = conn.getresponse()
@@ -470,7 +470,7 @@ def test_the_teacher_sees_one_line_per_request_and_a_class_table(serve):
         r"alice\s+s01_hello_agent\s+turn 2/2\s+400 messages.1: `tool_use` ids were found", lines[1]
     )
     parts = urlsplit(server.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     conn.request("GET", "/")
     page = conn.getresponse().read().decode()
     conn.close()
@@ -499,7 +499,7 @@ def test_replay_py_serve_starts_prints_its_url_and_answers():
         assert (status, data["id"]) == (200, BODY1["id"])
     finally:
         proc.terminate()
-        rest, _ = proc.communicate(timeout=10)
+        rest, _ = proc.communicate(timeout=60)
     assert re.search(r"dave\s+s01_hello_agent\s+turn 1/2\s+200 tool_use", rest)
 
 
@@ -519,7 +519,7 @@ def test_a_missing_fixture_or_busy_port_is_a_one_line_error(serve, capsys):
 def raw_exchange(url: str, data: bytes, read_until_closed: bool = True) -> bytes:
     """Send raw bytes to the server and return what comes back until it closes (or 10 s pass)."""
     parts = urlsplit(url)
-    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
         sock.sendall(data)
         received = b""
         while chunk := sock.recv(65536):
@@ -603,7 +603,7 @@ def test_a_chunked_body_is_read_and_its_size_checked(serve):
 def test_headers_sent_too_slowly_time_out_and_close_the_connection(serve):
     server, log = serve(limits=classroom.Limits(headers=0.3))
     parts = urlsplit(server.url)
-    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
         sock.sendall(b"POST /v1/messages HTTP/1.1\r\n")
         closed = False
         for _ in range(100):  # a header byte every 50 ms: each wait is short, the whole is not
@@ -636,7 +636,7 @@ def test_an_idle_kept_alive_connection_is_closed_after_its_limit(serve):
 def test_connections_past_the_limit_are_closed_and_counted_back_when_others_end(serve):
     server, log = serve(limits=classroom.Limits(connections=2))
     parts = urlsplit(server.url)
-    first, second = (socket.create_connection((parts.hostname, parts.port), timeout=10) for _ in "ab")
+    first, second = (socket.create_connection((parts.hostname, parts.port), timeout=60) for _ in "ab")
     first.sendall(head("GET /", connection="keep-alive"))
     assert first.recv(65536).startswith(b"HTTP/1.1 200")  # both are being served, and held open
     assert raw_exchange(server.url, b"") == b""  # a third: closed at once, without a thread
@@ -666,7 +666,7 @@ def test_kept_alive_connection_serves_many_requests_each_reply_in_one_write(serv
     server, _ = serve()
     server.connection_class = Counting
     parts = urlsplit(server.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     headers = {"x-api-key": "alice", "anthropic-version": "2023-06-01", "content-type": "application/json"}
     for body in (request(TURN1), request(turn2()), request(TURN1)):
         conn.request("POST", "/v1/messages", json.dumps(body), headers)
@@ -731,7 +731,7 @@ def test_the_class_table_lists_at_most_its_limit_and_says_how_many_more(serve):
 
 def get(url: str, path: str, **headers) -> str:
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     try:
         conn.request("GET", path, headers={k.replace("_", "-"): v for k, v in headers.items()})
         return conn.getresponse().read().decode()
@@ -881,7 +881,7 @@ def test_one_address_cannot_hold_every_connection(serve):
     server, log = serve(limits=classroom.Limits(connections=10))
     server.caps = classroom_server.AddressCaps(connections=3, names=16)
     parts = urlsplit(server.url)
-    held = [socket.create_connection((parts.hostname, parts.port), timeout=10) for _ in range(3)]
+    held = [socket.create_connection((parts.hostname, parts.port), timeout=60) for _ in range(3)]
     try:
         for sock in held:  # each served and kept open
             sock.sendall(head("GET /replay/status", connection="keep-alive"))

@@ -240,17 +240,20 @@ def test_a_401_live_is_one_clear_line(run_main, tmp_path):
 
 def test_ctrl_c_while_waiting_on_the_model_exits_cleanly(tmp_path):
     # A real SIGINT needs a process of its own: this one stays a subprocess.
-    slow = Reply(body=message([text("too late")]), delay=20)
+    # The stand-in's reply would come long after any safety net: the Ctrl-C is sent once the request
+    # has arrived (the event), and must end the wait.
+    slow = Reply(body=message([text("too late")]), delay=600)
     with StandIn(lambda body, n: slow) as api:
         env = offline_env(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=api.url)
         command = [sys.executable, "s01_agent_loop.py", "task", "--workspace", str(tmp_path)]
         proc = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        deadline = time.time() + 30
-        while not api.requests and time.time() < deadline:
+        deadline = time.monotonic() + 120  # a safety net only
+        while not api.requests:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted" in out
     assert "Traceback" not in out + err

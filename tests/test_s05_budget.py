@@ -359,7 +359,7 @@ def start_script(*args, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     return proc, trace
 
 
-def wait_for_line(proc, trace: Path, event: str, timeout: float = 60) -> None:
+def wait_for_line(proc, trace: Path, event: str, timeout: float = 120) -> None:
     """Until the trace has a line for `event` (the run has reached that point), or fail."""
     deadline = time.monotonic() + timeout
     while not (trace.exists() and f'"event": "{event}"' in trace.read_text()):
@@ -380,7 +380,7 @@ def runs_under(pid: int, needle: bytes) -> bool:
     return False
 
 
-def wait_until_running(proc, needle: bytes, timeout: float = 60) -> None:
+def wait_until_running(proc, needle: bytes, timeout: float = 120) -> None:
     """Until the run's tools have started the command holding `needle`, or fail (an event, not a guess)."""
     deadline = time.monotonic() + timeout
     while not runs_under(proc.pid, needle):
@@ -389,7 +389,7 @@ def wait_until_running(proc, needle: bytes, timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
-def read_until(proc, words: str, timeout: float = 60) -> str:
+def read_until(proc, words: str, timeout: float = 120) -> str:
     """The program's output up to the line holding `words` (it has reached that point), or fail."""
     seen, deadline = [], time.monotonic() + timeout
     while not seen or words not in seen[-1]:
@@ -412,7 +412,7 @@ def interrupt_during_the_slow_command(tmp_path, second: bool = False) -> tuple[s
         before = read_until(proc, "Ctrl-C: this turn's tools run to their end")
         assert runs_under(proc.pid, b"slow_check.sh"), "the command ended before the second Ctrl-C"
         proc.send_signal(signal.SIGINT)
-    out = before + proc.communicate(timeout=60)[0]
+    out = before + proc.communicate(timeout=120)[0]
     return out, proc.returncode, json.loads(saved.read_text())
 
 
@@ -421,13 +421,13 @@ def kill_after_the_first_call(tmp_path) -> str:
     proc, trace = start_script("--replay", "fixtures/s05_interrupt.json", tmp_path=tmp_path)
     wait_for_line(proc, trace, "model_call")
     proc.kill()
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=120)
     return trace.read_text()
 
 
 def interrupt_during_a_model_call(tmp_path) -> tuple[str, int, list]:
     """Live against a stand-in that takes 30 s to answer; Ctrl-C once the request has arrived."""
-    slow = Reply(body=message([text("too late")]), delay=30)
+    slow = Reply(body=message([text("too late")]), delay=600)  # never comes: the Ctrl-C ends the wait
     saved = tmp_path / "c.json"
     with StandIn(scripted(slow)) as api:
         env = offline_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=api.url)
@@ -443,12 +443,12 @@ def interrupt_during_a_model_call(tmp_path) -> tuple[str, int, list]:
         proc = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a safety net only
         while not api.requests:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
-        out = proc.communicate(timeout=60)[0]
+        out = proc.communicate(timeout=120)[0]
     return out, proc.returncode, json.loads(saved.read_text())
 
 

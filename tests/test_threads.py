@@ -37,7 +37,7 @@ def workspace_tools(workspace: Path) -> list:
     @beta_tool
     def bash(command: str) -> str:
         """Run a shell command in the workspace; returns its output and exit code."""
-        done = subprocess.run(command, shell=True, cwd=workspace, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(command, shell=True, cwd=workspace, capture_output=True, text=True, timeout=120)
         return f"{(done.stdout + done.stderr).strip()}\n[exit code {done.returncode}]"
 
     @beta_tool
