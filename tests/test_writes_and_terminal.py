@@ -74,6 +74,16 @@ def test_a_killed_saves_temp_file_is_swept_by_the_next_save(tmp_path):
     assert not stray.exists() and (tmp_path / "c.json").read_text() == "{}"
 
 
+def test_a_killed_saves_temp_file_is_swept_when_the_next_run_starts(run_main, tmp_path):
+    saved = tmp_path / "c.json"
+    stray = tmp_path / ".c.json.k1ll3d.tmp"  # what `kill -9` during a save leaves: nothing holds it
+    stray.write_bytes(b"half a conversation")
+    # A run that stops before it saves anything (its fixture is missing): the sweep was at the start.
+    code, out = run_main("s05_budget", "--save", str(saved), "--replay", str(tmp_path / "missing.json"))
+    assert code == 1 and "no such fixture" in out
+    assert not stray.exists() and not saved.exists()
+
+
 def test_fallback_roots_of_ended_processes_are_swept(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     uid = os.getuid()

@@ -18,7 +18,7 @@ from rich.markup import escape
 from workbook.display import console, error, printable, say
 from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
-from workbook.files import refuse_unwritable
+from workbook.files import refuse_unwritable, sweep_temp_files
 from workbook.launch import Run, start
 from workbook.launch import make_parser as make_shared_parser
 from workbook.paths import ROOT
@@ -164,11 +164,13 @@ def read_latency(args, run: Run) -> float:
 
 def refuse_unwritable_flags(args) -> None:
     """--save, --trace and --record write only regular files, new or not, in folders that exist: a
-    device, a FIFO, a folder or a missing folder is one line before anything runs (or is created)."""
+    device, a FIFO, a folder or a missing folder is one line before anything runs (or is created).
+    A `.NAME.*.tmp` that a killed save of that file left beside it is swept now, at the start."""
     for flag in ("save", "trace", "record"):
         value = getattr(args, flag, None)
         if value and not (flag == "trace" and getattr(args, "replay", None) == value):
             refuse_unwritable(Path(value), f"--{flag}")
+            sweep_temp_files(Path(value))
 
 
 def resume_mode(args, fixture: str, instruction: str):
