@@ -91,33 +91,42 @@ def over_the_cap(block, asked: int, audit: Path | None) -> str:
     return output
 
 
+@dataclass
+class Schedule:
+    """How one turn's calls run, and when they did: the pool its reads share (one with a single worker
+    runs them one by one, as s03 did), the seconds added to each read (--read-latency), and the
+    timeline of each call's start and end, for the reader's eyes only."""
+
+    read_latency: float = 0.0
+    pool: ThreadPoolExecutor = READERS
+    timeline: list = field(default_factory=list)
+
+
 def run_tools(
     blocks: list,
     workspace: Path,
     permission: str = "auto",
     audit: Path | None = None,
-    timeline: list | None = None,
-    pool: ThreadPoolExecutor = READERS,  # one with a single worker runs the reads one by one, as s03 did
-    read_latency: float = 0.0,
+    schedule: Schedule | None = None,
     execute=execute,  # s03's; s05 passes its own, which a Ctrl-C can stop
 ) -> list[dict]:
     """Answer every tool_use once, in the order asked: each group of reads in a thread pool, every
     other call alone in this thread, so it overlaps nothing and only it can ask a person."""
+    schedule = schedule or Schedule()
     answers = [None] * len(blocks)  # (output, is_error) per call, in tool_use order
 
     def run(i: int, group: int) -> None:
         started = time.monotonic()
-        if read_latency and reads_only(blocks[i]):
-            time.sleep(read_latency)  # stands in for a slow disk or a remote read (--read-latency)
+        if schedule.read_latency and reads_only(blocks[i]):
+            time.sleep(schedule.read_latency)  # stands in for a slow disk or a remote read
         answers[i] = execute(blocks[i], workspace, permission, audit)
-        if timeline is not None:
-            timeline.append(Timed(i, blocks[i], group, started, time.monotonic()))
+        schedule.timeline.append(Timed(i, blocks[i], group, started, time.monotonic()))
 
     for group, calls in enumerate(plan(blocks[:MAX_TOOLS_PER_TURN]), 1):
         if len(calls) == 1:  # a write, bash, or a lone read: here, in the loop's thread, alone
             run(calls[0], group)
             continue
-        running = [pool.submit(run, i, group) for i in calls]
+        running = [schedule.pool.submit(run, i, group) for i in calls]
         wait(running)  # the whole group has finished before the next call starts
         for future in running:
             future.result()  # re-raises in this thread anything execute() let through
@@ -261,11 +270,9 @@ def agent_loop(
         #    answer each id exactly once, in the order asked, all in one user message. The repeat
         #    brake answers the calls it holds back; each other call still goes through execute().
         calls = [block for block in response.content if block.type == "tool_use"]
-        timeline, allowed = [], guard.screen(calls)  # when each call ran: shown, never sent
-        results = guard.merge(
-            calls, run_tools(allowed, workspace, permission, audit, timeline, read_latency=read_latency)
-        )
-        display.show_tools(calls, results, timeline)
+        schedule, allowed = Schedule(read_latency), guard.screen(calls)  # its timeline: shown, never sent
+        results = guard.merge(calls, run_tools(allowed, workspace, permission, audit, schedule))
+        display.show_tools(calls, results, schedule.timeline)
         messages.append({"role": "user", "content": results})
         if guard.stop:  # asked again after a refusal: going round once more would change nothing
             display.say(f"stopped: {guard.stop}", "bold")

@@ -44,7 +44,7 @@ import s04_parallel as s04
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS
 from s03_errors import CLIENT_OPTIONS, GaveUp, HarnessError, Retry, fatal_line
-from s04_parallel import RepeatGuard
+from s04_parallel import RepeatGuard, Schedule
 
 DEFAULT_FIXTURE = "fixtures/s05_streamed.json"
 
@@ -298,11 +298,11 @@ def agent_loop(
         #    in order, in one user message. (new in s05) A first Ctrl-C lets every call of this turn
         #    run to its end, and ends the run after it; a second cuts them short (main answers them).
         calls = [block for block in response.content if block.type == "tool_use"]
-        timeline, allowed, started = [], guard.screen(calls), time.monotonic()
+        schedule, allowed, started = Schedule(read_latency), guard.screen(calls), time.monotonic()
         with ctrl_c_lets_tools_finish():
-            ran = run_tools(allowed, workspace, permission, audit, timeline, read_latency=read_latency)
+            ran = run_tools(allowed, workspace, permission, audit, schedule)
         results = guard.merge(calls, ran)
-        display.show_tools(calls, results, timeline)
+        display.show_tools(calls, results, schedule.timeline)
         messages.append({"role": "user", "content": results})
         stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop  # a Ctrl-C, or s04's repeat brake
         trace.tools(len(turns), calls, results, started, stop)

@@ -35,6 +35,7 @@ import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError, truncate
 from s03_errors import CLIENT_OPTIONS, Retry, api_message
+from s04_parallel import Schedule
 from s05_budget import CTRL_C_IN_TOOLS, INTERRUPT, Budget, RepeatGuard, call_model, run_tools, stopped
 from workbook.conversation import blocks, context_chars, result_text  # a message's blocks, its size
 
@@ -359,11 +360,11 @@ def agent_loop(
             continue
         # 5. Run the tool calls as s05 does: reads side by side, the repeat brake, Ctrl-C keeps the work.
         calls = [block for block in response.content if block.type == "tool_use"]
-        timeline, allowed, started = [], guard.screen(calls), time.monotonic()
+        schedule, allowed, started = Schedule(read_latency), guard.screen(calls), time.monotonic()
         with s05.ctrl_c_lets_tools_finish():
-            ran = run_tools(allowed, workspace, permission, audit, timeline, read_latency=read_latency)
+            ran = run_tools(allowed, workspace, permission, audit, schedule)
         results = guard.merge(calls, ran)
-        display.show_tools(calls, results, timeline)
+        display.show_tools(calls, results, schedule.timeline)
         messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
         stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop  # a Ctrl-C, or s04's repeat brake

@@ -273,8 +273,9 @@ def test_ask_mode_reads_answers_from_a_real_stdin_in_order(step, ws, monkeypatch
 
 def test_the_timeline_records_each_calls_group_and_the_results_hold_no_timing(step, ws):
     calls = [*reads(2), write(0), *reads(1, 2)]
-    timeline = []
-    results = step.run_tools(calls, ws, timeline=timeline, read_latency=0.01)
+    schedule = step.Schedule(read_latency=0.01)
+    results = step.run_tools(calls, ws, schedule=schedule)
+    timeline = schedule.timeline
     assert sorted((t.index, t.group) for t in timeline) == [(0, 1), (1, 1), (2, 2), (3, 3)]
     assert all(t.ended >= t.started for t in timeline)
     assert results == step.run_tools(calls, ws)  # with or without latency: the same answers, word for word
