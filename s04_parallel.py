@@ -293,16 +293,9 @@ def run_task(run: launch.Run, args) -> int:
     settings = step_cli.settings(args, run, "s04", retry_policy(run))
     messages = [{"role": "user", "content": run.task}]
     try:
+        system = s02.system_for(run)
         turns = agent_loop(
-            run.client,
-            messages,
-            run.workspace,
-            run.model,
-            permission=settings.permission,
-            audit=settings.audit,
-            retry=settings.retry,
-            read_latency=settings.read_latency,
-            system=s02.system_for(run),
+            run.client, messages, run.workspace, run.model, **settings.for_the_loop(), system=system
         )
     except (anthropic.APIError, GaveUp, HarnessError) as err:
         return stop_cleanly(err, messages, settings.folder / "conversation.json")

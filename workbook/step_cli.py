@@ -128,6 +128,12 @@ class Settings:
     def folder(self) -> Path:
         return self.audit.parent
 
+    def for_the_loop(self) -> dict:
+        """The settings as every loop from s04 on takes them, by keyword."""
+        return dict(
+            permission=self.permission, audit=self.audit, retry=self.retry, read_latency=self.read_latency
+        )
+
 
 def settings(args, run: Run, step: str, retry=None) -> Settings:
     """The settings a step's loop needs, from its flags (permission s02 on, read latency s04 on)."""
