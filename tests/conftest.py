@@ -116,27 +116,36 @@ def run_main(monkeypatch, tmp_path):
     """
 
     def run(step_name: str, *argv: str, **env: str) -> tuple[int, str]:
-        step = load_step(step_name)
-        out = io.StringIO()
-        plain = Console(file=out, width=120, force_terminal=False, force_jupyter=False, highlight=False)
-        with monkeypatch.context() as patch:
-            for name in KEY_VARIABLES:
-                patch.delenv(name, raising=False)
-            for name, value in env.items():
-                patch.setenv(name, value)
-            patch.chdir(ROOT)
-            patch.setattr(step, "console", plain)
-            patch.setattr(step, "RUNS", tmp_path / "runs")
-            patch.setattr(sys, "stdout", out)
-            patch.setattr(sys, "stderr", out)
-            try:
-                code = step.main(list(argv))
-            except SystemExit as stop:  # as the interpreter would: a message is printed and exits 1
-                code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
-                out.write("" if stop.code is None or isinstance(stop.code, int) else f"{stop.code}\n")
-        return code, out.getvalue()
+        return main_in_process(monkeypatch, tmp_path / "runs", step_name, *argv, **env)
 
     return run
+
+
+def main_in_process(
+    monkeypatch, runs: Path, step_name: str, *argv: str, cwd: Path = ROOT, **env: str
+) -> tuple[int, str]:
+    """What run_main does, for a fixture of any scope: it brings its own monkeypatch and runs folder
+    (a module-scoped fixture makes them with pytest.MonkeyPatch.context() and tmp_path_factory), and
+    may start the step in another folder than the repo's (the grader starts it in a rung's workspace)."""
+    step = load_step(step_name)
+    out = io.StringIO()
+    plain = Console(file=out, width=120, force_terminal=False, force_jupyter=False, highlight=False)
+    with monkeypatch.context() as patch:
+        for name in KEY_VARIABLES:
+            patch.delenv(name, raising=False)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        patch.chdir(cwd)
+        patch.setattr(step, "console", plain)
+        patch.setattr(step, "RUNS", runs)
+        patch.setattr(sys, "stdout", out)
+        patch.setattr(sys, "stderr", out)
+        try:
+            code = step.main(list(argv))
+        except SystemExit as stop:  # as the interpreter would: a message is printed and exits 1
+            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+            out.write("" if stop.code is None or isinstance(stop.code, int) else f"{stop.code}\n")
+    return code, out.getvalue()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,173 +1,29 @@
-"""workbook/grade.py: the graded ladder. Each step climbs it up to its own rung, a loop written outside the
-workbook (plain Python, JavaScript, the SDK's tool runner) is graded the same way, the library's work
-is never credited to the student, a failing rung names the loop's first mistake in the student's
+"""workbook/grade.py, beyond the ladder itself (test_grade_ladder.py): a loop written in JavaScript is
+graded as the workbook's steps are, a failing rung names the loop's first mistake in the student's
 terms, and the program runs as a stranger's program: sandboxed, with an allowlisted environment,
 nothing it starts outliving its rung."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, STEPS, offline_env
+from conftest import ROOT, offline_env
+from grading import (
+    LOOPS,
+    NODE,
+    PYTHON,
+    failures,
+    graded,
+    needs_bwrap,
+    needs_node,
+    no_waiting,  # noqa: F401  (autouse: the steps print their waits, not sleep them)
+)
 
 from workbook import classroom, compare, contract, fixtures, grade, grade_sandbox
 from workbook import grade_reasons as reasons
-
-LOOPS = ROOT / "tests" / "grade_loops"
-NODE = shutil.which("node")
-BWRAP = grade_sandbox.choose("auto").bwrap
-needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
-needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap cannot make a sandbox here")
-PYTHON = sys.executable
-PLAIN = str(LOOPS / "plain_loop.py")
-OPTIONS = grade.Options(sandbox=grade_sandbox.choose("auto"))  # what `grade` itself uses by default
-
-
-@pytest.fixture(autouse=True)
-def no_waiting(monkeypatch):
-    """The steps (s03 on) print their retry waits instead of sleeping them; the grader passes env on."""
-    monkeypatch.setenv("WORKBOOK_NO_SLEEP", "1")
-
-
-def graded(capsys, *argv: str) -> tuple[int, dict]:
-    """grade.main(--json, argv) in-process: the exit code and each rung's row by name."""
-    code = grade.main(["--json", *argv])
-    rows = json.loads(capsys.readouterr().out)["rungs"]
-    assert all(set(row) == {"name", "step", "passed", "passed_by", "library", "reason"} for row in rows)
-    return code, {row["name"]: row for row in rows}
-
-
-def failures(rows: dict) -> dict:
-    return {name: row["reason"] for name, row in rows.items() if not row["passed"]}
-
-
-def rungs_up_to(step: str) -> list[str]:
-    return [r.name for r in grade.RUNGS if r.step <= step]
-
-
-# -- the ladder is the workbook's progression ------------------------------------------------------
-
-
-def plain_loop_without_sdk_retries(folder: Path) -> str:
-    """plain_loop.py with the SDK's retries off, as s03 sets them: the same loop, retrying nothing."""
-    source = (LOOPS / "plain_loop.py").read_text()
-    assert source.count("anthropic.Anthropic()") == 1
-    variant = folder / "plain_loop_no_retries.py"
-    variant.write_text(source.replace("anthropic.Anthropic()", "anthropic.Anthropic(max_retries=0)"))
-    return str(variant)
-
-
-@pytest.fixture(scope="session")
-def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
-    """Every program the Python tests grade, on its rungs, in one go: one server per rung, the runs
-    side by side. Each step on every rung up to its own; s01 and s02 on s03's rungs too (the SDK's
-    retries must not count as theirs); the plain SDK loop, with and without the SDK's retries."""
-    no_retries = plain_loop_without_sdk_retries(tmp_path_factory.mktemp("loops"))
-    commands = {step: [PYTHON, str(ROOT / f"{step}.py")] for step in STEPS}
-    commands |= {"plain": [PYTHON, PLAIN], "plain-no-retries": [PYTHON, no_retries]}
-    wanted = {step: rungs_up_to(max(step[:3], "s03")) for step in STEPS}
-    commands["tool-runner"] = [PYTHON, str(LOOPS / "tool_runner.py")]
-    wanted |= {"plain": ["loop", "tool-errors", "retries", "parallel"]}
-    wanted["plain-no-retries"] = ["retries", "no-retry-400", "bad-key"]
-    wanted["tool-runner"] = ["loop"]
-    runs = [(who, rung) for who, names in wanted.items() for rung in grade.RUNGS if rung.name in names]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("WORKBOOK_NO_SLEEP", "1")  # the steps print their retry waits instead of sleeping them
-        results = grade.grade_runs([(rung, commands[who]) for who, rung in runs], OPTIONS)
-    graded_runs = {who: {} for who in wanted}
-    for (who, rung), result in zip(runs, results):
-        graded_runs[who][rung.name] = result
-    return graded_runs
-
-
-@pytest.mark.parametrize("step", STEPS)
-def test_each_step_passes_every_rung_up_to_its_own(step, ladder):
-    own = {name: r for name, r in ladder[step].items() if name in rungs_up_to(step[:3])}
-    assert list(own) == rungs_up_to(step[:3])
-    assert {name: r.reason for name, r in own.items() if not r.passed} == {}
-    assert {r.passed_by for r in own.values()} == {"loop"}, "a step's own work, not the library's"
-
-
-SDK_RETRIED = (
-    "the SDK retried for you (x-stainless-retry-count: 1). Set max_retries=0 and retry in your loop (s03)"
-)
-
-
-@pytest.mark.parametrize("step", STEPS[:2])
-def test_s01_and_s02_leave_retrying_to_the_sdk_and_fail_every_s03_rung_saying_so(step, ladder):
-    """Each s03 recording holds an error to retry, before the 400 or 401 it must stop on too: a loop
-    that leaves retrying to the SDK passes none of them by default."""
-    assert ladder[step]["loop"].passed
-    s03 = {name: result for name, result in ladder[step].items() if result.rung.step == "s03"}
-    assert list(s03) == ["retries", "no-retry-400", "bad-key", "gives-up"]
-    assert {name: (result.passed, result.reason) for name, result in s03.items()} == {
-        name: (False, SDK_RETRIED) for name in s03
-    }
-
-
-def test_the_last_step_is_graded_on_every_rung():
-    last = STEPS[-1][:3]
-    assert rungs_up_to(last) == [r.name for r in grade.RUNGS]
-    # s05 has no rung of its own since the repeat brake's rung moved to s04, where RepeatGuard lives:
-    # a budget rung (a run that never repeats, stopped by a limit) is still to be written.
-    without_a_rung = {"s05"}
-    assert {r.step for r in grade.RUNGS} == {s[:3] for s in STEPS} - without_a_rung
-
-
-# -- loops written outside the workbook ------------------------------------------------------------
-
-
-def test_a_plain_python_loop_with_the_sdk_passes_its_own_rungs_but_not_the_sdks_retries(ladder):
-    plain = ladder["plain"]
-    assert {name: r.passed_by for name, r in plain.items()} == {
-        "loop": "loop",
-        "tool-errors": "loop",
-        "retries": None,
-        "parallel": "loop",
-    }
-    assert plain["retries"].reason == SDK_RETRIED
-    assert plain["retries"].library == ["the SDK retried for you (x-stainless-retry-count: 2)"]
-
-
-def test_the_same_loop_without_the_sdks_retries_stops_on_the_529(ladder):
-    reason = ladder["plain-no-retries"]["retries"].reason
-    assert reason.startswith("turn 1 of 5: your program stopped on the 529 (overloaded_error) (exit 1")
-    assert reason.endswith("retry it, waiting as retry-after asks")
-
-
-def test_a_loop_that_never_retries_fails_the_400_and_key_rungs_on_the_error_before_them(ladder):
-    """It would stop on the 400 and the 401 all the same, but first comes an error it must retry."""
-    plain = ladder["plain-no-retries"]
-    assert not plain["no-retry-400"].passed and not plain["bad-key"].passed
-    assert plain["no-retry-400"].reason.startswith(
-        "turn 1 of 3: your program stopped on the 529 (overloaded_error) (exit 1"
-    )
-    assert plain["bad-key"].reason.startswith(
-        "turn 1 of 2: your program stopped on the 429 (rate_limit_error) (exit 1"
-    )
-    for rung in ("no-retry-400", "bad-key"):
-        assert plain[rung].reason.endswith("retry it, waiting as retry-after asks")
-
-
-def test_a_teacher_may_accept_the_sdks_retries_and_the_json_says_the_library_passed(capsys):
-    code, rows = graded(capsys, "--only", "retries", "--allow-sdk-retries", "--", PYTHON, PLAIN)
-    assert code == 0 and rows["retries"]["passed"] and rows["retries"]["passed_by"] == "library"
-    assert rows["retries"]["reason"].startswith(
-        "passed by the library: the SDK retried for you (x-stainless-retry-count: 2); walked the whole"
-    )
-
-
-def test_the_sdks_tool_runner_falls_back_from_a_thread_and_passes_the_loop_rung_as_the_librarys(ladder):
-    """The runner sends context_management in a thread; the replay refuses it as documented
-    (thread_unsupported_request), and the runner's fallback is no mistake of the student's."""
-    loop = ladder["tool-runner"]["loop"]
-    assert loop.passed and loop.passed_by == "library"
-    assert loop.library == ["the SDK's tool runner ran the loop (x-stainless-helper: BetaToolRunner)"]
-    assert loop.reason.endswith("walked the whole recording: 3 turns (exit 0)")
 
 
 @needs_node

@@ -2,22 +2,20 @@
 layer, and what retrying cannot fix stops the run cleanly with the conversation saved.
 
 Behaviour tests run against every step from s03 on (later steps inherit it); the fixture replays
-run s03 itself, as a reader would, in a subprocess.
+run s03's own main, as `python s03_errors.py --replay F` would.
 """
 
 import dataclasses
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import anthropic
 import httpx2
 import pytest
-from conftest import ROOT, STEPS, load_step, offline_env, run_script
+from conftest import ROOT, STEPS, load_step, main_in_process, run_script
 from standin import StandIn, api_error, message, scripted, text, tool_use
 
 import s03_errors as s03
@@ -361,21 +359,17 @@ REPLAYS = {  # fixture -> the exit code a reader should see
 
 
 @pytest.fixture(scope="module")
-def replays():
-    """Every s03 fixture replayed by `python s03_errors.py --replay F`, all started at once."""
-    env = offline_env()
-    started = {
-        name: subprocess.Popen(
-            [sys.executable, "s03_errors.py", "--replay", f"fixtures/{name}.json"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for name in REPLAYS
-    }
-    return {name: (proc.communicate(timeout=120)[0], proc.returncode) for name, proc in started.items()}
+def replays(tmp_path_factory):
+    """Every s03 fixture replayed by s03's main(["--replay", F]) in this process, as
+    `python s03_errors.py --replay F` runs it: the same output and exit code, without an interpreter
+    start and an SDK import for each (a second of CPU apiece). A step started as a reader starts it
+    is tested in test_output_width.py and test_readme.py."""
+    runs = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as patch:
+        return {
+            name: main_in_process(patch, runs, "s03_errors", "--replay", f"fixtures/{name}.json")[::-1]
+            for name in REPLAYS
+        }
 
 
 def replay_s03(replays, name: str) -> str:

@@ -1,0 +1,42 @@
+"""What the grader's two test modules share: the loops written outside the workbook that they grade,
+the grader's own options, and grade.main's JSON rows read back."""
+
+import json
+import shutil
+import sys
+
+import pytest
+from conftest import ROOT
+
+from workbook import grade, grade_sandbox
+
+LOOPS = ROOT / "tests" / "grade_loops"
+NODE = shutil.which("node")
+BWRAP = grade_sandbox.choose("auto").bwrap
+needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
+needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap cannot make a sandbox here")
+PYTHON = sys.executable
+PLAIN = str(LOOPS / "plain_loop.py")
+OPTIONS = grade.Options(sandbox=grade_sandbox.choose("auto"))  # what `grade` itself uses by default
+
+
+@pytest.fixture(autouse=True)
+def no_waiting(monkeypatch):
+    """The steps (s03 on) print their retry waits instead of sleeping them; the grader passes env on."""
+    monkeypatch.setenv("WORKBOOK_NO_SLEEP", "1")
+
+
+def graded(capsys, *argv: str) -> tuple[int, dict]:
+    """grade.main(--json, argv) in-process: the exit code and each rung's row by name."""
+    code = grade.main(["--json", *argv])
+    rows = json.loads(capsys.readouterr().out)["rungs"]
+    assert all(set(row) == {"name", "step", "passed", "passed_by", "library", "reason"} for row in rows)
+    return code, {row["name"]: row for row in rows}
+
+
+def failures(rows: dict) -> dict:
+    return {name: row["reason"] for name, row in rows.items() if not row["passed"]}
+
+
+def rungs_up_to(step: str) -> list[str]:
+    return [r.name for r in grade.RUNGS if r.step <= step]
