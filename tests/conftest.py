@@ -122,14 +122,15 @@ def run_main(monkeypatch, tmp_path):
 
 
 def main_in_process(
-    monkeypatch, runs: Path, step_name: str, *argv: str, cwd: Path = ROOT, **env: str
+    monkeypatch, runs: Path, step_name: str, *argv: str, cwd: Path = ROOT, width: int = 120, **env: str
 ) -> tuple[int, str]:
     """What run_main does, for a fixture of any scope: it brings its own monkeypatch and runs folder
     (a module-scoped fixture makes them with pytest.MonkeyPatch.context() and tmp_path_factory), and
-    may start the step in another folder than the repo's (the grader starts it in a rung's workspace)."""
+    may start the step in another folder than the repo's (the grader starts it in a rung's workspace)
+    or on a console of another width (a reader's terminal is often 80 columns)."""
     step = load_step(step_name)
     out = io.StringIO()
-    plain = Console(file=out, width=120, force_terminal=False, force_jupyter=False, highlight=False)
+    plain = Console(file=out, width=width, force_terminal=False, force_jupyter=False, highlight=False)
     with monkeypatch.context() as patch:
         for name in KEY_VARIABLES:
             patch.delenv(name, raising=False)

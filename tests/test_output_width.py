@@ -1,7 +1,9 @@
 """What a student sees fits an 80-column terminal: every step's default replay and its --help.
 
-The six steps run at once (each its own process, as a reader starts it), so the whole check costs
-about one step's run. Only the model's own text may be wider, and rich wraps even that.
+Each step's main() runs in this process on an 80-column console, with COLUMNS=80 as a terminal of that
+width sets it (argparse's help reads it), so the check costs no interpreter start per step; the
+README's own command, `python s01_agent_loop.py`, runs as a reader starts it in test_readme.py. Only
+the model's own text may be wider, and rich wraps even that.
 """
 
 import ast
@@ -12,7 +14,7 @@ import sys
 import tempfile
 
 import pytest
-from conftest import ROOT, STEPS, offline_env
+from conftest import ROOT, STEPS, main_in_process, offline_env
 from rich.cells import cell_len
 
 COLUMNS = 80
@@ -39,25 +41,20 @@ def _blocks(fixture: dict):
 
 
 @pytest.fixture(scope="module")
-def outputs() -> dict:
-    """(step, "run" or "help") -> what it printed at COLUMNS=80, all twelve started together. TMPDIR is
-    short, as /tmp is, so that the paths a run prints are the length a reader's would be."""
+def outputs(tmp_path_factory) -> dict:
+    """(step, "run" or "help") -> what it printed at COLUMNS=80. TMPDIR is short, as /tmp is, so that
+    the paths a run prints are the length a reader's would be."""
     short = tempfile.mkdtemp(dir="/tmp" if os.path.isdir("/tmp") else None)
-    env = offline_env(TMPDIR=short) | {"COLUMNS": str(COLUMNS)}
-    started = {
-        (step, kind): subprocess.Popen(
-            [sys.executable, f"{step}.py", *(["--help"] if kind == "help" else [])],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for step in STEPS
-        for kind in ("run", "help")
-    }
-    done = {key: process.communicate(timeout=120)[0] for key, process in started.items()}
-    assert all(process.returncode == 0 for process in started.values()), done
+    runs = tmp_path_factory.mktemp("runs")
+    done = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COLUMNS", str(COLUMNS))
+        patch.setenv("TMPDIR", short)
+        patch.setattr(tempfile, "tempdir", short)
+        for step in STEPS:
+            for kind, argv in (("run", []), ("help", ["--help"])):
+                code, done[step, kind] = main_in_process(patch, runs, step, *argv, width=COLUMNS)
+                assert code == 0, done[step, kind]
     return done
 
 
