@@ -10,7 +10,7 @@ import time
 
 import anthropic
 import pytest
-from conftest import ROOT, offline_env, run_script
+from conftest import ROOT, offline_env
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
 import s01_agent_loop as s01
@@ -139,15 +139,15 @@ def test_a_wrong_tool_call_is_answered_not_crashed(tmp_path):
 
 
 # -- the script as a reader runs it -----------------------------------------------------------------
-# One subprocess runs the script exactly as a reader types it; the other command-line behaviours run
-# main(argv) in-process through conftest's run_main (same argv, env and cwd; no ~2 s SDK import each).
+# The command-line behaviours run main(argv) in-process through conftest's run_main (same argv, env and
+# cwd; no ~1 s SDK import each). test_readme.py runs `python s01_agent_loop.py` as a reader types it.
 
 
-def test_no_key_replays_both_turns_with_their_token_figures():
-    done = run_script("s01_agent_loop.py")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "offline replay" in done.stdout and "turn 1" in done.stdout and "turn 2" in done.stdout
-    assert "tokens in 114 / out 65" in done.stdout and "tokens in 671" in done.stdout
+def test_no_key_replays_both_turns_with_their_token_figures(run_main):
+    code, out = run_main("s01_agent_loop")
+    assert code == 0, out
+    assert "offline replay" in out and "turn 1" in out and "turn 2" in out
+    assert "tokens in 114 / out 65" in out and "tokens in 671" in out
 
 
 def test_help_says_what_the_step_teaches_and_its_fixture(run_main):

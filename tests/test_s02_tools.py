@@ -9,7 +9,7 @@ from datetime import date
 
 import anthropic
 import pytest
-from conftest import ROOT, run_script
+from conftest import ROOT
 from standin import StandIn, message, scripted, text, tool_use
 
 import s01_agent_loop as s01
@@ -288,12 +288,12 @@ def test_the_fixture_pins_the_error_the_model_recovered_from():
         replay_fixture(fixture)  # the recorded turn 2 expects the invalid-input error, not the file
 
 
-def test_the_script_replays_its_fixture_offline():
-    done = run_script("s02_tools.py")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "offline replay of fixtures/s02_fix_divide_by_zero.json" in done.stdout
-    assert "invalid input for read_file" in done.stdout and "denied:" in done.stdout
-    assert "all tests passed" in done.stdout and "end_turn" in done.stdout
+def test_the_script_replays_its_fixture_offline(run_main):
+    code, out = run_main("s02_tools")  # `python s02_tools.py`, its main() in-process
+    assert code == 0, out
+    assert "offline replay of fixtures/s02_fix_divide_by_zero.json" in out
+    assert "invalid input for read_file" in out and "denied:" in out
+    assert "all tests passed" in out and "end_turn" in out
 
 
 def test_help_names_the_permission_modes_and_the_fixture(capsys):

@@ -15,7 +15,7 @@ import threading
 
 import anthropic
 import pytest
-from conftest import ROOT, STEPS, load_step, run_script
+from conftest import ROOT, STEPS, load_step
 from rich.console import Console
 from standin import StandIn, message, scripted, text, tool_use
 
@@ -301,12 +301,14 @@ def test_the_turn_shows_which_calls_ran_together(step, monkeypatch):
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-def test_the_fixture_replays_through_its_script(name):
+def test_the_fixture_replays_through_its_script(name, run_main):
+    """`python SCRIPT.py --replay F --read-latency 0`, as its main() runs it (in-process: the output and
+    exit code are the same, without an interpreter start and an SDK import)."""
     fixture = fixtures.load_fixture(ROOT / "fixtures" / name)
-    done = run_script(f"{fixture['script']}.py", "--replay", f"fixtures/{name}", "--read-latency", "0")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"offline replay of fixtures/{name}" in done.stdout and "end_turn" in done.stdout
-    assert "same group = ran together" in done.stdout
+    code, out = run_main(fixture["script"], "--replay", f"fixtures/{name}", "--read-latency", "0")
+    assert code == 0, out
+    assert f"offline replay of fixtures/{name}" in out and "end_turn" in out
+    assert "same group = ran together" in out
 
 
 def replay_in_process(step, name: str):

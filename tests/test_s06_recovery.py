@@ -6,7 +6,7 @@ import json
 
 import anthropic
 import pytest
-from conftest import ROOT, STEPS, load_step, run_script
+from conftest import ROOT, STEPS, load_step
 from rich.console import Console
 from standin import Reply, StandIn, api_error, message, text, tool_use
 
@@ -434,10 +434,10 @@ def test_main_writes_a_trace_and_replays_it(step, tmp_path):
 
 
 @pytest.mark.parametrize("step_name", STEPS_FROM)
-def test_with_no_key_it_replays_its_default_fixture(step_name):
-    done = run_script(f"{step_name}.py")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "→ escalate" in done.stdout and "→ continue" in done.stdout and "→ done" in done.stdout
+def test_with_no_key_it_replays_its_default_fixture(step_name, run_main):
+    code, out = run_main(step_name)  # `python s06_recovery.py`, its main() in-process
+    assert code == 0, out
+    assert "→ escalate" in out and "→ continue" in out and "→ done" in out
 
 
 # -- live, over real HTTP, against a stand-in that misbehaves in ways no fixture shows --------------
