@@ -18,6 +18,8 @@ module only judges whether a delta applies to the request before it.
 
 from __future__ import annotations
 
+import json
+
 _ABSENT = object()  # a field the request before did not have
 DELTA_FIELDS = ("messages_kept", "messages_added", "set", "unset")
 MAX_REBUILT_MESSAGES = 5_000_000  # messages in all rebuilt requests (1,000 turns of s06: ~1,000,000)
@@ -77,7 +79,7 @@ def delta_problem(previous, delta) -> str | None:
         return f": must be an object of {', '.join(DELTA_FIELDS)}"
     unknown = [k for k in delta if k not in DELTA_FIELDS]
     if unknown:
-        return f".{unknown[0]}: not a field of a request delta ({', '.join(DELTA_FIELDS)})"
+        return f".{_shown(unknown[0])}: not a field of a request delta ({', '.join(DELTA_FIELDS)})"
     kept, count = delta.get("messages_kept"), len(previous["messages"])
     if not isinstance(kept, int) or isinstance(kept, bool) or not 0 <= kept <= count:
         return f".messages_kept: must be a whole number from 0 to {count}, the messages of the request before"
@@ -93,8 +95,13 @@ def delta_problem(previous, delta) -> str | None:
             return ".set/unset: `messages` changes only through messages_kept and messages_added"
     missing = [name for name in gone if name not in previous or name in changed]
     if missing:
-        return f".unset: `{missing[0]}` is not a field of the request before, or is also set"
+        return f".unset: `{_shown(missing[0])}` is not a field of the request before, or is also set"
     return None
+
+
+def _shown(name: str) -> str:
+    """A field name from an untrusted file as a one-line message may show it: escapes stay escaped."""
+    return name[:40] if name.isidentifier() else json.dumps(name)[:40]
 
 
 def rebuilt_exchanges(exchanges: list) -> tuple[list, str | None]:
