@@ -8,7 +8,7 @@ import os
 import pytest
 from conftest import ROOT, STEPS
 
-from workbook import cli, fixtures
+from workbook import cli, fixtures, request_delta
 
 DEFAULT = {  # each step's own fixture, as the corpus's base
     "s01_agent_loop": "s01_hello_agent.json",
@@ -31,7 +31,29 @@ def hostile_fixtures(step: str) -> dict:
             if block.get("type") == "text":
                 block["text"] += ESCAPES
     deep = copy.deepcopy(base) | {"task": "[" * 5000}
-    return {"escapes": escaped, "deep_task": deep, "not_a_fixture": [1, 2, 3], "empty": {}}
+    shapes = {"escapes": escaped, "deep_task": deep, "not_a_fixture": [1, 2, 3], "empty": {}}
+    return shapes | hostile_deltas(base)
+
+
+def hostile_deltas(base: dict) -> dict:
+    """name -> the fixture stored as deltas (each request as what is new since the one before), broken."""
+    stored = base | {"exchanges": request_delta.stored_exchanges(base["exchanges"])}
+    first = {k: v for k, v in stored["exchanges"][0].items() if k != "request"}
+    broken_first = [first | {"request_delta": {"messages_kept": 0, "messages_added": []}}]
+    deltas = {  # the second exchange's request_delta
+        "delta_kept_huge": {"messages_kept": 10**30, "messages_added": []},
+        "delta_kept_string": {"messages_kept": "all", "messages_added": []},
+        "delta_added_object": {"messages_kept": 0, "messages_added": {"role": "user"}},
+        "delta_set_messages": {"messages_kept": 0, "messages_added": [], "set": {"messages": "x"}},
+        "delta_unset_twice": {"messages_kept": 0, "messages_added": [], "unset": ["model", "model"]},
+        "delta_not_an_object": None,
+        "delta_escapes": {"messages_kept": 0, "messages_added": [], ESCAPES: 1},
+    }
+    shapes = {"delta_first": stored | {"exchanges": broken_first + stored["exchanges"][1:]}}
+    for name, delta in deltas.items():
+        second = {"request_delta": delta, "response": stored["exchanges"][0]["response"]}
+        shapes[name] = stored | {"exchanges": [stored["exchanges"][0], second]}
+    return shapes
 
 
 def one_line_or_none(out: str) -> None:

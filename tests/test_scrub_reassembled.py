@@ -2,7 +2,7 @@
 
 import json
 
-from workbook import record, scrub, wire
+from workbook import journal, scrub, wire
 
 KEY = "sk-ant-api03-split-across-deltas-0123456789"
 
@@ -77,7 +77,7 @@ def test_a_recorded_response_is_scrubbed_across_its_deltas(monkeypatch):
         "status": 200,
         "stream": streamed_tool_use(['{"command": "echo ' + KEY[:10], KEY[10:] + '"}']),
     }
-    assert KEY[10:] not in json.dumps(record.scrubbed(response))
+    assert KEY[10:] not in json.dumps(journal.scrubbed(response))
 
 
 def test_custom_header_values_and_token_urls_are_secrets(monkeypatch):

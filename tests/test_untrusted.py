@@ -29,6 +29,7 @@ from workbook import (
     files,
     fixture_flags,
     fixtures,
+    journal,
     launch,
     scratch,
     scrub,
@@ -452,7 +453,8 @@ def test_kill_9_during_a_recording_keeps_the_exchanges_so_far(tmp_path):
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert len(fixtures.load_fixture(recording)["exchanges"]) == 1
+    assert not recording.exists()  # the run never ended: its exchanges are in its journal, which loads
+    assert len(fixtures.load_fixture(journal.journal_of(recording))["exchanges"]) == 1
 
 
 def test_record_refuses_to_overwrite_without_force(tmp_path):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from workbook import trust as trust_list
 from workbook.errors import FixtureError, WorkbookError, one_line
-from workbook.files import parse_json, read_bytes, read_json, write_atomic, write_json
-from workbook.fixtures import checked_fixture, load_fixture, load_with_bytes
+from workbook.files import read_bytes, read_json, write_atomic, write_json
+from workbook.fixtures import checked_fixture, load_fixture, load_with_bytes, parsed_fixture
 from workbook.launch import REBUILD_ENV, absolute_args, display_name
 from workbook.paths import ROOT, STEPS
 from workbook.scratch import new_run_folder, remove_tree
@@ -20,7 +20,7 @@ from workbook.trust import fixture_digest, is_trusted, recorded_commands
 def trust(path: str | Path) -> str:
     """Add a fixture, as it is now, to the trust list; an older entry for the same path is replaced."""
     raw = read_bytes(path, "fixture")
-    fixture = checked_fixture(path, parse_json(path, raw, "fixture", "fix the file or re-record it"))
+    fixture = checked_fixture(path, parsed_fixture(path, raw))
     name, digest = display_name(Path(path)), fixture_digest(raw)
     entry, lines = f"{digest}  {name}", _trust_lines()
     same = [i for i, line in enumerate(lines) if not line.startswith("#") and line.partition("  ")[2] == name]

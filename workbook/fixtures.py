@@ -11,9 +11,12 @@ from workbook.environment import environment_problems
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import MAX_JSON_DEPTH, json_depth, parse_json, read_bytes
 from workbook.fixture_flags import args_problems
+from workbook.journal import is_journal, read_journal
 from workbook.paths import STEPS
+from workbook.request_delta import rebuilt_exchanges
 from workbook.scratch import workspace_problem
 
+HINT = "fix the file or re-record it"
 FIXTURE_FIELDS = ("script", "scenario", "description", "provenance", "task", "workspace", "exchanges")
 
 
@@ -26,7 +29,7 @@ def load_with_bytes(path: str | Path) -> tuple[dict, bytes]:
     """The checked fixture and the exact bytes it came from (what trust is judged on)."""
     try:
         raw = read_bytes(path, "fixture")
-        fixture = checked_fixture(path, parse_json(path, raw, "fixture", "fix the file or re-record it"))
+        fixture = checked_fixture(path, parsed_fixture(path, raw))
     except FixtureError:
         raise
     except WorkbookError as err:
@@ -35,8 +38,17 @@ def load_with_bytes(path: str | Path) -> tuple[dict, bytes]:
     return fixture, raw
 
 
+def parsed_fixture(path, raw: bytes):
+    """A fixture file's JSON, or a recording's journal (`F.json.journal`, one line per exchange) read
+    as one fixture: not yet checked, its requests as stored."""
+    return read_journal(path, raw) if is_journal(path) else parse_json(path, raw, "fixture", HINT)
+
+
 def checked_fixture(path, fixture) -> dict:
-    for problem in _problems(fixture):  # read from a file: its nesting was measured on the text
+    """The fixture with every request whole (a recording stores each as a delta of the one before:
+    workbook/request_delta.py), checked; the first problem raises FixtureError naming the place."""
+    fixture, problems = _checked(fixture)  # read from a file: its nesting was measured on the text
+    for problem in problems:
         raise FixtureError(f"{path}: {problem}")
     return fixture
 
@@ -45,15 +57,26 @@ def fixture_problems(fixture) -> list[str]:
     """Everything wrong with a parsed fixture, each naming its place (e.g. `exchanges[2].response`)."""
     if isinstance(fixture, dict) and json_depth(fixture) > MAX_JSON_DEPTH:
         return [f"nested more than {MAX_JSON_DEPTH} levels deep"]
-    return _problems(fixture)
+    return _checked(fixture)[1]
 
 
-def _problems(fixture) -> list[str]:
+def _checked(fixture) -> tuple[dict, list[str]]:
+    """The fixture with its requests rebuilt in full, and everything wrong with it. Text is checked on
+    the stored form (each string once), the requests once rebuilt (each as the API would see it)."""
     if not isinstance(fixture, dict):
-        return ["the top level must be a JSON object"]
+        return fixture, ["the top level must be a JSON object"]
     surrogate = _lone_surrogate(fixture)
     if surrogate:  # JSON's \ud800 escape parses, but no terminal or file can hold it: every print would fail
-        return [f"{surrogate}: holds a lone surrogate (a \\ud800-style escape that is not text)"]
+        return fixture, [f"{surrogate}: holds a lone surrogate (a \\ud800-style escape that is not text)"]
+    if isinstance(fixture.get("exchanges"), list):
+        exchanges, problem = rebuilt_exchanges(fixture["exchanges"])
+        if problem:
+            return fixture, [problem]
+        fixture = fixture | {"exchanges": exchanges}
+    return fixture, _problems(fixture)
+
+
+def _problems(fixture: dict) -> list[str]:
     problems = [f"missing field `{name}`" for name in FIXTURE_FIELDS if name not in fixture]
     if problems:
         return problems

@@ -6,15 +6,17 @@ import argparse
 import gc
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anthropic
 
 from workbook.errors import FixtureError, WorkbookError
-from workbook.files import write_json
+from workbook.files import refuse_unwritable, write_json
 from workbook.fixtures import load_with_bytes
+from workbook.journal import Journal, journal_of
 from workbook.paths import ROOT, UNGATED
-from workbook.record import RecordingTransport, save_recording
+from workbook.record import RecordingTransport, recording_header, save_recording
 from workbook.replay import ReplayTransport, replay_client
 from workbook.scratch import copy_workspace, release
 from workbook.scrub import public_endpoint
@@ -68,13 +70,14 @@ class Run:
     fixture_args: list[str] = field(default_factory=list)  # the fixture's checked flags, paths made absolute
     folder: Path | None = None  # a replay's run folder: its workspace copy, and the files the step keeps
     environment: dict | None = None  # s02: folder, OS, date, git, for the system prompt (environment.py)
+    journal: Journal | None = None  # record mode: each exchange appended as it completes (journal.py)
 
     def finish(self) -> str | None:
         """End the run: save what record mode captured (or what a rebuild observed), remove the
         replay's workspace copy. Returns a line for the reader, or None; never raises."""
         try:
             if self.mode == "record":
-                return save_recording(self)
+                return save_recording(self, self.journal)
             if os.environ.get(REBUILD_ENV) and self.mode == "replay":
                 return save_rebuild(self)
             return None
@@ -208,13 +211,22 @@ def _start_record(args, model: str, script: str, key: str, client_options: dict)
         raise WorkbookError(
             f"--record {target}: the file exists — pick another name, or add --force to replace it"
         )
+    journal = journal_of(target)
+    refuse_unwritable(journal, "--record")  # a folder or a device there is one line now, not a lost run
+    if os.path.lexists(journal) and not getattr(args, "force", False):
+        raise WorkbookError(
+            f"--record {target}: {journal} holds a killed recording's exchanges (it replays with --replay "
+            f"{journal}) — move it away, or add --force to record over it"
+        )
     transport = RecordingTransport()
     http = anthropic.DefaultHttpxClient(transport=transport)
     client = anthropic.Anthropic(api_key=key, http_client=http, **client_options)
     workspace = _live_workspace(args)
     banner = f"recording a live run of {model} to {target}; tools act in {workspace}"
     run = Run(client, "record", args.task, workspace, model, banner, target, transport, script=script)
-    transport.on_exchange = lambda: save_recording(run)  # kept after each exchange: kill -9 loses none
+    # each exchange is appended as it completes (kill -9 loses none); the header is asked for then
+    run.journal = Journal(journal, partial(recording_header, run))
+    transport.on_exchange = run.journal.append
     return run
 
 

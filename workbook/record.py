@@ -1,4 +1,4 @@
-"""Record mode: the real network, with every exchange kept and saved as a fixture."""
+"""Record mode: the real network, each exchange appended to a journal that becomes a fixture at the end."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import anthropic
 import httpx2
 
 from workbook.contract import exchange_problems
-from workbook.errors import WorkbookError, one_line
-from workbook.files import write_json
-from workbook.scrub import public_endpoint, scrub_stream
+from workbook.errors import FixtureError, WorkbookError, one_line
+from workbook.files import read_bytes, write_json
+from workbook.journal import Journal, read_journal
+from workbook.request_delta import rebuilt_exchanges, stored_exchanges
+from workbook.scrub import public_endpoint
 
 if TYPE_CHECKING:  # for the annotations only: launch imports this module
     from workbook.launch import Run
@@ -38,43 +40,45 @@ class _TeeStream(httpx2.SyncByteStream):
 
 
 class RecordingTransport(httpx2.BaseTransport):
-    """Sends requests to the real API and keeps each request body and response for the fixture.
+    """Sends requests to the real API and hands each completed exchange (request body and response)
+    to `on_exchange`: record mode appends it to the run's journal (workbook/journal.py).
 
-    Only the request body is kept: never the request headers, so the API key cannot leak.
+    Only the request body is kept: never the request headers, so the API key cannot leak. Nothing is
+    kept here once handed on: a long run's memory does not grow with every request it sent.
     """
 
     def __init__(self, inner: httpx2.BaseTransport | None = None, on_exchange=None):
         self.inner = inner or httpx2.HTTPTransport()
-        self.exchanges: list[dict] = []
-        self.on_exchange = on_exchange  # called after each exchange completes (record mode saves then)
+        self.on_exchange = on_exchange  # called with each exchange as it completes
+        self.completed = 0  # exchanges handed on
         self.save_error: str | None = None  # the last failure of on_exchange, reported at the end
 
-    def _completed(self) -> None:
+    def _completed(self, exchange: dict) -> None:
+        self.completed += 1
         if self.on_exchange:
             try:
-                self.on_exchange()
+                self.on_exchange(exchange)
             except (WorkbookError, OSError) as err:  # a full disk must not stop the live run mid-turn
                 self.save_error = one_line(err)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         exchange = {"request": json.loads(request.read() or b"{}")}
-        self.exchanges.append(exchange)
         try:
             response = self.inner.handle_request(request)
         except httpx2.TimeoutException:
             exchange["response"] = {"error": "timeout"}
-            self._completed()
+            self._completed(exchange)
             raise
         except httpx2.TransportError:
             exchange["response"] = {"error": "connect"}
-            self._completed()
+            self._completed(exchange)
             raise
         headers = {k: v for k, v in response.headers.items() if k.lower() in KEPT_RESPONSE_HEADERS}
         exchange["response"] = {"status": response.status_code, "headers": headers}
 
         def done(raw: bytes) -> None:
             exchange["response"].update(_parse_body(raw, headers))
-            self._completed()
+            self._completed(exchange)
 
         tee = _TeeStream(response.stream, done)
         return httpx2.Response(response.status_code, headers=response.headers, stream=tee)
@@ -99,13 +103,10 @@ def _parse_body(raw: bytes, headers: dict) -> dict:
         }
 
 
-def save_recording(run: Run) -> str:
-    """Write a live run as a fixture with provenance `recorded`: the endpoint without its userinfo or
-    query, every secret this process holds scrubbed, atomically. Called after every exchange."""
-    done = [e for e in run.transport.exchanges if not exchange_problems(e)]  # whole ones: the file loads
-    if not done:
-        return f"nothing recorded: no exchange with the API completed ({run.fixture_path} not written)"
-    fixture = {
+def recording_header(run: Run) -> dict:
+    """A recording's fields but its exchanges, with provenance `recorded`: the endpoint without its
+    userinfo or query (every other secret is scrubbed as the journal's lines are written)."""
+    header = {
         "script": run.script,
         "scenario": run.fixture_path.stem,
         "description": f"A live run of {run.script}: {run.task}",
@@ -119,16 +120,36 @@ def save_recording(run: Run) -> str:
         "task": run.task,
         "workspace": "",
         "match": "structure",  # live tool output (dates, sizes) differs between machines
-        "exchanges": [dict(e, response=scrubbed(e["response"]), match="structure") for e in done],
     }
     if run.environment:  # s02's system prompt names the folder and the date: its replay sends the same
-        fixture["environment"] = run.environment
-    write_json(run.fixture_path, fixture)  # write_json scrubs every whole string; scrubbed() the deltas
-    return f"recorded {len(done)} exchanges to {run.fixture_path}"
+        header["environment"] = run.environment
+    return header
 
 
-def scrubbed(response: dict) -> dict:
-    """A response with the secrets removed from what its stream's deltas add up to (see scrub_stream)."""
-    if isinstance(response.get("stream"), list):
-        return response | {"stream": scrub_stream(response["stream"])}
-    return response
+def save_recording(run: Run, journal: Journal) -> str:
+    """At the end of a recording, whatever ended it: its journal becomes the fixture, atomically, and is
+    removed. Only whole exchanges are kept (one the API would refuse, or cut short, would not load)."""
+    journal.close()
+    if not journal.count:
+        why = run.transport.save_error or "no exchange with the API completed"
+        return f"nothing recorded: {why} ({run.fixture_path} not written)"
+    try:
+        return _journal_to_fixture(run, journal)
+    except (WorkbookError, OSError) as err:
+        kept = f"the exchanges so far are in {journal.path}, which loads as a fixture"
+        raise WorkbookError(f"{one_line(err)} — {kept}") from None
+
+
+def _journal_to_fixture(run: Run, journal: Journal) -> str:
+    loaded = read_journal(journal.path, read_bytes(journal.path, "fixture"))
+    exchanges, problem = rebuilt_exchanges(loaded["exchanges"])
+    if problem:
+        raise FixtureError(f"{journal.path}: {problem}")
+    whole = [exchange for exchange in exchanges if not exchange_problems(exchange)]
+    if not whole:
+        journal.remove()
+        return f"nothing recorded: no exchange the API would accept ({run.fixture_path} not written)"
+    write_json(run.fixture_path, loaded | {"exchanges": stored_exchanges(whole)})  # scrubbed as written
+    journal.remove()
+    lost = f"; the journal missed some: {run.transport.save_error}" if run.transport.save_error else ""
+    return f"recorded {len(whole)} exchanges to {run.fixture_path}{lost}"
