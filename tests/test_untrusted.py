@@ -420,11 +420,24 @@ for n in range(10**6):
 """
 
 
+def wait_for_saves(proc: subprocess.Popen, path: Path, saves: int, timeout: float = 120) -> None:
+    """Until `path` has been replaced `saves` times (each atomic save renames a new file over it, with a
+    new inode), or fail: the event that says the saver is saving again, not a guess of when it is."""
+    seen, deadline = path.stat().st_ino, time.monotonic() + timeout  # a safety net only
+    while saves:
+        assert proc.poll() is None, "the saver ended"
+        assert time.monotonic() < deadline, f"{path.name} was not saved {saves} more time(s)"
+        inode = path.stat().st_ino
+        saves -= inode != seen
+        seen = inode
+        time.sleep(0.005)
+
+
 def test_kill_9_during_a_save_leaves_a_whole_file(tmp_path):
     target = tmp_path / "conversation.json"
     target.write_bytes(b"A" * 30_000_000)
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], cwd=ROOT, env=offline_env())
-    time.sleep(1.5)
+    wait_for_saves(proc, target, 1)  # killed while it writes the next one
     assert proc.poll() is None, "the writer was still writing when killed"
     proc.kill()
     proc.wait()
@@ -540,13 +553,20 @@ def test_a_process_removes_its_copies_when_it_exits():
 
 
 def test_ctrl_c_while_replay_py_starts_is_not_a_traceback():
-    command = [sys.executable, "-m", "workbook", "check", str(HELLO)]
+    # As for a step below: the -X importtime line of the workbook package (its Ctrl-C hook set, the
+    # command and the SDK still to load) says when to press Ctrl-C.
+    command = [sys.executable, "-X", "importtime", "-m", "workbook", "check", str(HELLO)]
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc = subprocess.Popen(command, cwd=ROOT, env=offline_env(), **pipes)
-    time.sleep(0.3)  # while it imports the SDK
+    said = []
+    for line in proc.stderr:
+        said.append(line)
+        if line.rstrip().endswith("| workbook"):
+            break
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert "Traceback" not in out + err
+    err = "".join(said) + err
+    assert proc.returncode == 130 and "Traceback" not in out + err and "interrupted" in out + err
 
 
 # -- the steps: bash's environment, the gate, file tools, limits, saves ------------------------------
@@ -703,18 +723,18 @@ def test_a_folder_or_a_deep_file_as_resume_is_one_line(run_main, tmp_path):
 SAVER = """
 import sys
 from workbook import conversation
-messages = [{"role": "user", "content": "x" * 1_000_000} for _ in range(30)]
+messages = [{"role": "user", "content": "x" * 300_000} for _ in range(10)]
 while True:
     conversation.save_conversation(messages, __import__("pathlib").Path(sys.argv[1]))
 """
 
 
-@pytest.mark.parametrize("after", [1.5, 2.0, 2.5])
-def test_kill_9_during_a_conversation_save_leaves_it_whole(tmp_path, after):
+@pytest.mark.parametrize("saves", [1, 2, 3])
+def test_kill_9_during_a_conversation_save_leaves_it_whole(tmp_path, saves):
     saved = tmp_path / "conversation.json"
     saved.write_text(json.dumps([{"role": "user", "content": "the old one"}]))
     proc = subprocess.Popen([sys.executable, "-c", SAVER, str(saved)], cwd=ROOT, env=offline_env())
-    time.sleep(after)
+    wait_for_saves(proc, saved, saves)  # then killed while it writes the next one
     assert proc.poll() is None
     proc.kill()
     proc.wait()
