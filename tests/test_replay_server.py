@@ -942,3 +942,74 @@ def test_a_big_body_is_judged_off_the_loop_while_others_are_answered(serve):
     assert post(server.url, request(TURN1), key="small")[0] == 200
     assert [who for who, _ in judged_on] == ["big", "big", "small"]
     assert judged_on[1][1].startswith("replay-judge") and not judged_on[2][1].startswith("replay-judge")
+
+
+# -- issue 29: the recording's own bytes are served without being judged again ----------------------
+
+
+def sdk_bytes(exchange: int, fixture: dict = FIXTURE) -> bytes:
+    """A recorded request as the SDK writes it (compact JSON): what a student's SDK loop sends."""
+    from workbook.replay import sdk_json
+
+    return sdk_json(fixture["exchanges"][exchange]["request"])
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """The bodies the server parsed (the full path), in order."""
+    parsed = []
+
+    def counting(raw: bytes):
+        parsed.append(raw)
+        return json.loads(raw)
+
+    monkeypatch.setattr(classroom_server, "parse_json", counting)
+    return parsed
+
+
+def test_the_recordings_own_bytes_are_served_without_a_parse(serve, parses):
+    server, log = serve()
+    assert post(server.url, sdk_bytes(0))[2] == BODY1  # a new student: judged in full, once
+    assert len(parses) == 1
+    assert post(server.url, sdk_bytes(1))[2] == BODY2  # turn 2, byte for byte the recording's
+    status, _, data = post(server.url, sdk_bytes(0))  # the program run again: a restart
+    assert (status, data) == (200, BODY1)
+    assert post(server.url, sdk_bytes(0), stream="x") == post(server.url, sdk_bytes(0), stream="y")
+    assert len(parses) == 1  # none of these was parsed
+    row = server.classroom.status()["students"][0]
+    assert (row["turn"], row["requests"], row["restarts"], row["last"]) == (1, 5, 3, "200 tool_use (json)")
+    lines = log.getvalue().splitlines()
+    assert "turn 2/2" in lines[1] and "200 end_turn (json)" in lines[1]
+    assert "turn 1/2" in lines[2] and "restart · 200 tool_use (json)" in lines[2]
+
+
+def test_other_bytes_a_beta_or_the_grader_take_the_full_path(serve, parses):
+    server, _ = serve()
+    post(server.url, sdk_bytes(0))
+    spaced = json.dumps(FIXTURE["exchanges"][1]["request"]).encode()  # the same request, other bytes
+    assert post(server.url, spaced)[2] == BODY2
+    assert post(server.url, sdk_bytes(0), anthropic_beta="some-beta-2025-01-01")[0] == 200
+    seen = []
+    server.classroom.observer = lambda student, *_: seen.append(student)
+    assert post(server.url, sdk_bytes(1))[0] == 200
+    assert (len(parses), seen) == (4, ["alice"])
+
+
+def test_the_recordings_bytes_keep_a_recorded_retry_a_retry(serve, tmp_path, parses):
+    def edit(f):
+        error = {
+            "status": 529,
+            "headers": {},
+            "body": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        }
+        f["exchanges"].insert(0, {"request": FIXTURE["exchanges"][0]["request"], "response": error})
+
+    retry = variant(tmp_path, "retry", edit)
+    server, _ = serve(retry=retry)
+    assert post(server.url, sdk_bytes(0, retry))[0] == 529
+    assert post(server.url, sdk_bytes(1, retry))[0] == 200
+    assert post(server.url, sdk_bytes(2, retry))[0] == 200
+    assert post(server.url, sdk_bytes(1, retry))[0] == 529  # turn 1 after the end: a restart, as recorded
+    assert len(parses) == 1
+    row = server.classroom.status()["students"][0]
+    assert (row["turn"], row["restarts"]) == (1, 1)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from workbook import contract, threads
 from workbook.compare import request_diff
+from workbook.replay import RecordedBytes
 from workbook.wire import client_headers, events_to_message, message_to_events, recorded_message
 
 LOOPBACK = "127.0.0.1"
@@ -109,6 +110,29 @@ class Reply:
     body: dict | None = None
     events: list | None = None
     drop: bool = False
+    # For a reply served again and again (a recorded one, kept by the classroom): a place where the HTTP
+    # layer keeps the bytes it wrote, so the next student's copy is not serialised again. None: not kept.
+    wire: dict | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class Recorded:
+    """One recorded exchange as the fast path serves it: its request as the SDK writes it, whether a
+    request equal to it needs no judging, and its replies (JSON and SSE), each built once."""
+
+    request: dict
+    response: dict
+    sent: bytes  # the recorded request as the SDK writes it: compact JSON, UTF-8, the recording's key order
+    plain: bool  # no thread, no "replay:" model, and the API's rules hold with no beta header
+    replies: dict = field(default_factory=dict)  # stream? -> (Reply, what the log says of it)
+
+    def reply(self, stream: bool) -> tuple[Reply, str]:
+        kept = self.replies.get(stream)
+        if kept is None:
+            reply = recorded_reply(self.response, stream)
+            reply.wire = {}
+            kept = self.replies[stream] = (reply, describe(reply))
+        return kept
 
 
 def api_error(status: int, kind: str, message: str, details: dict | None = None) -> Reply:
@@ -130,6 +154,64 @@ class Classroom:
         self.observer = (
             None  # grade.py's hook: observer(student, fixture, turn, body, reply, mistake, headers)
         )
+        self.recorded: dict[str, list[Recorded]] = {}  # fixture name -> its exchanges, for the fast path
+
+    def answer_sent(self, student: str, sent: bytes, chosen: str | None, headers: dict) -> Reply | None:
+        """The fast path: a request byte for byte the SDK's writing of the recording's next request (or of
+        its first, when that starts the student over) gets its recorded reply with no parse, no check
+        and no comparison: the recording was checked when the fixture loaded, and equal bytes are an
+        equal request. None for anything else, which `answer` then judges in full.
+
+        Only for a student already known, with no anthropic-beta header (a beta can change a rule), and
+        no observer (the grader reads each body)."""
+        name = self.fixture_named(chosen)
+        desk = self.desks.get(student)
+        if name is None or desk is None or self.observer or headers.get("anthropic-beta"):
+            return None
+        with desk:
+            cursor = self.cursors.get((student, name))
+            if cursor is None:
+                return None
+            recorded, served, note = self.recordings(name), cursor.served, ""
+            if served < len(recorded) and recorded[served].plain and sent == recorded[served].sent:
+                turn = served + 1
+            elif served and recorded[0].plain and sent == recorded[0].sent:
+                if not self.starts_over(name, cursor, recorded[0].request["messages"]):
+                    return None
+                turn, note = 1, "restart · "
+                cursor.restarts += 1
+            else:
+                return None
+            reply, said = recorded[turn - 1].reply(recorded[turn - 1].request.get("stream") is True)
+            cursor.requests += 1
+            cursor.served, cursor.last = turn, said
+            self.log(student, name, self.turn(name, turn), note + said)
+            return reply
+
+    def fixture_named(self, chosen: str | None) -> str | None:
+        """The fixture the header names, else the default (the fast path's exchanges never name one in
+        their model); None when the header names none served here."""
+        if not chosen:
+            return next(iter(self.fixtures))
+        name = Path(chosen.strip()).stem
+        return name if name in self.fixtures else None
+
+    def recordings(self, name: str) -> list[Recorded]:
+        """A fixture's exchanges for the fast path, built at its first use (RecordedBytes writes each
+        request from the one before, so the whole fixture costs about one write of its bytes)."""
+        recorded = self.recorded.get(name)
+        if recorded is None:
+            writer, recorded = RecordedBytes(), []
+            for exchange in self.fixtures[name]["exchanges"]:
+                request = exchange["request"]
+                plain = (
+                    request.get("thread") is None
+                    and not str(request.get("model", "")).startswith(MODEL_PREFIX)
+                    and not contract.request_problems(request, contract.NO_BETAS)
+                )
+                recorded.append(Recorded(request, exchange["response"], writer.of(request), plain))
+            self.recorded[name] = recorded
+        return recorded
 
     def answer(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
         """The reply to one request from one student; a mistake becomes a 400 and a log line.

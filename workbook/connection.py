@@ -200,7 +200,11 @@ class Connection:
         """A reply: JSON with a length in one write, or SSE one chunk per event as each is ready."""
         headers = {k: v for k, v in reply.headers.items() if k.lower() not in NOT_RESENT}
         if reply.events is None:
-            data = json.dumps(reply.body, ensure_ascii=False).encode()
+            data = reply.wire.get("body") if reply.wire is not None else None
+            if data is None:
+                data = json.dumps(reply.body, ensure_ascii=False).encode()
+                if reply.wire is not None:
+                    reply.wire["body"] = data
             kind = {"content-type": "application/json", "content-length": len(data)}
             self.write(status_head(reply.status, headers | kind, keep_alive) + data)
             await self.drained()

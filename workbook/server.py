@@ -254,12 +254,16 @@ class ReplayServer:
                 "invalid_request_error",
                 "anthropic-version: header is required — send `anthropic-version: 2023-06-01`",
             )
+        chosen = request.headers.get(FIXTURE_HEADER)
+        if chosen is None or REAL_KEY_PREFIX not in utf8(chosen):  # the recording's own bytes: no parse
+            served = self.classroom.answer_sent(student, request.body, chosen, request.headers)
+            if served is not None:
+                return served
         try:
             body = parse_json(request.body)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             self.classroom.log(student, "-", "", "400 body is not JSON")
             return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
-        chosen = request.headers.get(FIXTURE_HEADER)
         if looks_like_a_key(chosen, body):  # never logged, never echoed
             self.classroom.log(student, "-", "", "404 a fixture name that looks like an API key (not shown)")
             return api_error(
