@@ -654,9 +654,9 @@ def test_kept_alive_connection_serves_many_requests_each_reply_in_one_write(serv
     writes = []
 
     class Counting(connection.Connection):
-        def __init__(self, server, reader, writer):
-            super().__init__(server, reader, writer)
-            sock = writer.get_extra_info("socket")
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            sock = transport.get_extra_info("socket")
             writes.append(("nodelay", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
 
         def write(self, data: bytes) -> None:
@@ -1013,3 +1013,53 @@ def test_the_recordings_bytes_keep_a_recorded_retry_a_retry(serve, tmp_path, par
     assert len(parses) == 1
     row = server.classroom.status()["students"][0]
     assert (row["turn"], row["restarts"]) == (1, 1)
+
+
+def test_requests_sent_back_to_back_or_in_pieces_are_each_answered_in_order(serve):
+    server, _ = serve()
+    first, second = (json.dumps(request(m)).encode() for m in (TURN1, turn2()))
+    both = head(content_length=len(first)) + first + head(content_length=len(second)) + second
+    parts = urlsplit(server.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        sock.sendall(both)  # pipelined: the second request arrives before the first is answered
+        sock.sendall(head(content_length=len(first))[:20])  # then a third, in pieces
+        threading.Event().wait(0.05)
+        sock.sendall(head(content_length=len(first))[20:] + first[:10])
+        threading.Event().wait(0.05)
+        sock.sendall(first[10:])
+        sock.shutdown(socket.SHUT_WR)  # sent all it will: still answered, then closed
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    replies = received.split(b"HTTP/1.1 ")[1:]
+    assert [r.split(b" ", 1)[0] for r in replies] == [b"200", b"200", b"200"]
+    assert [json.loads(r.split(b"\r\n\r\n", 1)[1])["stop_reason"] for r in replies] == [
+        "tool_use",
+        "end_turn",
+        "tool_use",
+    ]
+
+
+def test_a_client_that_stops_reading_its_replies_is_closed_after_the_write_limit(serve):
+    server, log = serve(limits=classroom.Limits(write=0.3))
+    parts = urlsplit(server.url)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+        sock.connect((parts.hostname, parts.port))
+        sock.settimeout(0.5)
+        asked = head("GET /", connection="keep-alive") * 200
+        try:
+            for _ in range(200):  # pipelined requests, never a reply read, until the server stops reading
+                sock.sendall(asked)
+        except (TimeoutError, ConnectionError):
+            pass
+        for _ in range(100):  # bounded: the server gives up within its write limit
+            if "timed out writing the reply" in log.getvalue():
+                break
+            threading.Event().wait(0.05)
+    assert "timed out writing the reply" in log.getvalue()
+    for _ in range(100):
+        if server.open_connections == 0:
+            break
+        threading.Event().wait(0.05)
+    assert server.open_connections == 0

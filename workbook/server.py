@@ -65,7 +65,7 @@ from workbook.classroom import (
     api_error,
     printable,
 )
-from workbook.connection import HEAD_BYTES, Connection, Page, Request
+from workbook.connection import Connection, Page, Request
 from workbook.errors import FixtureError, WorkbookError
 from workbook.fixtures import load_fixture
 from workbook.threads import PER_STUDENT_BYTES, TOTAL_BYTES
@@ -149,10 +149,13 @@ class ReplayServer:
 
     async def serve(self) -> None:
         self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
-        listening = await asyncio.start_server(self.connected, sock=self.socket, limit=HEAD_BYTES)
+        listening = await self.loop.create_server(self.new_connection, sock=self.socket)
         self.ready.set()
         async with listening:
             await self.stop.wait()
+
+    def new_connection(self) -> Connection:
+        return self.connection_class(self)
 
     def shutdown(self) -> None:
         """Stop serve_forever() from another thread, and wait for it to end."""
@@ -164,26 +167,22 @@ class ReplayServer:
         self.socket.close()
         self.workers.shutdown(wait=False)
 
-    async def connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """A new connection: served, unless the class or this client address has its most open already."""
-        address = (writer.get_extra_info("peername") or ("?",))[0]
+    def opened(self, address: str) -> bool:
+        """A new connection from `address`, counted; False (and a log line) when the class or this
+        client address has its most open already: it is closed at once."""
         full = self.too_many_connections(address)
         if full:
             self.classroom.log("?", "-", "", f"{address}: closed, {full}")
-            writer.close()
-            return
+            return False
         self.open_connections += 1
         self.open_from[address] = self.open_from.get(address, 0) + 1
-        try:
-            await self.connection_class(self, reader, writer).serve()
-        except Exception as err:  # a bug here must not end the server: one line in the log
-            self.classroom.log("?", "-", "", f"server error with {address}: {err!r}")
-        finally:
-            self.open_connections -= 1
-            self.open_from[address] -= 1
-            if not self.open_from[address]:
-                del self.open_from[address]
-            writer.close()
+        return True
+
+    def closed(self, address: str) -> None:
+        self.open_connections -= 1
+        self.open_from[address] -= 1
+        if not self.open_from[address]:
+            del self.open_from[address]
 
     def too_many_connections(self, address: str) -> str | None:
         if self.open_connections >= self.limits.connections:
@@ -192,9 +191,10 @@ class ReplayServer:
             return f"{self.caps.connections} open already from this address (its most)"
         return None
 
-    async def respond(self, request: Request, address: str) -> Reply | Page:
-        """What a request gets: judged here on the loop when small, on a worker thread when big or
-        when its student is still being answered (their desk is taken: waiting here would stop all)."""
+    def respond(self, request: Request, address: str) -> Reply | Page | asyncio.Future:
+        """What a request gets: judged here on the loop when small; when big, or when its student is
+        still being answered (their desk is taken: waiting here would stop all), on a worker thread,
+        and then what comes back is the future of its answer."""
         path, classroom = request.path, self.classroom
         if request.method == "GET":
             if path == "/replay/status":
@@ -216,12 +216,19 @@ class ReplayServer:
         desk = classroom.desks.get(student)
         known = desk is not None
         if len(request.body) >= OFF_LOOP_BYTES or (known and desk.locked()):
-            reply = await self.loop.run_in_executor(self.workers, judge, request, student)
-        else:
-            reply = judge(request, student)
-        if not known and student in classroom.desks:
-            self.names_from.setdefault(address, set()).add(student)
+            judged = self.loop.run_in_executor(self.workers, judge, request, student)
+            if not known:
+                judged.add_done_callback(lambda _: self.remember(student, address))
+            return judged
+        reply = judge(request, student)
+        if not known:
+            self.remember(student, address)
         return reply
+
+    def remember(self, student: str, address: str) -> None:
+        """A student new to the class counts among the names their client address brought."""
+        if student in self.classroom.desks:
+            self.names_from.setdefault(address, set()).add(student)
 
     def admit(self, student: str, address: str) -> Reply | None:
         """A 403 for a new name from an address that has brought its most already; else None."""
