@@ -1063,3 +1063,23 @@ def test_a_client_that_stops_reading_its_replies_is_closed_after_the_write_limit
             break
         threading.Event().wait(0.05)
     assert server.open_connections == 0
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["Host: x", "X-Api-Key:  alice ", "A: 1", "a: 2"],  # a name twice: joined
+        [],
+        ["bad line"],
+        [" x: y"],
+        ["x : y"],
+        ["x: y\xa0"],
+        ["x:\ny"],
+        ["x:"],
+        [":y"],
+        [f"h{i}: v" for i in range(101)],  # too many
+    ],
+)
+def test_a_head_read_in_one_pass_reads_as_it_does_line_by_line(lines):
+    head = "\r\n".join(["POST /v1/messages HTTP/1.1", *lines, "", ""]).encode("latin-1")
+    assert connection.parse_head(head) == connection.parse_head_by_line(head)

@@ -36,6 +36,9 @@ MOST_HEADERS = 100
 CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,8})(?:;[^\r\n]*)?\r?\n")  # plain hex digits, an extension
 PHRASES = {status.value: status.phrase for status in HTTPStatus} | {529: "Overloaded"}
 NO_CRLF = "a chunk's data must be followed by CRLF, as its size said"
+TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # a header's name, as HTTP spells one
+HEADER = re.compile(rf"({TOKEN}):([^\r\n]*)\r\n")
+PLAIN_HEADERS = re.compile(rf"(?:{TOKEN}:[^\r\n]*\r\n)*")
 NOT_RESENT = ("content-type", "content-length", "transfer-encoding", "connection")  # the server's own
 
 
@@ -378,7 +381,23 @@ def line_from(buffer: bytearray) -> bytes | None:
 
 
 def parse_head(head: bytes) -> Request | Reply:
-    """The request line and headers, or the 400 (431) that says why they are not HTTP/1.1."""
+    """The request line and headers, or the 400 (431) that says why they are not HTTP/1.1.
+
+    The usual head, each header a plain name and a value on its own line, is read in one pass of a
+    regular expression; any other is read line by line, which says what is wrong with it."""
+    text = head.decode("latin-1")
+    line_end = text.find("\r\n")
+    line, block = text[:line_end], text[line_end + 2 : -2]
+    parts = line.split()
+    if len(parts) == 3 and parts[2] in ("HTTP/1.1", "HTTP/1.0") and PLAIN_HEADERS.fullmatch(block):
+        pairs = HEADER.findall(block)
+        headers = {name.lower(): value.strip() for name, value in pairs}
+        if len(headers) == len(pairs) and len(pairs) <= MOST_HEADERS:  # else: a name twice, or too many
+            return Request(parts[0], parts[1], parts[2], headers)
+    return parse_head_by_line(head)
+
+
+def parse_head_by_line(head: bytes) -> Request | Reply:
     line, *lines = head[:-4].decode("latin-1").split("\r\n")
     parts = line.split()
     if len(parts) != 3 or parts[2] not in ("HTTP/1.1", "HTTP/1.0"):

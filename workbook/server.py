@@ -85,6 +85,8 @@ class AddressCaps:
 
 def utf8(header: str) -> str:
     """A header value as the client wrote it: http.server reads headers as latin-1, curl sends UTF-8."""
+    if header.isascii():
+        return header
     try:
         return header.encode("latin-1").decode("utf-8")
     except UnicodeError:
@@ -139,6 +141,7 @@ class ReplayServer:
         self.ready, self.stopped = threading.Event(), threading.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.stop: asyncio.Event | None = None
+        self.loop_thread, self.flush_due = 0, False
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until shutdown() (poll_interval: accepted for the standard servers' callers, not needed)."""
@@ -149,10 +152,24 @@ class ReplayServer:
 
     async def serve(self) -> None:
         self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+        self.loop_thread, self.classroom.flush = threading.get_ident(), self.flush_log_soon
         listening = await self.loop.create_server(self.new_connection, sock=self.socket)
         self.ready.set()
         async with listening:
             await self.stop.wait()
+
+    def flush_log_soon(self) -> None:
+        """The teacher's log flushed once per turn of the event loop, after every line that turn wrote
+        (a line a worker thread writes is flushed at once: it is not the loop's to schedule)."""
+        if threading.get_ident() != self.loop_thread:
+            self.classroom.out.flush()
+        elif not self.flush_due:
+            self.flush_due = True
+            self.loop.call_soon(self.flush_log)
+
+    def flush_log(self) -> None:
+        self.flush_due = False
+        self.classroom.out.flush()
 
     def new_connection(self) -> Connection:
         return self.connection_class(self)
