@@ -841,7 +841,7 @@ def test_the_load_benchmark_drives_every_server_with_wrk():
     from bench import server_load
 
     rows = server_load.wrk_levels(students=(2,), rounds=1, seconds=1)
-    assert {r["server"] for r in rows} == {"replay", "threaded", "asyncio"}
+    assert {r["server"] for r in rows} == {"replay", "replay-spaced", "threaded", "asyncio"}
     assert all(r["per_s"] > 0 and r["non_2xx"] == 0 for r in rows)
 
 
