@@ -1083,3 +1083,25 @@ def test_a_client_that_stops_reading_its_replies_is_closed_after_the_write_limit
 def test_a_head_read_in_one_pass_reads_as_it_does_line_by_line(lines):
     head = "\r\n".join(["POST /v1/messages HTTP/1.1", *lines, "", ""]).encode("latin-1")
     assert connection.parse_head(head) == connection.parse_head_by_line(head)
+
+
+def test_a_chunked_body_arriving_in_pieces_is_read_whole_and_its_framing_checked(serve):
+    server, _ = serve()
+    body = json.dumps(request(TURN1)).encode()
+    chunks = b"".join(
+        b"%x\r\n%s\r\n" % (len(body[i : i + 50]), body[i : i + 50]) for i in range(0, len(body), 50)
+    )
+    sent = head(transfer_encoding="chunked", connection="close") + chunks + b"0\r\ntrailer: x\r\n\r\n"
+    parts = urlsplit(server.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        for at in range(0, len(sent), 7):  # cut through sizes, data and CRLFs alike
+            sock.sendall(sent[at : at + 7])
+            if at % 140 == 0:
+                threading.Event().wait(0.01)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert answer_of(received)[0] == 200
+    chunked = head(transfer_encoding="chunked")
+    status, data = answer_of(raw_exchange(server.url, chunked + b"2\r\n{}xx\r\n0\r\n\r\n"))
+    assert status == 400 and "followed by CRLF" in error_message(data)

@@ -173,7 +173,8 @@ class Connection(asyncio.Protocol):
             self.log(f"timed out reading the request's {self.waiting}")
         if self.waiting == "writing":
             self.log("timed out writing the reply: the client stopped reading")
-            self.transport.abort()  # what it did not take is dropped
+        if self.transport.get_write_buffer_size():
+            self.transport.abort()  # what the client did not take is dropped: closing would wait for it
         else:
             self.transport.close()  # idle or lingering: closed without a word, as a kept-alive server does
         self.waiting = "closed"
@@ -242,7 +243,8 @@ class Connection(asyncio.Protocol):
             return self.chunks.take(self.buffer)
         if len(self.buffer) < self.length:
             return None
-        body = bytes(self.buffer[: self.length])
+        with memoryview(self.buffer) as view:  # one copy of the body, however big, not two
+            body = bytes(view[: self.length])
         del self.buffer[: self.length]
         return body
 
@@ -265,7 +267,7 @@ class Connection(asyncio.Protocol):
 
     def judged(self, done: asyncio.Future, request: Request) -> None:
         """A worker thread's answer, back on the loop: sent, then on to the requests that came meanwhile."""
-        if self.waiting == "closed":
+        if self.waiting == "closed" or done.cancelled():  # the client left, or the server is stopping
             return
         if done.exception() is not None:
             self.log(f"server error: {done.exception()!r}")
