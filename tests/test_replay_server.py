@@ -1105,3 +1105,15 @@ def test_a_chunked_body_arriving_in_pieces_is_read_whole_and_its_framing_checked
     chunked = head(transfer_encoding="chunked")
     status, data = answer_of(raw_exchange(server.url, chunked + b"2\r\n{}xx\r\n0\r\n\r\n"))
     assert status == 400 and "followed by CRLF" in error_message(data)
+
+
+def test_the_recordings_bytes_that_need_a_beta_are_still_judged_in_full(serve, tmp_path, parses):
+    def edit(f):  # a recording may use any beta (it keeps no headers): this one a server-held thread
+        f["exchanges"][0]["request"]["thread"] = {"type": "create"}
+
+    threaded = variant(tmp_path, "threaded", edit)
+    server, _ = serve(threaded=threaded)
+    for _ in range(2):  # a new student, then a known one: neither skips the check
+        status, _, data = post(server.url, sdk_bytes(0, threaded))
+        assert status == 400 and "requires the beta header" in error_message(data)
+    assert len(parses) == 2

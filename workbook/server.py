@@ -130,6 +130,8 @@ class ReplayServer:
     ):
         self.limits, self.caps = limits or Limits(), caps or AddressCaps()
         self.classroom = Classroom(fixtures, out, self.limits.students)
+        for name in fixtures:  # the fast path's bytes, written now rather than at a class's first request
+            self.classroom.recordings(name)
         # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
         self.socket = socket.create_server((host, port), backlog=1024)
         self.server_address = self.socket.getsockname()
