@@ -29,10 +29,13 @@ The rules, in one place (docs/teaching.md explains them to a class):
 A class at once (the limits are `Limits` and `AddressCaps`, below): one event loop holds every
 connection, so a thousand idle students cost sockets, not threads. A small request is judged on the
 loop itself (a few tens of microseconds); a big one, or one whose student is still being answered, goes
-to a worker thread, so one student's 17 MB request never holds up the others. A body above the API's
-32 MB is a 413 before it is read; slow clients time out; students and connections are capped, in all
-and per client address; server-held threads are capped in bytes (workbook/threads.py); names reach the
-teacher's terminal escaped, and a real API key never reaches it at all.
+to a worker thread, so one student's 17 MB request never holds up the others. A request that is byte for
+byte the SDK's writing of the recording's next one (what the workbook's own steps send) is answered
+without being parsed or judged again (Classroom.answer_sent): it was checked when the fixture loaded.
+A body above the API's 32 MB is a 413 before it is read; slow clients time out; students and
+connections are capped, in all and per client address; server-held threads are capped in bytes
+(workbook/threads.py); names reach the teacher's terminal escaped, and a real API key never reaches
+it at all.
 The recorded replies are recordings: they do not read a student's tool output (the front page says so).
 
 Run: python -m workbook serve fixtures/s01_hello_agent.json [MORE.json ...] [--port 8765] [--host 0.0.0.0]
