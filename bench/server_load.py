@@ -61,9 +61,15 @@ TIME_LIMIT = 30.0  # seconds, for any one measurement
 HEADERS = {"anthropic-version": "2023-06-01", "content-type": "application/json"}
 
 
-def turns() -> list[bytes]:
-    """The bodies of the s01 recording's requests, as a student's loop sends them."""
+def turns(form: str = "sdk") -> list[bytes]:
+    """The bodies of the s01 recording's requests, as a student's loop sends them: as the SDK writes
+    them (compact JSON, the form a class sends), or `spaced` (json.dumps's default spacing, as a loop
+    written from scratch might: the same request, other bytes, so the server parses and judges it)."""
+    from workbook.replay import sdk_json
+
     fixture = json.loads(FIXTURE.read_text())
+    if form == "sdk":
+        return [sdk_json(e["request"]) for e in fixture["exchanges"]]
     return [json.dumps(e["request"]).encode() for e in fixture["exchanges"]]
 
 
@@ -250,10 +256,10 @@ end
 """
 
 
-def wrk(url: str, students: int, seconds: int = WRK_SECONDS) -> dict:
+def wrk(url: str, students: int, seconds: int = WRK_SECONDS, form: str = "sdk") -> dict:
     """wrk with one kept-alive connection per student, each request the s01 recording's first (the
     student starts over each time, a 200 every time): requests/s, p50 and p99 in ms, non-2xx replies."""
-    script = WRK_SCRIPT.replace("BODY", json.dumps(turns()[0].decode()))
+    script = WRK_SCRIPT.replace("BODY", json.dumps(turns(form)[0].decode()))
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
         lua.write(script)
     try:
@@ -289,17 +295,23 @@ def read_wrk(text: str) -> dict:
 def wrk_levels(
     students=STUDENTS, rounds: int = WRK_ROUNDS, root: Path = ROOT, seconds: int = WRK_SECONDS
 ) -> list:
-    """Each server under wrk at each class size, rounds interleaved server by server: medians of each."""
+    """Each server under wrk at each class size, rounds interleaved server by server: medians of each.
+
+    The replay server is driven twice at each size: with the SDK's bytes (row `replay`: what a class
+    of SDK loops sends, served by the classroom's fast path) and with the same requests spaced as
+    json.dumps writes them (row `replay-spaced`: each one parsed, checked and compared in full)."""
     runs: dict[tuple[str, int], list[dict]] = {}
     servers = {"replay": lambda: replay_server(root), "threaded": floor_server, "asyncio": asyncio_floor}
+    forms = {"replay": {"replay": "sdk", "replay-spaced": "spaced"}}
     for _ in range(rounds):
         for name, start in servers.items():
             with start() as url:
                 for n in students:
-                    runs.setdefault((name, n), []).append(wrk(url, n, seconds))
+                    for row, form in forms.get(name, {name: "sdk"}).items():
+                        runs.setdefault((row, n), []).append(wrk(url, n, seconds, form))
     rows = []
     for (name, n), results in runs.items():
-        row = {"server": name, "students": n}
+        row = {"server": name, "students": n, "rounds": len(results)}
         row |= {k: statistics.median(r[k] for r in results) for k in ("per_s", "p50", "p99")}
         row |= {k: sum(r[k] for r in results) for k in ("non_2xx", "socket_errors")}
         rows.append(row)
@@ -540,13 +552,14 @@ def report(result: dict) -> str:
 def wrk_report(rows: list | None) -> list[str]:
     if rows is None:
         return ["wrk: not installed (apt-get install wrk), so not measured"]
-    lines = [f"wrk (median of {WRK_ROUNDS} runs of {WRK_SECONDS} s each; keep-alive):"]
-    lines.append("server    students  requests/s  p50 ms   p99 ms  non-2xx  socket errors  / threaded")
+    rounds = max((r.get("rounds", WRK_ROUNDS) for r in rows), default=WRK_ROUNDS)
+    lines = [f"wrk (median of {rounds} runs of {WRK_SECONDS} s each; keep-alive):"]
+    lines.append("server        students  requests/s  p50 ms   p99 ms  non-2xx  socket errors  / threaded")
     threaded = {r["students"]: r["per_s"] for r in rows if r["server"] == "threaded"}
     for r in sorted(rows, key=lambda r: (r["students"], r["server"])):
         ratio = r["per_s"] / threaded[r["students"]] if threaded.get(r["students"]) else float("nan")
         lines.append(
-            f"{r['server']:<9} {r['students']:>8}  {r['per_s']:>10.0f}  {r['p50']:>6.2f}  {r['p99']:>7.2f}  "
+            f"{r['server']:<13} {r['students']:>8}  {r['per_s']:>10.0f}  {r['p50']:>6.2f}  {r['p99']:>7.2f}  "
             f"{r['non_2xx']:>7}  {r['socket_errors']:>13}  {ratio:>10.2f}"
         )
     return lines

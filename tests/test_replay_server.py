@@ -654,9 +654,9 @@ def test_kept_alive_connection_serves_many_requests_each_reply_in_one_write(serv
     writes = []
 
     class Counting(connection.Connection):
-        def __init__(self, server, reader, writer):
-            super().__init__(server, reader, writer)
-            sock = writer.get_extra_info("socket")
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            sock = transport.get_extra_info("socket")
             writes.append(("nodelay", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
 
         def write(self, data: bytes) -> None:
@@ -841,7 +841,7 @@ def test_the_load_benchmark_drives_every_server_with_wrk():
     from bench import server_load
 
     rows = server_load.wrk_levels(students=(2,), rounds=1, seconds=1)
-    assert {r["server"] for r in rows} == {"replay", "threaded", "asyncio"}
+    assert {r["server"] for r in rows} == {"replay", "replay-spaced", "threaded", "asyncio"}
     assert all(r["per_s"] > 0 and r["non_2xx"] == 0 for r in rows)
 
 
@@ -942,3 +942,178 @@ def test_a_big_body_is_judged_off_the_loop_while_others_are_answered(serve):
     assert post(server.url, request(TURN1), key="small")[0] == 200
     assert [who for who, _ in judged_on] == ["big", "big", "small"]
     assert judged_on[1][1].startswith("replay-judge") and not judged_on[2][1].startswith("replay-judge")
+
+
+# -- issue 29: the recording's own bytes are served without being judged again ----------------------
+
+
+def sdk_bytes(exchange: int, fixture: dict = FIXTURE) -> bytes:
+    """A recorded request as the SDK writes it (compact JSON): what a student's SDK loop sends."""
+    from workbook.replay import sdk_json
+
+    return sdk_json(fixture["exchanges"][exchange]["request"])
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """The bodies the server parsed (the full path), in order."""
+    parsed = []
+
+    def counting(raw: bytes):
+        parsed.append(raw)
+        return json.loads(raw)
+
+    monkeypatch.setattr(classroom_server, "parse_json", counting)
+    return parsed
+
+
+def test_the_recordings_own_bytes_are_served_without_a_parse(serve, parses):
+    server, log = serve()
+    assert post(server.url, sdk_bytes(0))[2] == BODY1  # a new student: judged in full, once
+    assert len(parses) == 1
+    assert post(server.url, sdk_bytes(1))[2] == BODY2  # turn 2, byte for byte the recording's
+    status, _, data = post(server.url, sdk_bytes(0))  # the program run again: a restart
+    assert (status, data) == (200, BODY1)
+    assert post(server.url, sdk_bytes(0), stream="x") == post(server.url, sdk_bytes(0), stream="y")
+    assert len(parses) == 1  # none of these was parsed
+    row = server.classroom.status()["students"][0]
+    assert (row["turn"], row["requests"], row["restarts"], row["last"]) == (1, 5, 3, "200 tool_use (json)")
+    lines = log.getvalue().splitlines()
+    assert "turn 2/2" in lines[1] and "200 end_turn (json)" in lines[1]
+    assert "turn 1/2" in lines[2] and "restart · 200 tool_use (json)" in lines[2]
+
+
+def test_other_bytes_a_beta_or_the_grader_take_the_full_path(serve, parses):
+    server, _ = serve()
+    post(server.url, sdk_bytes(0))
+    spaced = json.dumps(FIXTURE["exchanges"][1]["request"]).encode()  # the same request, other bytes
+    assert post(server.url, spaced)[2] == BODY2
+    assert post(server.url, sdk_bytes(0), anthropic_beta="some-beta-2025-01-01")[0] == 200
+    seen = []
+    server.classroom.observer = lambda student, *_: seen.append(student)
+    assert post(server.url, sdk_bytes(1))[0] == 200
+    assert (len(parses), seen) == (4, ["alice"])
+
+
+def test_the_recordings_bytes_keep_a_recorded_retry_a_retry(serve, tmp_path, parses):
+    def edit(f):
+        error = {
+            "status": 529,
+            "headers": {},
+            "body": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        }
+        f["exchanges"].insert(0, {"request": FIXTURE["exchanges"][0]["request"], "response": error})
+
+    retry = variant(tmp_path, "retry", edit)
+    server, _ = serve(retry=retry)
+    assert post(server.url, sdk_bytes(0, retry))[0] == 529
+    assert post(server.url, sdk_bytes(1, retry))[0] == 200
+    assert post(server.url, sdk_bytes(2, retry))[0] == 200
+    assert post(server.url, sdk_bytes(1, retry))[0] == 529  # turn 1 after the end: a restart, as recorded
+    assert len(parses) == 1
+    row = server.classroom.status()["students"][0]
+    assert (row["turn"], row["restarts"]) == (1, 1)
+
+
+def test_requests_sent_back_to_back_or_in_pieces_are_each_answered_in_order(serve):
+    server, _ = serve()
+    first, second = (json.dumps(request(m)).encode() for m in (TURN1, turn2()))
+    both = head(content_length=len(first)) + first + head(content_length=len(second)) + second
+    parts = urlsplit(server.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        sock.sendall(both)  # pipelined: the second request arrives before the first is answered
+        sock.sendall(head(content_length=len(first))[:20])  # then a third, in pieces
+        threading.Event().wait(0.05)
+        sock.sendall(head(content_length=len(first))[20:] + first[:10])
+        threading.Event().wait(0.05)
+        sock.sendall(first[10:])
+        sock.shutdown(socket.SHUT_WR)  # sent all it will: still answered, then closed
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    replies = received.split(b"HTTP/1.1 ")[1:]
+    assert [r.split(b" ", 1)[0] for r in replies] == [b"200", b"200", b"200"]
+    assert [json.loads(r.split(b"\r\n\r\n", 1)[1])["stop_reason"] for r in replies] == [
+        "tool_use",
+        "end_turn",
+        "tool_use",
+    ]
+
+
+def test_a_client_that_stops_reading_its_replies_is_closed_after_the_write_limit(serve):
+    server, log = serve(limits=classroom.Limits(write=0.3))
+    parts = urlsplit(server.url)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+        sock.connect((parts.hostname, parts.port))
+        sock.settimeout(0.5)
+        asked = head("GET /", connection="keep-alive") * 200
+        try:
+            for _ in range(200):  # pipelined requests, never a reply read, until the server stops reading
+                sock.sendall(asked)
+        except (TimeoutError, ConnectionError):
+            pass
+        for _ in range(100):  # bounded: the server gives up within its write limit
+            if "timed out writing the reply" in log.getvalue():
+                break
+            threading.Event().wait(0.05)
+    assert "timed out writing the reply" in log.getvalue()
+    for _ in range(100):
+        if server.open_connections == 0:
+            break
+        threading.Event().wait(0.05)
+    assert server.open_connections == 0
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["Host: x", "X-Api-Key:  alice ", "A: 1", "a: 2"],  # a name twice: joined
+        [],
+        ["bad line"],
+        [" x: y"],
+        ["x : y"],
+        ["x: y\xa0"],
+        ["x:\ny"],
+        ["x:"],
+        [":y"],
+        [f"h{i}: v" for i in range(101)],  # too many
+    ],
+)
+def test_a_head_read_in_one_pass_reads_as_it_does_line_by_line(lines):
+    head = "\r\n".join(["POST /v1/messages HTTP/1.1", *lines, "", ""]).encode("latin-1")
+    assert connection.parse_head(head) == connection.parse_head_by_line(head)
+
+
+def test_a_chunked_body_arriving_in_pieces_is_read_whole_and_its_framing_checked(serve):
+    server, _ = serve()
+    body = json.dumps(request(TURN1)).encode()
+    chunks = b"".join(
+        b"%x\r\n%s\r\n" % (len(body[i : i + 50]), body[i : i + 50]) for i in range(0, len(body), 50)
+    )
+    sent = head(transfer_encoding="chunked", connection="close") + chunks + b"0\r\ntrailer: x\r\n\r\n"
+    parts = urlsplit(server.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        for at in range(0, len(sent), 7):  # cut through sizes, data and CRLFs alike
+            sock.sendall(sent[at : at + 7])
+            if at % 140 == 0:
+                threading.Event().wait(0.01)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert answer_of(received)[0] == 200
+    chunked = head(transfer_encoding="chunked")
+    status, data = answer_of(raw_exchange(server.url, chunked + b"2\r\n{}xx\r\n0\r\n\r\n"))
+    assert status == 400 and "followed by CRLF" in error_message(data)
+
+
+def test_the_recordings_bytes_that_need_a_beta_are_still_judged_in_full(serve, tmp_path, parses):
+    def edit(f):  # a recording may use any beta (it keeps no headers): this one a server-held thread
+        f["exchanges"][0]["request"]["thread"] = {"type": "create"}
+
+    threaded = variant(tmp_path, "threaded", edit)
+    server, _ = serve(threaded=threaded)
+    for _ in range(2):  # a new student, then a known one: neither skips the check
+        status, _, data = post(server.url, sdk_bytes(0, threaded))
+        assert status == 400 and "requires the beta header" in error_message(data)
+    assert len(parses) == 2

@@ -29,10 +29,13 @@ The rules, in one place (docs/teaching.md explains them to a class):
 A class at once (the limits are `Limits` and `AddressCaps`, below): one event loop holds every
 connection, so a thousand idle students cost sockets, not threads. A small request is judged on the
 loop itself (a few tens of microseconds); a big one, or one whose student is still being answered, goes
-to a worker thread, so one student's 17 MB request never holds up the others. A body above the API's
-32 MB is a 413 before it is read; slow clients time out; students and connections are capped, in all
-and per client address; server-held threads are capped in bytes (workbook/threads.py); names reach the
-teacher's terminal escaped, and a real API key never reaches it at all.
+to a worker thread, so one student's 17 MB request never holds up the others. A request that is byte for
+byte the SDK's writing of the recording's next one (what the workbook's own steps send) is answered
+without being parsed or judged again (Classroom.answer_sent): it was checked when the fixture loaded.
+A body above the API's 32 MB is a 413 before it is read; slow clients time out; students and
+connections are capped, in all and per client address; server-held threads are capped in bytes
+(workbook/threads.py); names reach the teacher's terminal escaped, and a real API key never reaches
+it at all.
 The recorded replies are recordings: they do not read a student's tool output (the front page says so).
 
 Run: python -m workbook serve fixtures/s01_hello_agent.json [MORE.json ...] [--port 8765] [--host 0.0.0.0]
@@ -65,7 +68,7 @@ from workbook.classroom import (
     api_error,
     printable,
 )
-from workbook.connection import HEAD_BYTES, Connection, Page, Request
+from workbook.connection import Connection, Page, Request
 from workbook.errors import FixtureError, WorkbookError
 from workbook.fixtures import load_fixture
 from workbook.threads import PER_STUDENT_BYTES, TOTAL_BYTES
@@ -85,6 +88,8 @@ class AddressCaps:
 
 def utf8(header: str) -> str:
     """A header value as the client wrote it: http.server reads headers as latin-1, curl sends UTF-8."""
+    if header.isascii():
+        return header
     try:
         return header.encode("latin-1").decode("utf-8")
     except UnicodeError:
@@ -128,6 +133,8 @@ class ReplayServer:
     ):
         self.limits, self.caps = limits or Limits(), caps or AddressCaps()
         self.classroom = Classroom(fixtures, out, self.limits.students)
+        for name in fixtures:  # the fast path's bytes, written now rather than at a class's first request
+            self.classroom.recordings(name)
         # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
         self.socket = socket.create_server((host, port), backlog=1024)
         self.server_address = self.socket.getsockname()
@@ -139,6 +146,7 @@ class ReplayServer:
         self.ready, self.stopped = threading.Event(), threading.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.stop: asyncio.Event | None = None
+        self.loop_thread, self.flush_due = 0, False
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until shutdown() (poll_interval: accepted for the standard servers' callers, not needed)."""
@@ -149,10 +157,27 @@ class ReplayServer:
 
     async def serve(self) -> None:
         self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
-        listening = await asyncio.start_server(self.connected, sock=self.socket, limit=HEAD_BYTES)
+        self.loop_thread, self.classroom.flush = threading.get_ident(), self.flush_log_soon
+        listening = await self.loop.create_server(self.new_connection, sock=self.socket)
         self.ready.set()
         async with listening:
             await self.stop.wait()
+
+    def flush_log_soon(self) -> None:
+        """The teacher's log flushed once per turn of the event loop, after every line that turn wrote
+        (a line a worker thread writes is flushed at once: it is not the loop's to schedule)."""
+        if threading.get_ident() != self.loop_thread:
+            self.classroom.out.flush()
+        elif not self.flush_due:
+            self.flush_due = True
+            self.loop.call_soon(self.flush_log)
+
+    def flush_log(self) -> None:
+        self.flush_due = False
+        self.classroom.out.flush()
+
+    def new_connection(self) -> Connection:
+        return self.connection_class(self)
 
     def shutdown(self) -> None:
         """Stop serve_forever() from another thread, and wait for it to end."""
@@ -164,26 +189,22 @@ class ReplayServer:
         self.socket.close()
         self.workers.shutdown(wait=False)
 
-    async def connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """A new connection: served, unless the class or this client address has its most open already."""
-        address = (writer.get_extra_info("peername") or ("?",))[0]
+    def opened(self, address: str) -> bool:
+        """A new connection from `address`, counted; False (and a log line) when the class or this
+        client address has its most open already: it is closed at once."""
         full = self.too_many_connections(address)
         if full:
             self.classroom.log("?", "-", "", f"{address}: closed, {full}")
-            writer.close()
-            return
+            return False
         self.open_connections += 1
         self.open_from[address] = self.open_from.get(address, 0) + 1
-        try:
-            await self.connection_class(self, reader, writer).serve()
-        except Exception as err:  # a bug here must not end the server: one line in the log
-            self.classroom.log("?", "-", "", f"server error with {address}: {err!r}")
-        finally:
-            self.open_connections -= 1
-            self.open_from[address] -= 1
-            if not self.open_from[address]:
-                del self.open_from[address]
-            writer.close()
+        return True
+
+    def closed(self, address: str) -> None:
+        self.open_connections -= 1
+        self.open_from[address] -= 1
+        if not self.open_from[address]:
+            del self.open_from[address]
 
     def too_many_connections(self, address: str) -> str | None:
         if self.open_connections >= self.limits.connections:
@@ -192,9 +213,10 @@ class ReplayServer:
             return f"{self.caps.connections} open already from this address (its most)"
         return None
 
-    async def respond(self, request: Request, address: str) -> Reply | Page:
-        """What a request gets: judged here on the loop when small, on a worker thread when big or
-        when its student is still being answered (their desk is taken: waiting here would stop all)."""
+    def respond(self, request: Request, address: str) -> Reply | Page | asyncio.Future:
+        """What a request gets: judged here on the loop when small; when big, or when its student is
+        still being answered (their desk is taken: waiting here would stop all), on a worker thread,
+        and then what comes back is the future of its answer."""
         path, classroom = request.path, self.classroom
         if request.method == "GET":
             if path == "/replay/status":
@@ -216,12 +238,19 @@ class ReplayServer:
         desk = classroom.desks.get(student)
         known = desk is not None
         if len(request.body) >= OFF_LOOP_BYTES or (known and desk.locked()):
-            reply = await self.loop.run_in_executor(self.workers, judge, request, student)
-        else:
-            reply = judge(request, student)
-        if not known and student in classroom.desks:
-            self.names_from.setdefault(address, set()).add(student)
+            judged = self.loop.run_in_executor(self.workers, judge, request, student)
+            if not known:
+                judged.add_done_callback(lambda _: self.remember(student, address))
+            return judged
+        reply = judge(request, student)
+        if not known:
+            self.remember(student, address)
         return reply
+
+    def remember(self, student: str, address: str) -> None:
+        """A student new to the class counts among the names their client address brought."""
+        if student in self.classroom.desks:
+            self.names_from.setdefault(address, set()).add(student)
 
     def admit(self, student: str, address: str) -> Reply | None:
         """A 403 for a new name from an address that has brought its most already; else None."""
@@ -254,12 +283,16 @@ class ReplayServer:
                 "invalid_request_error",
                 "anthropic-version: header is required — send `anthropic-version: 2023-06-01`",
             )
+        chosen = request.headers.get(FIXTURE_HEADER)
+        if chosen is None or REAL_KEY_PREFIX not in utf8(chosen):  # the recording's own bytes: no parse
+            served = self.classroom.answer_sent(student, request.body, chosen, request.headers)
+            if served is not None:
+                return served
         try:
             body = parse_json(request.body)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             self.classroom.log(student, "-", "", "400 body is not JSON")
             return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
-        chosen = request.headers.get(FIXTURE_HEADER)
         if looks_like_a_key(chosen, body):  # never logged, never echoed
             self.classroom.log(student, "-", "", "404 a fixture name that looks like an API key (not shown)")
             return api_error(
