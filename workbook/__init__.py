@@ -44,6 +44,13 @@ def _running_a_step() -> bool:
 if _running_a_step():
     gc.disable()
 
+# And a step's `import anthropic` (and the other packages only a run needs) makes an empty module that
+# loads on first use, so `--help` or a mistyped flag answers without the SDK (workbook/lazy.py).
+if _running_a_step():
+    from workbook import lazy
+
+    lazy.install()
+
 PUBLIC = {  # name -> the module that holds it
     "replay_client": "workbook.replay",
     "load_fixture": "workbook.fixtures",
