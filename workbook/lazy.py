@@ -37,10 +37,13 @@ IMPORT_SYSTEM_NAMES = frozenset(  # what the import system reads: set when the m
 
 
 class LazyPackages(importlib.abc.MetaPathFinder):
-    """Finds PACKAGES as the usual path finder would, and hands them out not yet run."""
+    """Finds `packages` (top-level names) as the usual path finder would, and hands them out not yet run."""
+
+    def __init__(self, packages=PACKAGES):
+        self.packages = packages
 
     def find_spec(self, name, path=None, target=None):
-        if name not in PACKAGES:
+        if name not in self.packages:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
