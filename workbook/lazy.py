@@ -1,4 +1,4 @@
-"""Heavy packages that load on first use, so that `python sNN_x.py --help` needs no SDK.
+"""The SDK loads on first use, so that `python sNN_x.py --help` needs none of it.
 
 A step reads as a student expects, `import anthropic` at its top. Most of a step's start-up is that
 import (about a second of CPU), yet `--help` and a bad flag need none of it. When the running script
@@ -17,6 +17,13 @@ Two details make that true:
   later read, as `import anthropic` failing at the top would have ended the program: an
   `except anthropic.APIError` the Ctrl-C passes through re-raises it rather than reading half a module.
 
+What else in a step read the SDK while it was only being defined, and no longer does: the type in
+a signature (`client: "anthropic.Anthropic"`, in quotes, so Python stores it unread) and
+WorkbookError's base class (workbook/errors.py). An `except anthropic.APIError` is read only when an
+exception reaches it; step_cli names WorkbookError on its own first, so a flag's mistake is told
+before the SDK loads.
+
+`python -m workbook` installs it too (workbook/__main__.py): `check --help`, `serve --help`.
 Tests and notebooks import the steps in their own process: they never install this, and import the
 SDK eagerly as before. (importlib.util.LazyLoader does the same in spirit, but loads on any attribute,
 `__spec__` included, which every later `import` statement reads.)
