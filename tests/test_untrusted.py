@@ -538,13 +538,17 @@ def test_a_process_removes_its_copies_when_it_exits():
 
 
 def test_ctrl_c_while_replay_py_starts_is_not_a_traceback():
-    command = [sys.executable, "-m", "workbook", "check", str(HELLO)]
+    # While the SDK loads: on first use, once `check` reads the fixture (workbook/lazy.py). The first
+    # `-X importtime` line of its types, not a sleep, says it has begun.
+    command = [sys.executable, "-X", "importtime", "-m", "workbook", "check", str(HELLO)]
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc = subprocess.Popen(command, cwd=ROOT, env=offline_env(), **pipes)
-    time.sleep(0.3)  # while it imports the SDK
+    for line in proc.stderr:
+        if line.rsplit("|", 1)[-1].strip().startswith("anthropic.types"):
+            break
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert "Traceback" not in out + err
+    assert proc.returncode == 130 and "Traceback" not in out + err and "interrupted" in err
 
 
 # -- the steps: bash's environment, the gate, file tools, limits, saves ------------------------------
