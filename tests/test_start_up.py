@@ -34,6 +34,14 @@ def test_help_answers_without_loading_the_sdk(step, run_main, monkeypatch):
     assert code == 0 and done.stdout == eager
 
 
+@pytest.mark.parametrize("command", ["check", "serve", "grade"])
+def test_the_command_lines_help_answers_without_loading_the_sdk(command):
+    argv = [sys.executable, "-X", "importtime", "-m", "workbook", command, "--help"]
+    done = subprocess.run(argv, cwd=ROOT, env=offline_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "usage: " in done.stdout, done.stderr[-2000:]
+    assert not imported(done.stderr) & set(SDK_AT_WORK)
+
+
 # -- the lazy module itself, on a package of our own ------------------------------------------------
 
 
