@@ -84,7 +84,7 @@ def run_tool(block, workspace: Path) -> str:
 # -- the loop --------------------------------------------------------------------------------------
 
 
-def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, model: str = MODEL) -> list:
+def agent_loop(client: "anthropic.Anthropic", messages: list, workspace: Path, model: str = MODEL) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
     turns = []  # every response, in order
     while True:

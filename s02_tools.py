@@ -332,7 +332,7 @@ def refused(err: Exception, workspace: Path) -> str:
 
 
 def agent_loop(
-    client: anthropic.Anthropic,
+    client: "anthropic.Anthropic",
     messages: list,
     workspace: Path,
     model: str = MODEL,

@@ -229,7 +229,7 @@ class RepeatGuard:
 
 
 def agent_loop(
-    client: anthropic.Anthropic,
+    client: "anthropic.Anthropic",
     messages: list,
     workspace: Path,
     model: str = MODEL,

@@ -275,7 +275,7 @@ def ended_because(transition: str, why: str, response) -> str:
 class Caller:
     """What recovery needs to call the model itself (compaction asks it for a summary)."""
 
-    client: anthropic.Anthropic
+    client: "anthropic.Anthropic"
     retry: Retry | None
     model: str
     trace_path: Path | None
@@ -312,7 +312,7 @@ def recover(transition: str, messages: list, response, state: Recovery, hook: tu
 
 
 def agent_loop(
-    client: anthropic.Anthropic,
+    client: "anthropic.Anthropic",
     messages: list,
     workspace: Path,
     model: str = MODEL,

@@ -6,6 +6,9 @@ at exit. (`python -c "import anthropic"` alone pays one a replay skips: against 
 cheaper than the SDK they import.) Beside it, for reference: the bare import, and the least an import
 can cost (the collector off while the SDK loads, then frozen, as a step does: workbook/__init__.py).
 
+`measure_help(reps)` times each step's `python sNN_x.py --help` the same way, against the bare
+`python -c "import anthropic"`: a step's `--help` answers before the SDK loads (workbook/lazy.py).
+
 `measure(reps)` times the floors and every step (`python sNN_x.py`, no key) in interleaved rounds and
 returns the best (CPU) and median (wall) of each and their ratio to the floor. `breakdown(step)` runs
 the replay once more in a child process (`python -m bench.replay_cost STEP`) that times, exclusively
@@ -37,6 +40,15 @@ REFERENCES = {  # other floors, shown for comparison only
     "import, collector off": [sys.executable, "-c", "import gc; gc.disable(); import anthropic; gc.freeze()"],
 }
 GOAL = 1.10  # a replay should cost at most 10 % more CPU than importing the SDK (best of the runs)
+# `--help` needs none of the SDK (workbook/lazy.py): at most half what importing it costs, measured
+# against the bare import, the same process shape (`python ...`, run to its end, nothing frozen).
+HELP_FLOOR = [sys.executable, "-c", "import anthropic"]
+HELP_GOAL = 0.5
+CLI_HELP = (
+    "check",
+    "serve",
+    "grade",
+)  # `python -m workbook CMD --help` for these too: they load the SDK to run
 
 RICH_MODULES = ("rich.console", "rich.markup", "rich.table", "rich.status", "rich.live", "rich.spinner")
 
@@ -53,6 +65,21 @@ def measure(reps: int = 7, names: list[str] | None = None, what_if: str | None =
         launch = [sys.executable, "-m", "bench.launch"]
         commands[f"{n} (launcher)"] = [*launch, "none", f"{n}.py"]
         commands[f"{n} + {what_if}"] = [*launch, what_if, f"{n}.py"]
+    return against_floor(commands, reps)
+
+
+def measure_help(reps: int = 3, names: list[str] | None = None) -> dict:
+    """`python sNN_x.py --help` for each step (and `python -m workbook CMD --help` for CLI_HELP) against
+    HELP_FLOOR, interleaved, as `measure` does."""
+    commands = {"floor": HELP_FLOOR}
+    commands |= {f"{n} --help": [sys.executable, str(ROOT / f"{n}.py"), "--help"] for n in names or steps()}
+    commands |= {f"workbook {c} --help": [sys.executable, "-m", "workbook", c, "--help"] for c in CLI_HELP}
+    return against_floor(commands, reps)
+
+
+def against_floor(commands: dict[str, list[str]], reps: int) -> dict:
+    """Run `commands` (one named "floor") in interleaved rounds: the best CPU and the median wall of
+    each, and their ratios to the floor's."""
     raw = interleaved(commands, reps, offline_env())
     floor_wall, floor_cpu = median(raw["floor"]["wall"]), min(raw["floor"]["cpu"])
     out = {}

@@ -146,6 +146,33 @@ def section_replay_cost(reps: int, breakdown_reps: int, what_if: str | None, sum
     console.print(b)
 
 
+def section_help(reps: int, summary: Table) -> None:
+    results = replay_cost.measure_help(reps)
+    t = table(
+        f"1c. --help: whole process, {reps} interleaved runs (CPU: the best; wall: the median); "
+        "floor: import anthropic",
+        "command",
+        "wall",
+        "CPU",
+        "CPU / floor",
+        "note",
+    )
+    for name, r in results.items():
+        cells = (f"{r['wall'] * 1000:.0f} ms", f"{r['cpu'] * 1000:.0f} ms", f"{r['cpu_ratio']:.3f}")
+        t.add_row(r["command"], *cells, note(r["error"], 40))
+        if name != "floor":
+            status = note(r["error"], 30) if r["error"] else verdict(r["cpu_ratio"], replay_cost.HELP_GOAL)
+            goal = f"<= {replay_cost.HELP_GOAL}x"
+            summary.add_row(
+                "1c",
+                f"--help (CPU), {name.removesuffix(' --help')}",
+                f"{r['cpu_ratio']:.3f}x floor",
+                goal,
+                status,
+            )
+    console.print(t)
+
+
 def estimate(cell: dict) -> str:
     """The replay's cost over the floor as the in-process breakdown sees it: steadier than whole processes."""
     if "error" in cell or not cell.get("import anthropic"):
@@ -378,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"[dim]machine: {machine()}[/]")
     summary = table("summary", "#", "benchmark", "measured", "goal", "verdict")
     section_replay_cost(3, 1 if args.quick else 5, args.what_if, summary)
+    section_help(3, summary)
     names = steps()
     which = names if args.all_steps else sorted({names[0], names[-1]})
     section_per_turn(args.turns, 1 if args.quick else 5, which, args.what_if, summary)

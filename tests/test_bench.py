@@ -157,6 +157,14 @@ def test_commands_are_shown_as_a_reader_would_type_them():
     assert replay_cost.shown(replay_cost.FLOOR) == 'python -c "import gc, anthropic; gc.freeze()"'
 
 
+def test_measure_help_runs_each_help_against_the_bare_import(monkeypatch):
+    monkeypatch.setattr(replay_cost, "CLI_HELP", ("check",))
+    results = replay_cost.measure_help(1, ["s01_agent_loop"])
+    assert list(results) == ["floor", "s01_agent_loop --help", "workbook check --help"]
+    assert results["floor"]["command"] == 'python -c "import anthropic"'
+    assert all(not r["error"] and r["cpu_ratio"] > 0 for r in results.values())
+
+
 def test_interleaved_runs_every_command_the_same_number_of_times():
     commands = {
         "a": [replay_cost.sys.executable, "-c", "pass"],

@@ -9,7 +9,8 @@ and teachers the command line: `python -m workbook` lists its commands.
 
 Importing the package sets a Ctrl-C hook before anything slow loads (the SDK takes a second or
 so), so a step is covered from the moment it imports workbook. The public names load lazily, for
-the same reason: `python -m workbook --help` needs no SDK.
+the same reason: `python -m workbook --help` needs no SDK. When the running script is a step, the
+SDK itself loads on first use (workbook/lazy.py): `python sNN_x.py --help` needs none of it either.
 """
 
 import atexit
@@ -38,10 +39,15 @@ def _running_a_step() -> bool:
     return re.fullmatch(r"s\d\d_\w+\.py", os.path.basename(main)) is not None
 
 
-# A step imports the SDK next: hundreds of thousands of objects that live until exit. Collecting
+# A step imports the SDK next. Its `import anthropic` makes an empty module that loads on first use
+# (workbook/lazy.py), so `--help` or a mistyped flag answers without the SDK; a run first uses it in
+# launch.start. Loading it makes hundreds of thousands of objects that live until exit. Collecting
 # while they are made finds nothing to free and costs about a third of the import, so the collector
 # stays off until launch.start has them all, freezes them and turns it back on (docs/benchmarks.md).
 if _running_a_step():
+    from workbook import lazy
+
+    lazy.install()
     gc.disable()
 
 PUBLIC = {  # name -> the module that holds it

@@ -3,7 +3,11 @@
 import os
 import sys
 
-from workbook.cli import main
+from workbook import lazy
+
+lazy.install()  # the SDK loads when a command first uses it: `--help` answers without it (workbook/lazy.py)
+
+from workbook.cli import main  # noqa: E402
 
 try:
     code = main(sys.argv[1:])

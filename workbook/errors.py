@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import anthropic
+# From the module that defines it (anthropic.AnthropicError is this same class): when a step runs, the
+# SDK loads on first use (workbook/lazy.py), and this reads one small module of it, not the whole SDK.
+from anthropic._exceptions import AnthropicError
 
 
-class WorkbookError(anthropic.AnthropicError):
+class WorkbookError(AnthropicError):
     """An error meant for the reader: its message is one line saying what happened and what to do.
 
     It subclasses the SDK's base error so that, raised inside the transport, the SDK passes it

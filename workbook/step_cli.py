@@ -89,7 +89,10 @@ def run_step(args, model: str, script: str, run_task, flags=None, prepare=None, 
             say(line)
         console.print(f"[bold]task:[/] {escape(printable(run.task))}")
         return run_task(run, flags.parse(run.fixture_args) if flags else args)
-    except (WorkbookError, anthropic.APIError) as err:
+    except WorkbookError as err:  # on its own, first: a mistake in the flags is told before the SDK loads
+        error("error", str(err))
+        return 1
+    except anthropic.APIError as err:
         error("error", str(err))
         return 1
     except KeyboardInterrupt:
