@@ -28,11 +28,47 @@ SESSION_TMP = tempfile.mkdtemp(prefix="workbook-tests-")
 os.environ["TMPDIR"] = tempfile.tempdir = SESSION_TMP
 atexit.register(shutil.rmtree, SESSION_TMP, ignore_errors=True)
 
+# Some machines and CI images set PYTHONDONTWRITEBYTECODE. Under it each pytest worker rewrites every
+# test module's asserts again (about 3 s of CPU a worker) and each program the suite starts compiles the
+# workbook from source again (about 50 ms each, some hundred times). The suite lets Python keep its
+# usual __pycache__ folders beside the sources instead, which git ignores (.gitignore).
+if sys.dont_write_bytecode:
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 # A shell starts a background job (`pytest &`, a CI runner's) with SIGINT ignored, and an ignored signal
 # stays ignored in every child: the Ctrl-C tests' programs would never see their Ctrl-C. Handled here,
 # it is reset to the default in each child, which then takes it as a KeyboardInterrupt.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# -- how pytest-xdist shares the suite out (`-n auto --dist loadscope --no-loadscope-reorder`) --------
+# Many tests wait on a program of their own (a signal, a timeout, a graded run) more than they compute,
+# so one worker more than the cores keeps the cores busy. Whole modules are handed out in collection
+# order, and the modules that take longest go first: none of them then starts late and runs alone at
+# the end (`python -m bench.suite` names the slowest tests; move a module here when it joins them).
+SLOWEST_FIRST = (
+    "tests/test_grade_ladder.py",
+    "tests/test_grade.py",
+    "tests/test_untrusted.py",
+    "tests/test_s05_budget.py",
+    "tests/test_replay_server.py",
+    "tests/test_s03_errors.py",
+    "tests/test_bounded_tools.py",
+    "notebooks/s03_errors.ipynb",
+)
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    return (os.cpu_count() or 1) + 1
+
+
+def pytest_collection_modifyitems(items) -> None:
+    rank = {module: place for place, module in enumerate(SLOWEST_FIRST)}
+    items.sort(
+        key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank))
+    )  # stable: the rest keep their order
+
 
 STEPS = sorted(p.stem for p in ROOT.glob("s0*_*.py"))  # the step scripts that exist
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID")  # what picks the mode and model
