@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import anthropic
 import httpx2
 
-from workbook.contract import exchange_problems
+from workbook.contract import BETA_ALL, RequestChain, exchange_problems
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import read_bytes, write_json
 from workbook.journal import Journal, read_journal
@@ -145,7 +145,8 @@ def _journal_to_fixture(run: Run, journal: Journal) -> str:
     exchanges, problem = rebuilt_exchanges(loaded["exchanges"])
     if problem:
         raise FixtureError(f"{journal.path}: {problem}")
-    whole = [exchange for exchange in exchanges if not exchange_problems(exchange)]
+    chain = RequestChain(BETA_ALL)  # each request judged on what it adds to the one before
+    whole = [exchange for exchange in exchanges if not exchange_problems(exchange, chain)]
     if not whole:
         journal.remove()
         return f"nothing recorded: no exchange the API would accept ({run.fixture_path} not written)"
