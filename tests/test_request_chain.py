@@ -157,3 +157,30 @@ def test_the_chain_gives_request_problems_verdict_on_each_request():
         assert chain.problems(exchange["request"]) == []
     bad = requests[-1]["request"] | {"messages": messages + [{"role": "user", "content": []}]}
     assert chain.problems(bad) == contract.request_problems(bad, contract.BETA_ALL) != []
+
+
+# -- recording: each request parsed on what it adds (record.RequestReader) ---------------------------
+
+
+def test_the_recording_reads_each_request_as_json_loads_would_whole():
+    from workbook.record import RequestReader
+    from workbook.replay import sdk_json
+
+    messages = conversation(20)
+    shared = {"max_tokens": 1000, "model": "claude-sonnet-5", "stream": True, "system": "s", "tools": []}
+    bodies = [{"max_tokens": 1000, "messages": messages[:end]} | shared for end in user_ends(messages)]
+    bodies.insert(5, bodies[4] | {"tool_choice": {"type": "none"}})  # a field after the messages changes
+    bodies.insert(7, bodies[6] | {"max_tokens": 64000})  # one before them changes: read whole
+    bodies.insert(
+        9, bodies[8] | {"messages": [{"role": "user", "content": "collapsed"}]}
+    )  # history rewritten
+    bodies.append(bodies[-1] | {"messages": messages + [{"role": "assistant", "content": "done"}]})
+    reader, shared_objects, previous = RequestReader(), 0, {}
+    for n, body in enumerate(bodies):
+        raw = sdk_json(body)
+        read = reader.read(raw)
+        assert read == json.loads(raw) and list(read) == list(json.loads(raw)), n
+        if previous.get("messages"):
+            shared_objects += read["messages"][0] is previous["messages"][0]
+        previous = read
+    assert shared_objects >= len(bodies) - 6  # read on what was added: all but the 4 changes and the first
