@@ -13,7 +13,7 @@ from workbook.files import MAX_JSON_DEPTH, json_depth, parse_json, read_bytes
 from workbook.fixture_flags import args_problems
 from workbook.journal import is_journal, read_journal
 from workbook.paths import STEPS
-from workbook.request_delta import rebuilt_exchanges
+from workbook.request_delta import rebuilt_exchanges, stored_exchanges
 from workbook.scratch import workspace_problem
 
 HINT = "fix the file or re-record it"
@@ -92,7 +92,7 @@ def _problems(fixture: dict) -> list[str]:
 def _lone_surrogate(fixture: dict) -> str | None:
     """The place of the first string holding half a surrogate pair, or None (one quick check first)."""
     try:
-        json.dumps(fixture, ensure_ascii=False).encode("utf-8")
+        json.dumps(_each_string_once(fixture), ensure_ascii=False).encode("utf-8")
         return None
     except UnicodeEncodeError:
         pass
@@ -111,6 +111,18 @@ def _lone_surrogate(fixture: dict) -> str | None:
                 (f"{place}.{key}".lstrip(".") if isinstance(key, str) else f"{place}[{key}]", item)
             )
     return "the fixture"
+
+
+def _each_string_once(fixture: dict) -> dict:
+    """A fixture built in memory with whole requests sharing their history (bench/per_turn.py's, say),
+    in the stored form: every string it holds, each history once. Serialised whole, 1,000 turns of
+    whole requests were a 250 MB string; anything not of that shape is checked as it is."""
+    exchanges = fixture.get("exchanges")
+    whole = isinstance(exchanges, list) and all(
+        isinstance(e, dict) and isinstance(e.get("request"), dict) and "request_delta" not in e
+        for e in exchanges
+    )
+    return fixture | {"exchanges": stored_exchanges(exchanges)} if whole and len(exchanges) > 1 else fixture
 
 
 def _encodes(text: str) -> bool:
