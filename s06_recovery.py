@@ -230,10 +230,11 @@ def append_reply(messages: list, response, transition: str) -> None:
     paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
     if transition not in KEEPS_REPLY:
         return
+    content = conversation.plain(response.content)  # as JSON: the SDK re-dumps its objects on every call
     if messages and messages[-1]["role"] == "assistant":
-        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *response.content]}
+        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
     else:
-        messages.append({"role": "assistant", "content": response.content})
+        messages.append({"role": "assistant", "content": content})
     if response.stop_reason == "refusal":
         messages[-1][conversation.REFUSED] = conversation.plain(response.stop_details) or {}
 

@@ -14,7 +14,7 @@ import httpx2
 import pytest
 from conftest import ROOT, STEPS
 
-from workbook import classroom, compare, contract, errors, fixtures, replay, wire
+from workbook import classroom, compare, contract, errors, fixtures, replay, shapes, wire
 
 S01 = fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
 TEXT = {"type": "text", "text": "hi"}
@@ -345,7 +345,7 @@ def test_a_hole_is_one_line_from_a_step_started_as_a_program(tmp_path):
 
 
 def test_a_damaged_cache_file_is_rebuilt(monkeypatch, tmp_path):
-    monkeypatch.setattr(contract, "cache_file", lambda name, kind="bin": tmp_path / f"{name}.{kind}")
+    monkeypatch.setattr(shapes, "cache_file", lambda name, kind="bin": tmp_path / f"{name}.{kind}")
     (tmp_path / "message.bin").write_bytes(b"\0" * 40)
     contract._VALIDATORS.pop("message", None)
     assert contract.message_problems(OK["body"]) == []

@@ -1,10 +1,8 @@
 """The Messages API's rules, in one place: what a request may hold, and what a recorded response must be.
 
-Shapes come from the SDK's own types, not from code of ours. `pydantic.TypeAdapter` turns
-`MessageCreateParams` (and `Message`, `ErrorResponse`, `RawMessageStreamEvent`) into a JSON schema;
-every object in a request schema is closed, as the API refuses unknown fields ("Extra inputs are not
-permitted"); fastjsonschema compiles it. Compiling takes seconds, so the compiled code is cached on
-disk, keyed by the SDK's version: upgrade the SDK and the contract follows it, with no code change.
+Shapes come from the SDK's own types, not from code of ours: workbook/shapes.py compiles
+`MessageCreateParams` (and `Message`, `ErrorResponse`, `RawMessageStreamEvent`) into checks, cached by
+the SDK's version, with every object of a request closed, as the API refuses unknown fields.
 
 What the types cannot say is written once, below, as rules: consecutive same-role turns are combined
 (the SDK's own docstring: "Consecutive `user` or `assistant` turns in your request will be combined
@@ -19,23 +17,15 @@ grader. docs/faults.md's fidelity table lists each rule, what the API does, and 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import marshal
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from workbook.errors import ReplayMismatch
+from workbook.shapes import _VALIDATORS, _cached, cache_file, schema, validator  # noqa: F401 (re-exported)
 from workbook.wire import events_to_message, header_problems
 
-SHAPES_VERSION = 2  # bump when the way schemas are built below changes: the cache is then rebuilt
-SHAPES = {  # name -> (module, type, closed): the SDK type each check is built from
-    "request": ("anthropic.types.message_create_params", "MessageCreateParamsNonStreaming", True),
-    "beta_request": ("anthropic.types.beta.message_create_params", "MessageCreateParamsNonStreaming", True),
-    "message": ("anthropic.types", "Message", False),  # responses stay open: the SDK reads past new fields
-    "error": ("anthropic.types", "ErrorResponse", False),
-    "event": ("anthropic.types", "RawMessageStreamEvent", False),
-}
 MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # the beta that lets `role: "system"` in
 THREADS_BETA = "message-threads-2026-08-12"  # the beta `thread` needs (workbook/threads.py sends it too)
 
@@ -72,121 +62,7 @@ class Betas:
 NO_BETAS = Betas()  # a request to the plain API, with no anthropic-beta header
 
 
-# -- shapes: the SDK's types, compiled once per SDK version ------------------------------------------
-
-_VALIDATORS: dict = {}  # name -> compiled validate function
-_SCHEMAS: dict = {}  # name -> schema, built only to explain a failure
-
-
-def schema(name: str) -> dict:
-    """The JSON schema of one of SHAPES, from the SDK's type (objects closed where the API closes them).
-
-    Only needed to explain a failure in words; cached on disk beside the compiled check."""
-    if name not in _SCHEMAS:
-        try:
-            _SCHEMAS[name] = json.loads(cache_file(name, "json").read_bytes())
-        except (OSError, ValueError):
-            _SCHEMAS[name] = _built_schema(name)
-            _cache(cache_file(name, "json"), json.dumps(_SCHEMAS[name]).encode())
-    return _SCHEMAS[name]
-
-
-def _built_schema(name: str) -> dict:
-    import pydantic  # only here: once cached, neither a check nor its explanation needs pydantic
-
-    module, type_name, closed = SHAPES[name]
-    built = pydantic.TypeAdapter(getattr(importlib.import_module(module), type_name)).json_schema()
-    if closed:
-        _close(built)
-        built["properties"]["stream"] = {"type": "boolean"}  # MessageCreateParams: either form
-    return built
-
-
-def _cache(path, data: bytes) -> None:
-    from workbook.files import write_atomic
-
-    try:
-        write_atomic(path, data)
-    except Exception:  # a read-only temp folder: still correct, only slower next time
-        pass
-
-
-def _close(node) -> None:
-    """Every object with named properties refuses any other: `additionalProperties: false`.
-
-    The SDK's response models (TextBlock, ToolUseBlock...) may be sent back as params, and they allow
-    extra fields for the SDK's sake; the API does not, so they are closed too."""
-    if isinstance(node, dict):
-        if "properties" in node:
-            node["additionalProperties"] = False
-        for key, value in node.items():
-            _close(value) if key != "properties" else [_close(v) for v in value.values()]
-    elif isinstance(node, list):
-        for value in node:
-            _close(value)
-
-
-def validator(name: str) -> dict:
-    """The compiled check for one of SHAPES (its module's namespace: `validate`, and one function per
-    definition): from memory, else the disk cache, else compiled and cached."""
-    if name not in _VALIDATORS:
-        _VALIDATORS[name] = _cached(name) or _compile_and_cache(name)
-    return _VALIDATORS[name]
-
-
-def cache_file(name: str, kind: str = "bin"):
-    import anthropic
-    import fastjsonschema
-
-    python = importlib.util.MAGIC_NUMBER.hex()  # marshal's format is the interpreter's own
-    key = f"{name}-{anthropic.__version__}-{fastjsonschema.VERSION}-{python}-{SHAPES_VERSION}"
-    return _cache_dir() / f"{key}.{kind}"
-
-
-def _cache_dir():
-    """The user's cache folder (it outlives a temp folder, as a replay's cost must), if it is private:
-    what is cached there is run. Otherwise the workbook's private scratch root."""
-    import os
-    import stat
-    from pathlib import Path
-
-    from workbook.scratch import scratch_root
-
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agent-loop-workbook"
-    try:
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = base.lstat()
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
-            return base
-    except (OSError, AttributeError, RuntimeError):  # no home, a read-only one, no getuid (Windows)
-        pass
-    return scratch_root() / "contract-cache"
-
-
-def _cached(name: str):
-    """The cached validator, or None when there is none or it is damaged (it is then rebuilt)."""
-    try:
-        data = cache_file(name).read_bytes()
-        digest, code = data[:32], data[32:]
-        if hashlib.sha256(code).digest() != digest:
-            return None
-        namespace: dict = {}
-        exec(marshal.loads(code), namespace)  # noqa: S102 — our own compiled schema, checked by its digest
-        return namespace if callable(namespace.get("validate")) else None
-    except Exception:  # missing, truncated, another Python's: compile it afresh
-        return None
-
-
-def _compile_and_cache(name: str):
-    import fastjsonschema
-
-    source = fastjsonschema.compile_to_code(schema(name), use_default=False)  # never fill in a request
-    code = compile(source, f"<contract {name}>", "exec")
-    data = marshal.dumps(code)
-    _cache(cache_file(name), hashlib.sha256(data).digest() + data)
-    namespace: dict = {}
-    exec(code, namespace)  # noqa: S102
-    return namespace
+# -- shapes: the SDK's types (workbook/shapes.py), each problem in the API's words ------------------
 
 
 def shape_problems(name: str, value) -> list[Problem]:
@@ -211,8 +87,9 @@ SHORT = 8  # a conversation this short is checked whole every time
 _CHECKED_MESSAGES: dict[bytes, bool] = {}  # a message's JSON digest -> it fitted: checked once, not per turn
 
 
-def _check_request(name: str, body: dict) -> None:
-    """The request without its messages, then each message by its role, each distinct message once.
+def _check_request(name: str, body: dict, messages: list | None = None) -> None:
+    """The request without its messages, then each message by its role, each distinct message once
+    (`messages`: only these of its messages, the others known to fit: see RequestChain).
 
     A loop resends the whole history every turn: checked whole each time, a 200-turn conversation cost
     50 ms a request. Each message's JSON is remembered, so each turn costs only what it added."""
@@ -221,7 +98,7 @@ def _check_request(name: str, body: dict) -> None:
     by_role = _BY_ROLE.get(name) or _BY_ROLE.setdefault(name, _message_checks(name))
     if len(_CHECKED_MESSAGES) > 20_000:
         _CHECKED_MESSAGES.clear()
-    for message in body["messages"]:
+    for message in body["messages"] if messages is None else messages:
         check = by_role.get(message.get("role")) if isinstance(message, dict) else None
         if check is None:
             namespace["validate"](body)  # an unknown role or not an object: the whole check says where
@@ -344,10 +221,11 @@ class Turn:
     blocks: list = field(default_factory=list)  # (message index, block index, block)
 
 
-def combined(messages: list) -> list[Turn]:
-    """The conversation as the API reads it: consecutive user (or assistant) messages are one turn."""
+def combined(messages: list, start: int = 0) -> list[Turn]:
+    """The conversation as the API reads it: consecutive user (or assistant) messages are one turn
+    (from message `start` on: a RequestChain reads only the end of a conversation)."""
     turns: list[Turn] = []
-    for i, message in enumerate(messages):
+    for i, message in enumerate(messages[start:] if start else messages, start):
         role, content = message.get("role"), message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         if not turns or turns[-1].role != role:
@@ -367,19 +245,23 @@ def conversation_problems(messages, betas: Betas = NO_BETAS) -> list[Problem]:
         return [Problem("messages", "Input should be a valid list of {role, content} objects")]
     if not messages:
         return [Problem("messages", "at least one message is required")]
-    problems = [
-        Problem(
-            f"messages.{i}",
-            "all messages must have non-empty content except for the optional final assistant message",
-        )
-        for i, m in enumerate(messages)
-        if m.get("content") in ("", []) and not (i == len(messages) - 1 and m.get("role") == "assistant")
-    ]
-    problems += _system_problems(messages, betas)
+    problems = _empty_problems(messages) + _system_problems(messages, betas)
     turns = combined([m for m in messages if m.get("role") != "system"])
     if turns and turns[0].role != "user":
         problems.append(Problem("messages", 'first message must use the "user" role'))
     return problems + _tool_problems(turns)
+
+
+def _empty_problems(messages: list, start: int = 0) -> list[Problem]:
+    """Only the final message, and only an assistant's, may be empty (from message `start` on)."""
+    return [
+        Problem(
+            f"messages.{i}",
+            "all messages must have non-empty content except for the optional final assistant message",
+        )
+        for i, m in enumerate(messages[start:], start)
+        if m.get("content") in ("", []) and not (i == len(messages) - 1 and m.get("role") == "assistant")
+    ]
 
 
 def _system_problems(messages: list, betas: Betas) -> list[Problem]:
@@ -397,9 +279,11 @@ def _system_problems(messages: list, betas: Betas) -> list[Problem]:
     ]
 
 
-def _tool_problems(turns: list[Turn]) -> list[Problem]:
-    """Every tool_use answered once by id in the next user turn, the results first; ids unique."""
-    problems, seen_ids = [], set()
+def _tool_problems(turns: list[Turn], seen_ids: set | None = None, before: Turn | None = None) -> list:
+    """Every tool_use answered once by id in the next user turn, the results first; ids unique.
+    A RequestChain judges only the last turns: `seen_ids` are the ids asked before them (it grows),
+    `before` the turn before the first of them."""
+    problems, seen_ids = [], set() if seen_ids is None else seen_ids
     for n, turn in enumerate(turns):
         asked = [(i, j, b.get("id")) for i, j, b in turn.blocks if b.get("type") == "tool_use"]
         for i, j, tool_id in asked:
@@ -407,7 +291,7 @@ def _tool_problems(turns: list[Turn]) -> list[Problem]:
                 problems.append(Problem(f"messages.{i}.content.{j}", "`tool_use` ids must be unique"))
             seen_ids.add(tool_id)
         if turn.role == "user":
-            before = turns[n - 1] if n else None
+            before = turns[n - 1] if n else before
             open_ids = (
                 {b.get("id") for _, _, b in before.blocks if b.get("type") == "tool_use"} if before else set()
             )
@@ -495,6 +379,79 @@ def check_api_rules(body: dict, where: str, betas: Betas = NO_BETAS) -> None:
         raise ReplayMismatch(f"{where}: the API would reject this request — {problems[0]}")
 
 
+@dataclass
+class _Judged:
+    """A request a RequestChain found fine, as much of it as the next one needs."""
+
+    messages: list
+    shape: str  # the shape ("request" or "beta_request") the whole request fits
+    seen_ids: set  # the tool_use ids of every turn but the last two
+    last_turns: list  # its last three turns (the first only as the one before the other two)
+
+
+class RequestChain:
+    """Requests judged in order, as a recording holds them: each the history so far (the very message
+    objects of the last one judged fine) plus what its turn added. The verdict is request_problems'
+    on the whole request, at the cost of what was added; the rules that span the boundary (the last
+    message no longer last, the last turns combined with new messages, ids unique over the whole
+    conversation) are judged on the last turns, with the ids asked before them carried over.
+
+    Any other request (the first, a history rewritten by a collapse, a thread, a system message), and
+    any request the short judgement doubts, is judged whole: problems are always request_problems' own."""
+
+    def __init__(self, betas: Betas = NO_BETAS):
+        self.betas, self.last = betas, None
+
+    def problems(self, body) -> list[Problem]:
+        if self._fine_as_extended(body):
+            return []
+        problems = request_problems(body, self.betas)
+        self.last = None if problems else _judged(body)
+        return problems
+
+    def _fine_as_extended(self, body) -> bool:
+        import fastjsonschema
+
+        last = self.last
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if last is None or not isinstance(messages, list) or len(messages) < len(last.messages):
+            return False
+        if body.get("thread") is not None or not all(map(operator.is_, messages, last.messages)):
+            return False
+        added = messages[len(last.messages) :]
+        if not all(isinstance(m, dict) and m.get("role") != "system" for m in added):
+            return False
+        try:
+            _check_request(last.shape, body, added)
+        except (fastjsonschema.JsonSchemaException, RecursionError, TypeError, ValueError):
+            return False
+        if _empty_problems(messages, len(last.messages) - 1):
+            return False
+        before = last.last_turns[-3] if len(last.last_turns) == 3 else None
+        start = last.last_turns[-2].first if len(last.last_turns) > 1 else 0
+        turns, seen_ids = combined(messages, start), last.seen_ids  # seen_ids grows: no copy of them all
+        if _tool_problems(turns, seen_ids, before):
+            self.last = None  # its seen_ids hold this request's ids now
+            return False
+        seen_ids.difference_update(_asked(turns[-2:]))  # unique (no problem): back to all but the last two
+        self.last = _Judged(messages, last.shape, seen_ids, (([before] if before else []) + turns)[-3:])
+        return True
+
+
+def _judged(body) -> _Judged | None:
+    """A request found fine, as a RequestChain carries it, or None when the next is judged whole anyway."""
+    messages = body["messages"]
+    if body.get("thread") is not None or any(m.get("role") == "system" for m in messages):
+        return None
+    shape = "beta_request" if shape_problems("request", body) else "request"
+    turns = combined(messages)
+    return _Judged(messages, shape, set(_asked(turns[:-2])), turns[-3:])
+
+
+def _asked(turns: list[Turn]) -> list:
+    return [b.get("id") for turn in turns for _, _, b in turn.blocks if b.get("type") == "tool_use"]
+
+
 def refusal_body(problem: Problem | str, hint: str = "") -> dict:
     """The API's 400 for a refused request; the workbook's hint for a student after its own words."""
     message = str(problem) + (f" — {hint}" if hint else "")
@@ -506,12 +463,14 @@ def refusal_body(problem: Problem | str, hint: str = "") -> dict:
 STATUSES = (200, *range(400, 600))  # what the Messages API answers: a Message, or an error
 
 
-def exchange_problems(exchange) -> list[str]:
-    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`)."""
+def exchange_problems(exchange, chain: RequestChain | None = None) -> list[str]:
+    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`).
+    `chain`: the fixture's exchanges are judged in order by one RequestChain (of BETA_ALL)."""
     if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
-    problems = [p.under(".request") for p in request_problems(request, BETA_ALL)]
+    found = chain.problems(request) if chain else request_problems(request, BETA_ALL)
+    problems = [p.under(".request") for p in found]
     if exchange.get("match", "structure") != "structure":
         problems.append(".match: must be `structure` or absent")
     if not isinstance(response, dict):

@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 from workbook import trust
-from workbook.contract import exchange_problems
+from workbook.contract import BETA_ALL, RequestChain, exchange_problems
 from workbook.environment import environment_problems
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import MAX_JSON_DEPTH, json_depth, parse_json, read_bytes
 from workbook.fixture_flags import args_problems
 from workbook.journal import is_journal, read_journal
 from workbook.paths import STEPS
-from workbook.request_delta import rebuilt_exchanges
+from workbook.request_delta import rebuilt_exchanges, stored_exchanges
 from workbook.scratch import workspace_problem
 
 HINT = "fix the file or re-record it"
@@ -83,15 +83,16 @@ def _problems(fixture: dict) -> list[str]:
     problems += _field_problems(fixture)
     if not isinstance(fixture["exchanges"], list) or not fixture["exchanges"]:
         return problems + ["`exchanges` must be a non-empty list"]
+    chain = RequestChain(BETA_ALL)  # each request judged on what it adds to the one before
     for n, exchange in enumerate(fixture["exchanges"]):
-        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange)]
+        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange, chain)]
     return problems
 
 
 def _lone_surrogate(fixture: dict) -> str | None:
     """The place of the first string holding half a surrogate pair, or None (one quick check first)."""
     try:
-        json.dumps(fixture, ensure_ascii=False).encode("utf-8")
+        json.dumps(_each_string_once(fixture), ensure_ascii=False).encode("utf-8")
         return None
     except UnicodeEncodeError:
         pass
@@ -110,6 +111,18 @@ def _lone_surrogate(fixture: dict) -> str | None:
                 (f"{place}.{key}".lstrip(".") if isinstance(key, str) else f"{place}[{key}]", item)
             )
     return "the fixture"
+
+
+def _each_string_once(fixture: dict) -> dict:
+    """A fixture built in memory with whole requests sharing their history (bench/per_turn.py's, say),
+    in the stored form: every string it holds, each history once. Serialised whole, 1,000 turns of
+    whole requests were a 250 MB string; anything not of that shape is checked as it is."""
+    exchanges = fixture.get("exchanges")
+    whole = isinstance(exchanges, list) and all(
+        isinstance(e, dict) and isinstance(e.get("request"), dict) and "request_delta" not in e
+        for e in exchanges
+    )
+    return fixture | {"exchanges": stored_exchanges(exchanges)} if whole and len(exchanges) > 1 else fixture
 
 
 def _encodes(text: str) -> bool:

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 import anthropic
 import httpx2
 
-from workbook.contract import exchange_problems
+from workbook.contract import BETA_ALL, RequestChain, exchange_problems
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import read_bytes, write_json
 from workbook.journal import Journal, read_journal
+from workbook.replay import sdk_json
 from workbook.request_delta import rebuilt_exchanges, stored_exchanges
 from workbook.scrub import public_endpoint
 
@@ -39,6 +40,43 @@ class _TeeStream(httpx2.SyncByteStream):
         self.on_done(b"".join(self.chunks))
 
 
+class RequestReader:
+    """Request bodies parsed on what each adds to the one before. A loop resends its whole history, so
+    parsing each body whole grew with the history. A body whose bytes are the last one's up to the end
+    of its messages is that body's fields and messages, then what follows, parsed alone: the result
+    equals json.loads of the whole body, and shares the earlier messages with the last one."""
+
+    def __init__(self):
+        self.raw, self.body, self.end = b"", {}, None  # the last body: bytes, parsed, where its messages end
+
+    def read(self, raw: bytes) -> dict:
+        end, body = self.end, None
+        if end is not None and raw[end : end + 1] in (b",", b"]") and raw[:end] == self.raw[:end]:
+            after = json.loads(b'{"messages":[' + raw[end + (raw[end : end + 1] == b",") :])
+            before = {}
+            for key, value in self.body.items():  # the fields before the messages: the same bytes
+                if key == "messages":
+                    break
+                before[key] = value
+            if isinstance(after, dict) and before.keys().isdisjoint(after):
+                body = before | {"messages": self.body["messages"] + after.pop("messages")} | after
+        body = json.loads(raw or b"{}") if body is None else body
+        self.raw, self.body, self.end = raw, body, _messages_end(raw, body)
+        return body
+
+
+def _messages_end(raw: bytes, body) -> int | None:
+    """Where the last message ends in `raw`, if the SDK wrote `body` as sdk_json does (else None: the next
+    body is parsed whole)."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not messages:
+        return None
+    keys = list(body)
+    tail = {key: body[key] for key in keys[keys.index("messages") + 1 :]}
+    suffix = b"]" + (b"," + sdk_json(tail)[1:] if tail else b"}")
+    return len(raw) - len(suffix) if raw.endswith(suffix) else None
+
+
 class RecordingTransport(httpx2.BaseTransport):
     """Sends requests to the real API and hands each completed exchange (request body and response)
     to `on_exchange`: record mode appends it to the run's journal (workbook/journal.py).
@@ -52,6 +90,7 @@ class RecordingTransport(httpx2.BaseTransport):
         self.on_exchange = on_exchange  # called with each exchange as it completes
         self.completed = 0  # exchanges handed on
         self.save_error: str | None = None  # the last failure of on_exchange, reported at the end
+        self.reader = RequestReader()  # each request parsed on what it adds to the one before
 
     def _completed(self, exchange: dict) -> None:
         self.completed += 1
@@ -62,7 +101,7 @@ class RecordingTransport(httpx2.BaseTransport):
                 self.save_error = one_line(err)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        exchange = {"request": json.loads(request.read() or b"{}")}
+        exchange = {"request": self.reader.read(request.read())}
         try:
             response = self.inner.handle_request(request)
         except httpx2.TimeoutException:
@@ -145,7 +184,8 @@ def _journal_to_fixture(run: Run, journal: Journal) -> str:
     exchanges, problem = rebuilt_exchanges(loaded["exchanges"])
     if problem:
         raise FixtureError(f"{journal.path}: {problem}")
-    whole = [exchange for exchange in exchanges if not exchange_problems(exchange)]
+    chain = RequestChain(BETA_ALL)  # each request judged on what it adds to the one before
+    whole = [exchange for exchange in exchanges if not exchange_problems(exchange, chain)]
     if not whole:
         journal.remove()
         return f"nothing recorded: no exchange the API would accept ({run.fixture_path} not written)"
