@@ -11,8 +11,8 @@ from conftest import ROOT
 from workbook import cli, contract, fixtures, request_delta
 from workbook.errors import FixtureError
 
-TURNS = 120  # deep enough that a problem sits far from the start of the chain
-DEEP = 2 * 90 + 1  # the assistant message of turn 90 (its result follows it)
+TURNS = 40  # deep enough that a problem sits far from the start of the chain
+DEEP = 2 * 30 + 1  # the assistant message of turn 30 (its result follows it)
 
 
 def conversation(turns: int = TURNS) -> list:
