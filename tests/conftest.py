@@ -43,8 +43,9 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # -- how pytest-xdist shares the suite out (`-n auto --dist loadscope --no-loadscope-reorder`) --------
-# Many tests wait on a program of their own (a signal, a timeout, a graded run) more than they compute,
-# so one worker more than the cores keeps the cores busy. Whole modules are handed out in collection
+# Many tests wait on a program of their own (a signal, a timeout, a graded run) about as long as they
+# compute, so two workers a core keep the cores busy (on 2 cores: 80 s with 2 workers, 69 with 3, 65
+# with 4). Whole modules are handed out in collection
 # order, and the modules that take longest go first: none of them then starts late and runs alone at
 # the end (`python -m bench.suite` names the slowest tests; move a module here when it joins them).
 SLOWEST_FIRST = (
@@ -60,7 +61,7 @@ SLOWEST_FIRST = (
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    return (os.cpu_count() or 1) + 1
+    return 2 * (os.cpu_count() or 1)
 
 
 def pytest_collection_modifyitems(items) -> None:
