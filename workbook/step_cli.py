@@ -15,7 +15,8 @@ from pathlib import Path
 import anthropic
 from rich.markup import escape
 
-from workbook.display import console, error, printable, say
+from workbook import display
+from workbook.display import error, printable, say
 from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import refuse_unwritable, sweep_temp_files
@@ -87,7 +88,7 @@ def run_step(args, model: str, script: str, run_task, flags=None, prepare=None, 
         run = start(prepare(args) if prepare else args, model, script, **client_options)
         for line in banner_lines(run):
             say(line)
-        console.print(f"[bold]task:[/] {escape(printable(run.task))}")
+        display.console.print(f"[bold]task:[/] {escape(printable(run.task))}")
         return run_task(run, flags.parse(run.fixture_args) if flags else args)
     except WorkbookError as err:  # on its own, first: a mistake in the flags is told before the SDK loads
         error("error", str(err))
@@ -96,7 +97,9 @@ def run_step(args, model: str, script: str, run_task, flags=None, prepare=None, 
         error("error", str(err))
         return 1
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/] — stopped before the next turn; s05 adds keeping the work")
+        display.console.print(
+            "[yellow]interrupted[/] — stopped before the next turn; s05 adds keeping the work"
+        )
         return 130
     finally:
         note = run.finish() if run else None
@@ -113,7 +116,7 @@ def banner_lines(run: Run, width: int | None = None) -> list[str]:
     for clause in run.banner.split("; ") + [f"note: {s.rstrip('.')}." for s in abridged]:
         said, colon, command = clause.partition(": python ")
         lines += [said + ":", "  python " + command] if colon else [clause]
-    wrap = width or console.width
+    wrap = width or display.console.width  # the console in use (a notebook or a test may swap it)
     fit = dict(subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)  # paths stay whole
     return [part for line in lines for part in textwrap.wrap(line, wrap, **fit)]
 
