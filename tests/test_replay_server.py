@@ -319,16 +319,18 @@ def test_sending_the_first_message_alone_starts_the_student_over(serve):
     assert "restart" in log.getvalue().splitlines()[1]
 
 
-def test_a_first_message_the_recording_expects_again_is_a_retry_not_a_restart(serve, tmp_path):
-    def edit(f):
-        error = {
-            "status": 529,
-            "headers": {},
-            "body": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
-        }
-        f["exchanges"].insert(0, {"request": FIXTURE["exchanges"][0]["request"], "response": error})
+def overloaded_first(f) -> None:
+    """A variant's edit: the recording's first request answered 529 once, then as recorded (a retry)."""
+    error = {
+        "status": 529,
+        "headers": {},
+        "body": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    }
+    f["exchanges"].insert(0, {"request": FIXTURE["exchanges"][0]["request"], "response": error})
 
-    server, _ = serve(retry=variant(tmp_path, "retry", edit))
+
+def test_a_first_message_the_recording_expects_again_is_a_retry_not_a_restart(serve, tmp_path):
+    server, _ = serve(retry=variant(tmp_path, "retry", overloaded_first))
     assert post(server.url, request(TURN1))[0] == 529
     assert post(server.url, request(TURN1))[0] == 200
     assert server.classroom.status()["students"][0]["restarts"] == 0
@@ -996,15 +998,7 @@ def test_other_bytes_a_beta_or_the_grader_take_the_full_path(serve, parses):
 
 
 def test_the_recordings_bytes_keep_a_recorded_retry_a_retry(serve, tmp_path, parses):
-    def edit(f):
-        error = {
-            "status": 529,
-            "headers": {},
-            "body": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
-        }
-        f["exchanges"].insert(0, {"request": FIXTURE["exchanges"][0]["request"], "response": error})
-
-    retry = variant(tmp_path, "retry", edit)
+    retry = variant(tmp_path, "retry", overloaded_first)
     server, _ = serve(retry=retry)
     assert post(server.url, sdk_bytes(0, retry))[0] == 529
     assert post(server.url, sdk_bytes(1, retry))[0] == 200
