@@ -82,6 +82,8 @@ def run_tool(block, workspace: Path) -> str:
 
 
 # -- the loop --------------------------------------------------------------------------------------
+# The SDK's types are in quotes ("anthropic.Anthropic"): Python stores them unread, so `--help` can
+# answer before the SDK has loaded (it loads on first use, workbook/lazy.py).
 
 
 def agent_loop(client: "anthropic.Anthropic", messages: list, workspace: Path, model: str = MODEL) -> list:
