@@ -122,3 +122,47 @@ def test_the_terminal_gets_no_control_sequence_from_a_fixture_or_a_model(monkeyp
     shown = out.getvalue()
     assert "\x1b]" not in shown and "\x1b[2J" not in shown and "\x07" not in shown
     assert "beforepwned" not in shown and "before" in shown and "after" in shown
+
+
+def summary_of(monkeypatch, show, runs) -> str:
+    """What a summary table prints for `runs`, on an 80-column console."""
+    out = io.StringIO()
+    monkeypatch.setattr(display, "console", Console(file=out, width=80))
+    show(runs)
+    return out.getvalue()
+
+
+class Usage:
+    def __init__(self, tokens_in):
+        self.input_tokens, self.output_tokens = tokens_in, 1
+
+
+class Turn:
+    def __init__(self, n):
+        self.stop_reason, self.usage = "tool_use", Usage(n)
+
+
+class Spent:
+    def __init__(self, turns):
+        self.rows = [("tool_use", n, 1, 0.001) for n in range(1, turns + 1)]
+        self.cost, self.reason = 0.001 * turns, "the model ended its turn"
+
+
+@pytest.mark.parametrize("show", ["summary", "budget"])
+def test_a_long_runs_summary_shows_its_ends_and_counts_the_rest(monkeypatch, show):
+    def table(turns):
+        if show == "summary":
+            return summary_of(monkeypatch, display.show_summary, [Turn(n) for n in range(1, turns + 1)])
+        return summary_of(monkeypatch, display.show_budget, Spent(turns))
+
+    def turn_column(text):  # the first column of each body row (the header row is drawn with ┃)
+        return [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")]
+
+    longest_whole = 2 * display.SUMMARY_ENDS + 1
+    whole = table(longest_whole)
+    assert turn_column(whole) == [str(n) for n in range(1, longest_whole + 1)] + ["total"]
+    long = table(1000)
+    expected = [str(n) for n in range(1, 11)] + ["…"] + [str(n) for n in range(991, 1001)] + ["total"]
+    assert turn_column(long) == expected
+    assert "980 more turns" in long
+    assert ("500,500" if show == "budget" else "500500") in long  # the total is every turn's

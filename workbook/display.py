@@ -134,24 +134,49 @@ def show_tool(block, output: str) -> None:
     console.out("\n".join(result_lines(printable(output))), highlight=False)  # no control sequences
 
 
+SUMMARY_ENDS = (
+    10  # a summary of a long run shows its first and last turns this many each; the rest are counted
+)
+
+
+def numbered_rows(rows: list) -> list:
+    """(turn number, row) for each row a summary table shows: every turn of a short run; of a long one,
+    the first and last SUMMARY_ENDS and, between them, (None, how many turns are left out). A table of
+    a thousand rows tells a reader no more than its ends and its total, and costs a turn's work each."""
+    numbered = list(enumerate(rows, 1))
+    if len(numbered) <= 2 * SUMMARY_ENDS + 1:
+        return numbered
+    hidden = len(numbered) - 2 * SUMMARY_ENDS
+    return numbered[:SUMMARY_ENDS] + [(None, hidden)] + numbered[-SUMMARY_ENDS:]
+
+
 def show_summary(turns: list) -> None:
-    """A table of every turn: how it ended and what it cost."""
+    """A table of the run's turns (numbered_rows): how each ended and what it cost, then the totals."""
     rows = [(r.stop_reason, r.usage.input_tokens, r.usage.output_tokens) for r in turns]
     table = Table(title="summary")
     for column in ("turn", "stop_reason", "tokens in", "tokens out"):
         table.add_column(column)
-    for n, (stop_reason, tokens_in, tokens_out) in enumerate(rows, 1):
+    for n, row in numbered_rows(rows):
+        if n is None:
+            table.add_row("…", f"{row:,} more turns", "", "")
+            continue
+        stop_reason, tokens_in, tokens_out = row
         table.add_row(str(n), stop_reason, str(tokens_in), str(tokens_out))
     table.add_row("total", "", str(sum(r[1] for r in rows)), str(sum(r[2] for r in rows)))
     console.print(table)
 
 
 def show_budget(budget) -> None:
-    """s05's summary: every turn with its tokens and estimated cost, then why the loop ended."""
+    """s05's summary: the run's turns (numbered_rows) with their tokens and estimated cost, the totals,
+    then why the loop ended."""
     table = Table(title="summary")
     for column in ("turn", "stop_reason", "tokens in", "tokens out", "cost (est.)"):
         table.add_column(column, justify="left" if column == "stop_reason" else "right")
-    for n, (stop_reason, tokens_in, tokens_out, dollars) in enumerate(budget.rows, 1):
+    for n, row in numbered_rows(budget.rows):
+        if n is None:
+            table.add_row("…", f"{row:,} more turns", "", "", "")
+            continue
+        stop_reason, tokens_in, tokens_out, dollars = row
         table.add_row(str(n), stop_reason, f"{tokens_in:,}", f"{tokens_out:,}", f"${dollars:.4f}")
     tokens_in, tokens_out = sum(row[1] for row in budget.rows), sum(row[2] for row in budget.rows)
     table.add_row("total", "", f"{tokens_in:,}", f"{tokens_out:,}", f"${budget.cost:.4f}")
