@@ -20,7 +20,9 @@ def credential_values(environ=None) -> list[str]:
     """The secrets this process holds: every ANTHROPIC_* value that is a key, token or password,
     and the userinfo of ANTHROPIC_BASE_URL. Longest first, so a key containing another is scrubbed whole."""
     environ = os.environ if environ is None else environ
-    return list(_credentials(tuple(sorted((k, v) for k, v in environ.items() if k.startswith("ANTHROPIC_")))))
+    # Every trace and audit line asks, so only the ANTHROPIC_* values are read (os.environ decodes each).
+    variables = tuple(sorted((name, environ[name]) for name in environ if name.startswith("ANTHROPIC_")))
+    return list(_credentials(variables))
 
 
 @lru_cache(maxsize=8)  # every trace and audit line asks: worked out once per set of variables
