@@ -8,6 +8,7 @@ stand-in for the API.
 
 import io
 import json
+import os
 import re
 import signal
 import subprocess
@@ -368,16 +369,36 @@ def wait_for_line(proc, trace: Path, event: str, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
-def runs_under(pid: int, needle: bytes) -> bool:
-    """Whether a child of process `pid` is running a command line that holds `needle` (Linux /proc)."""
+def children_of(pid: int) -> list[tuple[int, bytes]]:
+    """(pid, command line) of each process whose parent is `pid` (Linux /proc)."""
+    found = []
     for entry in Path("/proc").iterdir():
         try:
             stat, command = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
         except (OSError, ValueError):
             continue  # not a process, or one that ended while we looked
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and needle in command:
-            return True
-    return False
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append((int(entry.name), command))
+    return found
+
+
+def runs_under(pid: int, needle: bytes) -> bool:
+    """Whether a child of process `pid` is running a command line that holds `needle`."""
+    return any(needle in command for _, command in children_of(pid))
+
+
+def end_the_wait_in(pid: int, needle: bytes) -> None:
+    """Let the command holding `needle`, a child of `pid`, run on to its end now: its `sleep` is ended,
+    so the script goes on as if the time had passed. The test then waits on the run, not on a clock."""
+    below = [child for child, command in children_of(pid) if needle in command]  # its shell, at least
+    sleeps = []
+    while below:  # down the tree: the shell, the script it runs, what the script runs
+        process = below.pop()
+        for child, command in children_of(process):
+            (sleeps if command.startswith(b"sleep\0") else below).append(child)
+    assert sleeps, f"{needle!r} is not sleeping"
+    for child in sleeps:  # SIGPIPE: the one end a shell reports without a word ("Killed", "Terminated")
+        os.kill(child, signal.SIGPIPE)
 
 
 def wait_until_running(proc, needle: bytes, timeout: float = 120) -> None:
@@ -401,17 +422,19 @@ def read_until(proc, words: str, timeout: float = 120) -> str:
 
 
 def interrupt_during_the_slow_command(tmp_path, second: bool = False) -> tuple[str, int, list]:
-    """Replay s05_interrupt, Ctrl-C once ./slow_check.sh (5 s) is running; a second Ctrl-C once the first
-    is acknowledged, if asked. (output, exit code, saved conversation)."""
+    """Replay s05_interrupt, Ctrl-C once ./slow_check.sh (a 5 s sleep, then its result) is running. Once
+    the Ctrl-C is acknowledged: a second one, if asked; else the check's sleep is ended, and the check
+    finishes as it would have (the first Ctrl-C must let it). (output, exit code, saved conversation)."""
     saved = tmp_path / "conversation.json"
     proc, _ = start_script("--replay", "fixtures/s05_interrupt.json", "--save", str(saved), tmp_path=tmp_path)
     wait_until_running(proc, b"slow_check.sh")
     proc.send_signal(signal.SIGINT)
-    before = ""
+    before = read_until(proc, "Ctrl-C: this turn's tools run to their end")
+    assert runs_under(proc.pid, b"slow_check.sh"), "the command ended before the Ctrl-C was acknowledged"
     if second:
-        before = read_until(proc, "Ctrl-C: this turn's tools run to their end")
-        assert runs_under(proc.pid, b"slow_check.sh"), "the command ended before the second Ctrl-C"
         proc.send_signal(signal.SIGINT)
+    else:
+        end_the_wait_in(proc.pid, b"slow_check.sh")
     out = before + proc.communicate(timeout=120)[0]
     return out, proc.returncode, json.loads(saved.read_text())
 
