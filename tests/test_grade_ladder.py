@@ -3,13 +3,18 @@ own rung, a loop written outside the workbook (plain Python with the SDK, the SD
 graded the same way, and the library's work is never credited to the student.
 
 Each graded run is a program started by the grader, except where that costs a second of CPU for no
-extra check: a workbook step runs its main() in this process, against the same rung server, with
-the environment the sandbox would give it (run_step_here). Every step starts through the same
-main() and launch code, so two of them still run as the grader runs a student's program, in the
-sandbox, on their top rung: s03, whose exit code the rung judges, and the last step. So does every
-loop written outside the workbook (test_grade.py tests the sandbox itself)."""
+extra check. A workbook step runs its main() in this process, and a Python loop written outside the
+workbook runs as __main__ in this process, against the same rung server, with the environment the
+sandbox would give it (run_here). Some runs still go as the grader runs a student's program, in the
+sandbox: every step starts through the same main() and launch code, so s03 (whose exit code the rung
+judges) and the last step do, on their top rung; each loop written outside the workbook does, on its
+first rung. (test_grade.py tests the sandbox itself.)"""
 
+import io
+import runpy
+import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 import pytest
@@ -39,6 +44,39 @@ def run_step_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None,
         return main_in_process(patch, run.folder / "runs", step, *task, cwd=run.workspace, **environment)
 
 
+def run_loop_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None, str]:
+    """grade_sandbox.run_program for a Python loop written outside the workbook, in this process: the
+    file run as __main__ with the program's argv, in the rung's workspace, with the environment the
+    sandbox gives a program. As the interpreter would: an uncaught exception prints its traceback and
+    is exit code 1, SystemExit is its code."""
+    environment = grade_sandbox.environment(run, run.server_url)
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in environment.items():
+            patch.setenv(name, value)
+        patch.chdir(run.workspace)
+        patch.setattr(tempfile, "tempdir", str(run.folder))
+        patch.setattr(sys, "argv", run.argv[1:])
+        patch.setattr(sys, "stdout", out)
+        patch.setattr(sys, "stderr", out)
+        try:
+            runpy.run_path(run.argv[1], run_name="__main__")
+            code = 0
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        except Exception:
+            traceback.print_exc(file=out)
+            code = 1
+    return code, out.getvalue()
+
+
+def run_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None, str]:
+    """grade_sandbox.run_program, in this process: a workbook step's main(), or another Python loop."""
+    if Path(run.argv[1]).stem in STEPS:
+        return run_step_here(run, sandbox, running)
+    return run_loop_here(run, sandbox, running)
+
+
 def programs(runs: list, chosen: list[int], commands: dict) -> list[tuple[grade.Rung, list[str]]]:
     """The (rung, command) pairs grade_runs takes, for the chosen runs (indices into `runs`)."""
     return [(runs[i][1], commands[runs[i][0]]) for i in chosen]
@@ -46,9 +84,9 @@ def programs(runs: list, chosen: list[int], commands: dict) -> list[tuple[grade.
 
 def grade_here(runs: list[tuple[grade.Rung, list[str]]]) -> list[grade.Result]:
     """grade.grade_runs, one run after another in this thread (a step's main() sets signal handlers,
-    which only the main thread may), each step run by run_step_here."""
+    which only the main thread may), each program run by run_here."""
     with grade.Servers() as servers, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(grade_sandbox, "run_program", run_step_here)
+        patch.setattr(grade_sandbox, "run_program", run_here)
         results = []
         for rung, command in runs:
             rung_server = servers.of(rung)
@@ -73,8 +111,8 @@ def plain_loop_without_sdk_retries(folder: Path) -> str:
 def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
     """Every program these tests grade, on its rungs: each step on every rung up to its own; s01 and
     s02 on s03's rungs too (the SDK's retries must not count as theirs); the plain SDK loop, with and
-    without the SDK's retries; the SDK's tool runner. The programs started as processes run side by
-    side (grade.grade_runs); the steps' lower rungs run here, in turn, meanwhile."""
+    without the SDK's retries; the SDK's tool runner. The runs started as programs (see the module's
+    doc) go side by side (grade.grade_runs); then the rest run here, in turn (run_here)."""
     no_retries = plain_loop_without_sdk_retries(tmp_path_factory.mktemp("loops"))
     commands = {step: [PYTHON, str(ROOT / f"{step}.py")] for step in STEPS}
     commands |= {"plain": [PYTHON, PLAIN], "plain-no-retries": [PYTHON, no_retries]}
@@ -88,7 +126,8 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
     as_programs = [
         i
         for i, (who, rung) in enumerate(runs)
-        if who not in STEPS or (who in started and rung.name == wanted[who][-1])
+        if (who in started and rung.name == wanted[who][-1])
+        or (who not in STEPS and rung.name == wanted[who][0])
     ]
     here = [i for i in range(len(runs)) if i not in as_programs]
     with pytest.MonkeyPatch.context() as patch:
