@@ -411,13 +411,20 @@ def test_a_recording_keeps_no_key_and_no_password(tmp_path):
 # -- atomic saves ----------------------------------------------------------------------------------
 
 
-WRITER = """
+# The small programs below never use the SDK. As a step does, they let it load on first use only, so
+# each costs its test a tenth of a second of CPU rather than a second (workbook/lazy.py).
+SDK_ON_FIRST_USE = "from workbook import lazy; lazy.install()\n"
+
+WRITER = (
+    SDK_ON_FIRST_USE
+    + """
 import sys
 from workbook import files
 path = sys.argv[1]
 for n in range(10**6):
     files.write_atomic(path, (b"A" if n % 2 else b"B") * 30_000_000)
 """
+)
 
 
 def wait_for_saves(proc: subprocess.Popen, path: Path, saves: int, timeout: float = 120) -> None:
@@ -527,7 +534,9 @@ def test_replays_leave_no_workspace_behind(run_main):
 def made_by_a_process(code: str) -> Path:
     """The workspace path a separate Python process printed, after it has ended."""
     return Path(
-        subprocess.check_output([sys.executable, "-c", code], cwd=ROOT, env=offline_env(), text=True).strip()
+        subprocess.check_output(
+            [sys.executable, "-c", SDK_ON_FIRST_USE + code], cwd=ROOT, env=offline_env(), text=True
+        ).strip()
     )
 
 
@@ -717,13 +726,16 @@ def test_a_folder_or_a_deep_file_as_resume_is_one_line(run_main, tmp_path):
         assert code == 1 and "Traceback" not in out and str(bad) in out.splitlines()[-1], out
 
 
-SAVER = """
+SAVER = (
+    SDK_ON_FIRST_USE
+    + """
 import sys
 from workbook import conversation
 messages = [{"role": "user", "content": "x" * 300_000} for _ in range(10)]
 while True:
     conversation.save_conversation(messages, __import__("pathlib").Path(sys.argv[1]))
 """
+)
 
 
 @pytest.mark.parametrize("saves", [1, 2, 3])

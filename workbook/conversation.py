@@ -25,13 +25,16 @@ def tool_result(tool_use_id: str, content: str, is_error: bool = False) -> dict:
 
 
 def plain(value):
-    """SDK objects, in lists and dicts at any depth, as the plain JSON the API would send."""
-    if isinstance(value, anthropic.BaseModel):
-        return value.to_dict(mode="json")
+    """SDK objects, in lists and dicts at any depth, as the plain JSON the API would send. Plain JSON
+    is known first, so that a conversation with no SDK object in it never needs the SDK loaded."""
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, anthropic.BaseModel):
+        return value.to_dict(mode="json")
     return value
 
 
