@@ -83,3 +83,16 @@ def test_grep_output_is_bounded(tmp_path):
     (tmp_path / "many.txt").write_text("match " + "x" * 5000 + "\n" * 1 + ("match\n" * 100_000))
     output = s02.grep(tmp_path.resolve(), "match")
     assert len(output.splitlines()) == s02.MAX_MATCHES and len(output.splitlines()[0]) < 1100
+
+
+def test_the_kept_head_and_tail_are_exactly_the_outputs_ends_whatever_the_reads_size(tmp_path):
+    lines = "".join(f"{n:07d}\n" for n in range(200_000)).encode()  # 1.6 MB: many reads, some partial
+    (tmp_path / "lines").write_bytes(lines)
+    with capture.Output() as output:
+        done = subprocess.Popen(["cat", "lines"], cwd=tmp_path, stdout=output.pipe, stderr=output.pipe)
+        output.started()
+        done.wait()
+    half = capture.KEPT_BYTES // 2
+    cut = len(lines) - 2 * half
+    expected = f"{lines[:half].decode()}\n… [{cut:,} bytes cut from the middle] …\n{lines[-half:].decode()}"
+    assert output.text() == expected
