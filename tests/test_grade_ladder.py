@@ -7,8 +7,9 @@ extra check. A workbook step runs its main() in this process, and a Python loop 
 workbook runs as __main__ in this process, against the same rung server, with the environment the
 sandbox would give it (run_here). Some runs still go as the grader runs a student's program, in the
 sandbox: every step starts through the same main() and launch code, so s03 (whose exit code the rung
-judges) and the last step do, on their top rung; each loop written outside the workbook does, on its
-first rung. (test_grade.py tests the sandbox itself.)"""
+judges) and the last step do, on their top rung; the plain SDK loop and the tool runner do, on their
+first rung (the plain loop without the SDK's retries, the same code with one argument changed, runs
+here on all of its rungs). test_grade.py tests the sandbox itself."""
 
 import io
 import runpy
@@ -127,7 +128,7 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
         i
         for i, (who, rung) in enumerate(runs)
         if (who in started and rung.name == wanted[who][-1])
-        or (who not in STEPS and rung.name == wanted[who][0])
+        or (who in ("plain", "tool-runner") and rung.name == wanted[who][0])
     ]
     here = [i for i in range(len(runs)) if i not in as_programs]
     with pytest.MonkeyPatch.context() as patch:
