@@ -16,7 +16,7 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, offline_env, run_script
+from conftest import ROOT, offline_env
 from standin import StandIn, message, scripted, text, tool_use
 
 import s01_agent_loop as s01
@@ -386,22 +386,14 @@ def env_dumping_model():
     )
 
 
-def test_a_recording_keeps_no_key_and_no_password(tmp_path):
+def test_a_recording_keeps_no_key_and_no_password(run_main, tmp_path):
     key, password = "sk-ant-live-key-5678", "pa55word-in-url"
     recording = tmp_path / "rec.json"
     with StandIn(env_dumping_model()) as api:
         url = api.url.replace("http://", f"http://user:{password}@") + "?token=query-secret"
-        done = run_script(
-            "s01_agent_loop.py",
-            "--record",
-            str(recording),
-            "show env",
-            "--workspace",
-            str(tmp_path),
-            ANTHROPIC_API_KEY=key,
-            ANTHROPIC_BASE_URL=url,
-        )
-    assert done.returncode == 0, done.stdout + done.stderr
+        argv = ["--record", str(recording), "show env", "--workspace", str(tmp_path)]
+        code, out = run_main("s01_agent_loop", *argv, ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=url)
+    assert code == 0, out
     saved = recording.read_text()
     assert key not in saved
     assert password not in saved and "query-secret" not in saved
