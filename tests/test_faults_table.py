@@ -1,6 +1,7 @@
 """docs/faults.md stays true: every fixture and test it names exists, every fault class has a test."""
 
 import ast
+import functools
 import re
 
 import pytest
@@ -23,6 +24,7 @@ def test_every_fault_class_has_a_row_with_a_test():
         assert "tests/test_" in rows[0], f"the row for {fault} names no test"
 
 
+@functools.cache  # some hundred references name a dozen files: each is parsed once
 def defined_tests(path) -> set[str]:
     tree = ast.parse(path.read_text())
     return {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
