@@ -293,7 +293,11 @@ def read_wrk(text: str) -> dict:
 
 
 def wrk_levels(
-    students=STUDENTS, rounds: int = WRK_ROUNDS, root: Path = ROOT, seconds: int = WRK_SECONDS
+    students=STUDENTS,
+    rounds: int = WRK_ROUNDS,
+    root: Path = ROOT,
+    seconds: int = WRK_SECONDS,
+    servers=("replay", "threaded", "asyncio"),
 ) -> list:
     """Each server under wrk at each class size, rounds interleaved server by server: medians of each.
 
@@ -301,7 +305,8 @@ def wrk_levels(
     of SDK loops sends, served by the classroom's fast path) and with the same requests spaced as
     json.dumps writes them (row `replay-spaced`: each one parsed, checked and compared in full)."""
     runs: dict[tuple[str, int], list[dict]] = {}
-    servers = {"replay": lambda: replay_server(root), "threaded": floor_server, "asyncio": asyncio_floor}
+    starts = {"replay": lambda: replay_server(root), "threaded": floor_server, "asyncio": asyncio_floor}
+    servers = {name: starts[name] for name in servers}
     forms = {"replay": {"replay": "sdk", "replay-spaced": "spaced"}}
     for _ in range(rounds):
         for name, start in servers.items():
