@@ -134,9 +134,8 @@ def show_tool(block, output: str) -> None:
     console.out("\n".join(result_lines(printable(output))), highlight=False)  # no control sequences
 
 
-SUMMARY_ENDS = (
-    10  # a summary of a long run shows its first and last turns this many each; the rest are counted
-)
+# A summary of a long run shows this many of its first turns and as many of its last; the rest are counted.
+SUMMARY_ENDS = 10
 
 
 def numbered_rows(rows: list) -> list:
