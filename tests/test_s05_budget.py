@@ -387,16 +387,28 @@ def runs_under(pid: int, needle: bytes) -> bool:
     return any(needle in command for _, command in children_of(pid))
 
 
-def end_the_wait_in(pid: int, needle: bytes) -> None:
-    """Let the command holding `needle`, a child of `pid`, run on to its end now: its `sleep` is ended,
-    so the script goes on as if the time had passed. The test then waits on the run, not on a clock."""
-    below = [child for child, command in children_of(pid) if needle in command]  # its shell, at least
+def sleeps_below(pid: int, needle: bytes) -> list[int]:
+    """The `sleep` processes under the child of `pid` running `needle`: its shell, the script the shell
+    runs, what the script runs."""
+    below = [child for child, command in children_of(pid) if needle in command]
     sleeps = []
-    while below:  # down the tree: the shell, the script it runs, what the script runs
+    while below:
         process = below.pop()
         for child, command in children_of(process):
             (sleeps if command.startswith(b"sleep\0") else below).append(child)
-    assert sleeps, f"{needle!r} is not sleeping"
+    return sleeps
+
+
+def end_the_wait_in(pid: int, needle: bytes, timeout: float = 120) -> None:
+    """Let the command holding `needle`, a child of `pid`, run on to its end now: once its `sleep` has
+    started (an event, not a guess), it is ended, so the script goes on as if the time had passed. The
+    test then waits on the run, not on a clock."""
+    deadline = time.monotonic() + timeout
+    while not (sleeps := sleeps_below(pid, needle)):
+        if not runs_under(pid, needle):
+            return  # its sleep ran out first (a very slow machine): nothing left to end
+        assert time.monotonic() < deadline, f"{needle!r} never started its sleep"
+        time.sleep(0.02)
     for child in sleeps:  # SIGPIPE: the one end a shell reports without a word ("Killed", "Terminated")
         os.kill(child, signal.SIGPIPE)
 
