@@ -174,28 +174,25 @@ def measure(turns: int = 1000, short: int = SHORT, reps: int = 1) -> dict:
     The runs are interleaved (one of each, then again), so that the machine slowing down for a while
     (other work on it, another session's) falls on subject and floor alike rather than on one of them:
     at 1,000 turns the same replay's CPU varied by 30 % from run to run on this 2-core machine."""
-    runs = {
-        n: {"record": [], "record_floor": [], "replay": [], "replay_floor": [], "bytes": 0}
-        for n in (short, turns)
-    }
+    kinds = ("record", "record_floor", "replay", "replay_floor")
+    done = {n: {kind: [] for kind in kinds} for n in (short, turns)}  # every run's result, in order
     with tempfile.TemporaryDirectory(prefix="bench-record-") as tmp:
         for rep in range(reps):
             for n in (short, turns):
                 folder = Path(tmp) / f"{n}-{rep}"
                 folder.mkdir()
                 fixture, recorded = record(n, folder)
-                run = runs[n]
-                run["record"].append(recorded)
-                run["bytes"] = recorded["bytes"]
-                run["record_floor"].append(record_floor(n, fixture))
-                run["replay"].append(replay(fixture))
-                run["replay_floor"].append(replay_floor(fixture))
+                done[n]["record"].append(recorded)
+                done[n]["record_floor"].append(record_floor(n, fixture))
+                done[n]["replay"].append(replay(fixture))
+                done[n]["replay_floor"].append(replay_floor(fixture))
     extra = turns - short
-    paired = sorted(replay_overhead(runs, short, turns, rep) / extra * 1000 for rep in range(reps))
-    for run in runs.values():
-        run["peak_mb"] = max(r["peak_mb"] for r in run["replay"])
-        for key in ("record", "record_floor", "replay", "replay_floor"):
-            run[key] = min(r["cpu"] for r in run[key])
+    paired = sorted(replay_overhead(done, short, turns, rep) / extra * 1000 for rep in range(reps))
+    runs = {  # the best CPU of each kind
+        n: {kind: min(r["cpu"] for r in results[kind]) for kind in kinds}
+        | {"bytes": results["record"][0]["bytes"], "peak_mb": max(r["peak_mb"] for r in results["replay"])}
+        for n, results in done.items()
+    }
 
     def per_extra(key):  # ms per extra turn
         return (runs[turns][key] - runs[short][key]) / extra * 1000
@@ -218,14 +215,14 @@ def measure(turns: int = 1000, short: int = SHORT, reps: int = 1) -> dict:
     }
 
 
-def replay_overhead(runs: dict, short: int, turns: int, rep: int) -> float:
+def replay_overhead(done: dict, short: int, turns: int, rep: int) -> float:
     """One round's replay overhead in CPU seconds: (replay - floor) at `turns` less the same at `short`.
     Subject and floor of a round ran one after the other, so a slow spell of the machine, which
     makes both dearer, mostly cancels out; the best-of figures can pair a quick floor with a slow
     subject."""
 
     def gap(n):
-        return runs[n]["replay"][rep]["cpu"] - runs[n]["replay_floor"][rep]["cpu"]
+        return done[n]["replay"][rep]["cpu"] - done[n]["replay_floor"][rep]["cpu"]
 
     return gap(turns) - gap(short)
 

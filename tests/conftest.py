@@ -199,10 +199,17 @@ def main_in_process(
         patch.setattr(sys, "stderr", out)
         try:
             code = step.main(list(argv))
-        except SystemExit as stop:  # as the interpreter would: a message is printed and exits 1
-            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
-            out.write("" if stop.code is None or isinstance(stop.code, int) else f"{stop.code}\n")
+        except SystemExit as stop:
+            code = exit_code(stop, out)
     return code, out.getvalue()
+
+
+def exit_code(stop: SystemExit, out) -> int:
+    """The exit code the interpreter gives a SystemExit, printing its message to `out` as it would."""
+    if stop.code is None or isinstance(stop.code, int):
+        return stop.code or 0
+    out.write(f"{stop.code}\n")
+    return 1
 
 
 @pytest.fixture(scope="session", autouse=True)

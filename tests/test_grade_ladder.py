@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, STEPS, main_in_process
+from conftest import ROOT, STEPS, exit_code, main_in_process
 from grading import (
     LOOPS,
     OPTIONS,
@@ -49,7 +49,7 @@ def run_loop_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None,
     """grade_sandbox.run_program for a Python loop written outside the workbook, in this process: the
     file run as __main__ with the program's argv, in the rung's workspace, with the environment the
     sandbox gives a program. As the interpreter would: an uncaught exception prints its traceback and
-    is exit code 1, SystemExit is its code."""
+    is exit code 1, a SystemExit is its code."""
     environment = grade_sandbox.environment(run, run.server_url)
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
@@ -64,7 +64,7 @@ def run_loop_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None,
             runpy.run_path(run.argv[1], run_name="__main__")
             code = 0
         except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+            code = exit_code(stop, out)
         except Exception:
             traceback.print_exc(file=out)
             code = 1

@@ -403,20 +403,20 @@ def test_a_recording_keeps_no_key_and_no_password(run_main, tmp_path):
 # -- atomic saves ----------------------------------------------------------------------------------
 
 
-# The small programs below never use the SDK. As a step does, they let it load on first use only, so
-# each costs its test a tenth of a second of CPU rather than a second (workbook/lazy.py).
-SDK_ON_FIRST_USE = "from workbook import lazy; lazy.install()\n"
-
-WRITER = (
-    SDK_ON_FIRST_USE
-    + """
+WRITER = """
 import sys
 from workbook import files
 path = sys.argv[1]
 for n in range(10**6):
     files.write_atomic(path, (b"A" if n % 2 else b"B") * 30_000_000)
 """
-)
+
+
+def small_program(code: str, *args: str) -> list[str]:
+    """The command that runs `code` in a Python of its own. These programs never use the SDK: as a step
+    does, they let it load on first use only (workbook/lazy.py), so each costs its test a tenth of a
+    second of CPU rather than a second."""
+    return [sys.executable, "-c", "from workbook import lazy; lazy.install()\n" + code, *args]
 
 
 def wait_for_saves(proc: subprocess.Popen, path: Path, saves: int, timeout: float = 120) -> None:
@@ -435,7 +435,7 @@ def wait_for_saves(proc: subprocess.Popen, path: Path, saves: int, timeout: floa
 def test_kill_9_during_a_save_leaves_a_whole_file(tmp_path):
     target = tmp_path / "conversation.json"
     target.write_bytes(b"A" * 30_000_000)
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], cwd=ROOT, env=offline_env())
+    proc = subprocess.Popen(small_program(WRITER, str(target)), cwd=ROOT, env=offline_env())
     wait_for_saves(proc, target, 1)  # killed while it writes the next one
     assert proc.poll() is None, "the writer was still writing when killed"
     proc.kill()
@@ -525,11 +525,7 @@ def test_replays_leave_no_workspace_behind(run_main):
 
 def made_by_a_process(code: str) -> Path:
     """The workspace path a separate Python process printed, after it has ended."""
-    return Path(
-        subprocess.check_output(
-            [sys.executable, "-c", SDK_ON_FIRST_USE + code], cwd=ROOT, env=offline_env(), text=True
-        ).strip()
-    )
+    return Path(subprocess.check_output(small_program(code), cwd=ROOT, env=offline_env(), text=True).strip())
 
 
 def test_a_killed_runs_copy_is_swept_by_the_next_run(tmp_path):
@@ -718,23 +714,20 @@ def test_a_folder_or_a_deep_file_as_resume_is_one_line(run_main, tmp_path):
         assert code == 1 and "Traceback" not in out and str(bad) in out.splitlines()[-1], out
 
 
-SAVER = (
-    SDK_ON_FIRST_USE
-    + """
+SAVER = """
 import sys
 from workbook import conversation
 messages = [{"role": "user", "content": "x" * 300_000} for _ in range(10)]
 while True:
     conversation.save_conversation(messages, __import__("pathlib").Path(sys.argv[1]))
 """
-)
 
 
 @pytest.mark.parametrize("saves", [1, 2, 3])
 def test_kill_9_during_a_conversation_save_leaves_it_whole(tmp_path, saves):
     saved = tmp_path / "conversation.json"
     saved.write_text(json.dumps([{"role": "user", "content": "the old one"}]))
-    proc = subprocess.Popen([sys.executable, "-c", SAVER, str(saved)], cwd=ROOT, env=offline_env())
+    proc = subprocess.Popen(small_program(SAVER, str(saved)), cwd=ROOT, env=offline_env())
     wait_for_saves(proc, saved, saves)  # then killed while it writes the next one
     assert proc.poll() is None
     proc.kill()
