@@ -66,13 +66,22 @@ class Trace:
         and what the run has spent. `extra`: what this request has that the start line does not."""
         if self.path is None:  # no trace file: nothing to write, and no copy of the history to keep
             return
-        new = next((i for i, (a, b) in enumerate(zip(self.logged, messages)) if a is not b), len(self.logged))
+        new = self.first_new(messages)
         sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:], **extra}
         spent = {"spent": {"tokens": budget.tokens, "cost": round(budget.cost, 6)}} if budget else {}
         ms = {"ms": round((time.monotonic() - started) * 1000)} if budget else {}
         result = {"error": outcome} if isinstance(outcome, dict) else {"response": outcome}
         trace(self.path, "model_call", step=step, request=sent, **result, **ms, **spent)
         self.logged = list(messages)
+
+    def first_new(self, messages: list) -> int:
+        """Where `messages` stop being the ones logged last. A loop mostly appends, so one C-level
+        comparison usually settles it (an item compares to itself at once, without looking inside);
+        only a history rewritten in place (s06's collapse) is searched item by item, in Python."""
+        known = len(self.logged)
+        if messages[:known] == self.logged:
+            return known
+        return next((i for i, (a, b) in enumerate(zip(self.logged, messages)) if a is not b), known)
 
     def tools(self, step: int, calls: list, results: list, started: float, stop: str) -> None:
         """The line for one turn's tool calls: what ran, what came back, whether the loop goes on."""
