@@ -184,3 +184,26 @@ def test_the_recording_reads_each_request_as_json_loads_would_whole():
             shared_objects += read["messages"][0] is previous["messages"][0]
         previous = read
     assert shared_objects >= len(bodies) - 6  # read on what was added: all but the 4 changes and the first
+
+
+def test_recorded_bytes_are_the_sdks_bytes_turn_after_turn_and_after_a_rewrite():
+    """replay.RecordedBytes writes each request from the one before; whatever the history did since
+    (grew, was rewritten in the middle, got shorter, a field changed), it writes what the SDK would."""
+    from anthropic._utils._json import openapi_dumps  # how the SDK writes a request body
+
+    from workbook import replay
+
+    messages = conversation()
+    shared = {"model": "claude-sonnet-5", "max_tokens": 1000, "system": "be brief"}
+    requests = [shared | {"messages": messages[:end]} for end in user_ends(messages)]
+    rewritten = copy.deepcopy(messages)
+    rewritten[3]["content"][0]["content"] = "[collapsed]"
+    requests += [
+        shared | {"messages": rewritten},
+        shared | {"messages": rewritten[:5]},
+        shared | {"messages": rewritten[:5] + [{"role": "assistant", "content": "done"}], "system": "new"},
+        {"messages": "not a list"},
+    ]
+    writer = replay.RecordedBytes()
+    for request in requests:
+        assert writer.of(request) == openapi_dumps(request)

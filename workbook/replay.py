@@ -26,30 +26,41 @@ class RecordedBytes:
     """Recorded requests as the SDK would send them, built turn by turn from the one before.
 
     A loop resends the whole history each turn, so a recorded request is the previous one plus what
-    is new: its messages already written are reused, and only the new ones are written. The work per
-    turn is a C-level comparison of the history and a copy of bytes, never a parse.
+    is new: the messages already written are kept as one run of bytes, and only the new ones are
+    written and added to it. The other fields (system, tools: the same objects turn after turn in a
+    fixture) are written once each. The work per turn is a C-level comparison of the history and a
+    copy of bytes, never a parse, and no JSON but the new messages'.
     """
 
     def __init__(self):
         self.messages: list = []  # the recorded messages written last
-        self.written: list[bytes] = []  # each of them as bytes
+        self.joined = b""  # those messages as the SDK writes them, comma-separated
+        self.fields: dict = {}  # key -> (the value written last, `"key":value` as bytes)
 
     def of(self, request: dict) -> bytes:
         messages = request.get("messages")
         if not isinstance(messages, list):
             return sdk_json(request)
-        known = len(self.messages)
-        if len(messages) < known or messages[:known] != self.messages:  # the history was rewritten
-            known, self.written = 0, []
-        self.written = self.written[:known] + [sdk_json(m) for m in messages[known:]]
-        self.messages = messages
+        self._catch_up(messages)
         fields = [
-            sdk_json(key)
-            + b":"
-            + (b"[" + b",".join(self.written) + b"]" if key == "messages" else sdk_json(v))
-            for key, v in request.items()
+            sdk_json(key) + b":[" + self.joined + b"]" if key == "messages" else self._field(key, value)
+            for key, value in request.items()
         ]
         return b"{" + b",".join(fields) + b"}"
+
+    def _catch_up(self, messages: list) -> None:
+        known = len(self.messages)
+        if len(messages) < known or messages[:known] != self.messages:  # the history was rewritten
+            known, self.joined = 0, b""
+        new = [sdk_json(m) for m in messages[known:]]
+        self.joined = b",".join([self.joined, *new] if known else new)
+        self.messages = messages
+
+    def _field(self, key: str, value) -> bytes:
+        written = self.fields.get(key)
+        if written is None or written[0] is not value:
+            written = self.fields[key] = (value, sdk_json(key) + b":" + sdk_json(value))
+        return written[1]
 
 
 @dataclass
