@@ -19,11 +19,12 @@ and anything else paid once cancel out, and what grows with the run is left.
   (launch.start), so that neither rescans the recording or its imports at each full collection.
 - both floors run each turn's command as s06 does (`bash -c`, output captured), so the tool's own
   cost, paid by every loop, is in the floor too; a process's CPU includes the commands it ran.
-- the replay's overhead: round by round, each round's replay against the floor run beside it, and the
-  median of the rounds is the figure. On this shared 2-core VM a slow spell made one whole run of this
-  benchmark about a quarter dearer, floor and subject alike: a best-of gap (each at its least, also
-  shown) can pair a quick floor with a slow replay: it gave 2.90 ms in one run, and a re-run's rounds
-  a median of 1.41 ms.
+- the replay's overhead: round by round, the replay and its floor run side by side (one per core, started
+  together), and the median of the rounds is the figure. On this shared 2-core VM a slow spell made one
+  whole run of this benchmark about a quarter dearer. Run one after the other, such a spell could fall
+  on the replay alone: a best-of gap (each at its least, still shown) gave 2.90 ms in one run, and
+  four sequential rounds of one build ranged from 1.03 to 1.84 ms; side by side, five rounds of it
+  ranged from 0.98 to 1.48 ms.
 - size: the fixture at N turns against the one at SHORT turns; peak memory: the replay's ru_maxrss
   (an upper bound: Linux carries the forking bench's own peak into the child).
 
@@ -126,7 +127,21 @@ class LongStandIn:
 
 def timed(argv: list[str], env: dict) -> dict:
     """Run one child to its end: its own CPU seconds (user + system) and peak RSS in MB."""
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return finished(started(argv, env), argv)
+
+
+def side_by_side(env: dict, *argvs: list[str]) -> list[dict]:
+    """Run children at the same time, one per core, each timed as `timed` does. Run so, a slow spell
+    of the machine falls on all of them alike, where one after the other it can fall on one alone."""
+    procs = [started(argv, env) for argv in argvs]
+    return [finished(proc, argv) for proc, argv in zip(procs, argvs)]
+
+
+def started(argv: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def finished(proc: subprocess.Popen, argv: list[str]) -> dict:
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace")
@@ -161,13 +176,12 @@ def record_floor(turns: int, fixture: Path) -> dict:
         return timed(argv, child_env(ANTHROPIC_API_KEY="bench"))
 
 
-def replay(fixture: Path) -> dict:
-    argv = [sys.executable, "s06_recovery.py", "--replay", str(fixture), "--permission", "all", *LIMITS]
-    return timed(argv, child_env())
-
-
-def replay_floor(fixture: Path) -> dict:
-    return timed([sys.executable, "-m", "bench.record_long", "floor", "mock", str(fixture)], child_env())
+def replayed(fixture: Path) -> tuple[dict, dict]:
+    """The replay and its floor, side by side: (replay, floor)."""
+    replay = [sys.executable, "s06_recovery.py", "--replay", str(fixture), "--permission", "all", *LIMITS]
+    floor = [sys.executable, "-m", "bench.record_long", "floor", "mock", str(fixture)]
+    subject, floor_run = side_by_side(child_env(), replay, floor)
+    return subject, floor_run
 
 
 def measure(turns: int = 1000, short: int = SHORT, reps: int = 1) -> dict:
@@ -185,8 +199,9 @@ def measure(turns: int = 1000, short: int = SHORT, reps: int = 1) -> dict:
                 fixture, recorded = record(n, folder)
                 done[n]["record"].append(recorded)
                 done[n]["record_floor"].append(record_floor(n, fixture))
-                done[n]["replay"].append(replay(fixture))
-                done[n]["replay_floor"].append(replay_floor(fixture))
+                replay, floor_run = replayed(fixture)
+                done[n]["replay"].append(replay)
+                done[n]["replay_floor"].append(floor_run)
     extra = turns - short
     paired = sorted(replay_overhead(done, short, turns, rep) / extra * 1000 for rep in range(reps))
     runs = {  # the best CPU of each kind
@@ -210,7 +225,9 @@ def measure(turns: int = 1000, short: int = SHORT, reps: int = 1) -> dict:
         "size_ratio": runs[turns]["bytes"] / runs[short]["bytes"],
         "replay_ms": replay_ms,
         "replay_floor_ms": replay_floor_ms,
-        "replay_overhead_ms": statistics.median(paired),  # the headline: rounds, each against its own floor
+        "replay_overhead_ms": statistics.median(
+            paired
+        ),  # the figure: rounds, each against the floor beside it
         "replay_overhead_best_of_ms": replay_ms - replay_floor_ms,
         "replay_overhead_paired_ms": paired,
         "replay_peak_mb": runs[turns]["peak_mb"],
@@ -219,9 +236,8 @@ def measure(turns: int = 1000, short: int = SHORT, reps: int = 1) -> dict:
 
 def replay_overhead(done: dict, short: int, turns: int, rep: int) -> float:
     """One round's replay overhead in CPU seconds: (replay - floor) at `turns` less the same at `short`.
-    Subject and floor of a round ran one after the other, so a slow spell of the machine, which
-    makes both dearer, mostly cancels out; the best-of figures can pair a quick floor with a slow
-    subject."""
+    Subject and floor of a round ran side by side, so a slow spell of the machine, which makes both
+    dearer, mostly cancels out; the best-of figures can pair a quick floor with a slow subject."""
 
     def gap(n):
         return done[n]["replay"][rep]["cpu"] - done[n]["replay_floor"][rep]["cpu"]
