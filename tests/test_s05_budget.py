@@ -19,7 +19,7 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from conftest import ROOT, STEPS, load_step, offline_env, run_script
+from conftest import ROOT, STEPS, load_step, offline_env
 from rich.console import Console
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
@@ -495,7 +495,6 @@ def signalled(tmp_path_factory):
         "twice": lambda tmp: interrupt_during_the_slow_command(tmp, second=True),
         "kill -9": kill_after_the_first_call,
         "model call": interrupt_during_a_model_call,
-        "as typed": lambda tmp: run_script("s05_budget.py", "--replay", "fixtures/s04_repeated_call.json"),
     }
     with ThreadPoolExecutor(len(jobs)) as pool:
         started = {name: pool.submit(job, tmp_path_factory.mktemp("run")) for name, job in jobs.items()}
@@ -542,12 +541,6 @@ def test_the_trace_is_valid_json_lines_after_kill_9(signalled):
     traced = anthropic.types.Message.model_validate(lines[1]["response"])
     expected = anthropic.types.Message.model_validate(first)
     assert traced.to_dict(exclude_none=True) == expected.to_dict(exclude_none=True)
-
-
-@S05_ONLY
-def test_the_script_runs_as_a_reader_types_it(signalled):
-    done = signalled["as typed"]
-    assert done.returncode == 0 and "ended: repeated call" in done.stdout, done.stdout + done.stderr
 
 
 @S05_ONLY
