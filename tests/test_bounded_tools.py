@@ -17,12 +17,15 @@ from workbook import capture
 CAT_3000 = """
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 sys.path.insert(0, {root!r})
-import anthropic, s02_tools as s02
+from workbook import lazy; lazy.install()  # as a step starts: the SDK loads if something uses it
+import s02_tools as s02
 workspace = Path({workspace!r})
 (workspace / "x").write_bytes(b"y" * (1 << 20) + b"\\n")
 command = {{"command": "cat " + "x " * 3000}}
-block = anthropic.types.ToolUseBlock(type="tool_use", id="toolu_cat", name="bash", input=command)
+# A ToolUseBlock's fields: execute() reads no more of it, and the SDK stays unloaded.
+block = SimpleNamespace(type="tool_use", id="toolu_cat", name="bash", input=command)
 output, is_error = s02.execute(block, workspace, "auto")
 assert not is_error and "cut from the middle" in output and output.endswith("[exit code 0]"), output[-99:]
 # VmHWM, this process's own peak: getrusage's ru_maxrss keeps the peak of the process it was forked
