@@ -254,12 +254,22 @@ request = function()
   return wrk.format("POST", "/v1/messages", headers, BODY)
 end
 """
+# Added for a check of the machinery rather than a measurement: wrk waits this long before each request
+# of a connection, so that a second of wrk costs the server a few requests' CPU, not a core-second.
+WRK_PAUSE = """
+delay = function()
+  return PAUSE_MS
+end
+"""
 
 
-def wrk(url: str, students: int, seconds: int = WRK_SECONDS, form: str = "sdk") -> dict:
+def wrk(url: str, students: int, seconds: int = WRK_SECONDS, form: str = "sdk", pause_ms: int = 0) -> dict:
     """wrk with one kept-alive connection per student, each request the s01 recording's first (the
-    student starts over each time, a 200 every time): requests/s, p50 and p99 in ms, non-2xx replies."""
+    student starts over each time, a 200 every time): requests/s, p50 and p99 in ms, non-2xx replies.
+    `pause_ms`: a pause before each request (WRK_PAUSE), for the tests."""
     script = WRK_SCRIPT.replace("BODY", json.dumps(turns(form)[0].decode()))
+    if pause_ms:
+        script += WRK_PAUSE.replace("PAUSE_MS", str(int(pause_ms)))
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
         lua.write(script)
     try:
@@ -298,6 +308,7 @@ def wrk_levels(
     root: Path = ROOT,
     seconds: int = WRK_SECONDS,
     servers=("replay", "threaded", "asyncio"),
+    pause_ms: int = 0,
 ) -> list:
     """Each server under wrk at each class size, rounds interleaved server by server: medians of each.
 
@@ -313,7 +324,7 @@ def wrk_levels(
             with start() as url:
                 for n in students:
                     for row, form in forms.get(name, {name: "sdk"}).items():
-                        runs.setdefault((row, n), []).append(wrk(url, n, seconds, form))
+                        runs.setdefault((row, n), []).append(wrk(url, n, seconds, form, pause_ms))
     rows = []
     for (name, n), results in runs.items():
         row = {"server": name, "students": n, "rounds": len(results)}
