@@ -225,9 +225,8 @@ def measure(turns: int = 1000, short: int = SHORT, reps: int = 1) -> dict:
         "size_ratio": runs[turns]["bytes"] / runs[short]["bytes"],
         "replay_ms": replay_ms,
         "replay_floor_ms": replay_floor_ms,
-        "replay_overhead_ms": statistics.median(
-            paired
-        ),  # the figure: rounds, each against the floor beside it
+        # The figure: the median of the rounds, each its replay against the floor run beside it.
+        "replay_overhead_ms": statistics.median(paired),
         "replay_overhead_best_of_ms": replay_ms - replay_floor_ms,
         "replay_overhead_paired_ms": paired,
         "replay_peak_mb": runs[turns]["peak_mb"],
