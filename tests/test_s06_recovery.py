@@ -650,14 +650,9 @@ def test_the_trace_of_a_collapsed_run_rebuilds_every_request(step, tmp_path):
     """Collapse rewrites old messages in place; each model_call line still says where what it sent
     stops being what the line before logged (new_from), so the history rebuilds from the trace alone."""
     _, transport, _, _, _ = replay_path(step, "prompt_too_long_collapse", tmp_path=tmp_path)
-    lines = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
-    sent, messages = [], []
-    for line in lines:
-        if line["event"] == "model_call":
-            request = line["request"]
-            messages = messages[: request["new_from"]] + request["new_messages"]
-            sent.append(messages)
-    assert sent == [request["messages"] for request in transport.seen]
+    rebuilt = step.trace_to_fixture(tmp_path / "trace.jsonl")["exchanges"]
+    assert [e["request"]["messages"] for e in rebuilt] == [request["messages"] for request in transport.seen]
     # Each turn starts where the last one's request ended, but the one after the collapse, which
     # rewrote the history from message 2 (the oldest tool result) on.
+    lines = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
     assert [line["request"]["new_from"] for line in lines if line["event"] == "model_call"] == [0, 1, 3, 2, 5]
