@@ -34,6 +34,43 @@ def test_help_answers_without_loading_the_sdk(step, run_main, monkeypatch):
     assert code == 0 and done.stdout == eager
 
 
+def test_flags_that_contradict_each_other_are_told_before_the_sdk_loads():
+    command = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "s01_agent_loop.py",
+        "--replay",
+        "a.json",
+        "--record",
+        "b.json",
+    ]
+    done = subprocess.run(command, cwd=ROOT, env=offline_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "give one of them" in done.stdout + done.stderr, done.stderr[-2000:]
+    assert not imported(done.stderr) & set(SDK_AT_WORK)
+
+
+def test_a_run_loads_the_sdk_where_it_starts_before_anything_reads_it(tmp_path):
+    """step_cli.run_step loads it itself, near the bottom of the stack (workbook/lazy.py's load_now says
+    why), rather than at the first read, deep inside launch.start."""
+    script = tmp_path / "s99_probe.py"  # a step's name: workbook/__init__.py then defers the SDK
+    script.write_text(
+        "import sys\n"
+        "import workbook.step_cli as step_cli\n"
+        "import s01_agent_loop\n"
+        "def start(*args, **kwargs):\n"
+        "    print(type(sys.modules['anthropic']).__name__)\n"
+        "    raise SystemExit(0)\n"
+        "step_cli.start = start\n"
+        "print(type(sys.modules['anthropic']).__name__)\n"
+        "s01_agent_loop.main([])\n"
+    )
+    env = offline_env(PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["NotYetLoaded", "module"]  # deferred at import, loaded before start
+
+
 @pytest.mark.parametrize("command", ["check", "serve", "grade"])
 def test_the_command_lines_help_answers_without_loading_the_sdk(command):
     argv = [sys.executable, "-X", "importtime", "-m", "workbook", command, "--help"]
@@ -84,6 +121,17 @@ def test_importing_a_submodule_runs_only_that_submodule(probe):
     import lazyprobe
 
     assert lazyprobe.part.PART == "only me" and probe.count == 1
+
+
+def test_load_now_runs_a_deferred_package_once_and_leaves_any_other_alone(probe):
+    import lazyprobe
+
+    lazy.load_now("lazyprobe")
+    assert probe.count == 1 and type(lazyprobe) is type(sys)
+    lazy.load_now("lazyprobe")  # loaded: nothing to do
+    lazy.load_now("json")  # never deferred
+    lazy.load_now("not_imported_at_all")
+    assert probe.count == 1 and lazyprobe.VALUE == 42
 
 
 def test_a_missing_name_raises_as_for_any_module(probe):

@@ -113,9 +113,7 @@ def choose(args: argparse.Namespace, model: str, script: str, **client_options) 
     With a task: a live run, which needs ANTHROPIC_API_KEY. Flags that contradict each other stop here.
     """
     model = args.model or os.environ.get("MODEL_ID") or model
-    conflict = flag_conflict(args)
-    if conflict:
-        raise WorkbookError(conflict)
+    refuse_conflicting_flags(args)
     key = os.environ.get("ANTHROPIC_API_KEY")
     if args.record:
         if not key:
@@ -131,6 +129,12 @@ def choose(args: argparse.Namespace, model: str, script: str, **client_options) 
     where = public_endpoint(os.environ.get("ANTHROPIC_BASE_URL"))
     banner = f"live: {model} at {where}; tools act in {workspace}"
     return Run(client, "live", args.task, workspace, model, banner, script=script)
+
+
+def refuse_conflicting_flags(args: argparse.Namespace) -> None:
+    conflict = flag_conflict(args)
+    if conflict:
+        raise WorkbookError(conflict)
 
 
 def flag_conflict(args: argparse.Namespace) -> str | None:

@@ -15,12 +15,12 @@ from pathlib import Path
 import anthropic
 from rich.markup import escape
 
-from workbook import display
+from workbook import display, lazy
 from workbook.display import error, printable, say
 from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import refuse_unwritable, sweep_temp_files
-from workbook.launch import Run, start
+from workbook.launch import Run, refuse_conflicting_flags, start
 from workbook.launch import make_parser as make_shared_parser
 from workbook.paths import ROOT
 from workbook.tracing import fixture_file
@@ -85,6 +85,8 @@ def run_step(args, model: str, script: str, run_task, flags=None, prepare=None, 
     run = None
     try:
         refuse_unwritable_flags(args)
+        refuse_conflicting_flags(args)  # a mistake in the flags is told before the SDK loads...
+        lazy.load_now("anthropic")  # ...which it does here, near the stack's bottom (see load_now)
         run = start(prepare(args) if prepare else args, model, script, **client_options)
         for line in banner_lines(run):
             say(line)
