@@ -89,7 +89,7 @@ def run_on(command: str, path: str) -> int:
         if command == "trust":
             print(trust(path))
             return 0
-        load_fixture(path)
+        load_fixture(path, reuse_pass=False)  # the author's check judges it all, every time
         print(f"ok  {path}")
         return 0
     except WorkbookError as err:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbook import trust
+from workbook import trust, verdicts
 from workbook.contract import BETA_ALL, RequestChain, exchange_problems
 from workbook.environment import environment_problems
 from workbook.errors import FixtureError, WorkbookError
@@ -20,20 +20,27 @@ HINT = "fix the file or re-record it"
 FIXTURE_FIELDS = ("script", "scenario", "description", "provenance", "task", "workspace", "exchanges")
 
 
-def load_fixture(path: str | Path) -> dict:
-    """Read a fixture and check it; any problem raises FixtureError naming the file and the place."""
-    return load_with_bytes(path)[0]
+def load_fixture(path: str | Path, reuse_pass: bool = True) -> dict:
+    """Read a fixture and check it; any problem raises FixtureError naming the file and the place.
+
+    With `reuse_pass`, exchanges that passed before, byte for byte, are not judged again
+    (workbook/verdicts.py); `python -m workbook check` judges them afresh every time."""
+    return load_with_bytes(path, reuse_pass)[0]
 
 
-def load_with_bytes(path: str | Path) -> tuple[dict, bytes]:
+def load_with_bytes(path: str | Path, reuse_pass: bool = True) -> tuple[dict, bytes]:
     """The checked fixture and the exact bytes it came from (what trust is judged on)."""
     try:
         raw = read_bytes(path, "fixture")
-        fixture = checked_fixture(path, parsed_fixture(path, raw))
+        form = "journal" if is_journal(path) else "fixture"
+        passed = reuse_pass and verdicts.passed_before(raw, form)
+        fixture = checked_fixture(path, parsed_fixture(path, raw), exchanges_passed=passed)
     except FixtureError:
         raise
     except WorkbookError as err:
         raise FixtureError(str(err)) from None
+    if not passed:
+        verdicts.remember_pass(raw, form)
     trust.remember(fixture, raw)  # a trusted fixture's recorded calls, kept with this loaded copy
     return fixture, raw
 
@@ -44,10 +51,11 @@ def parsed_fixture(path, raw: bytes):
     return read_journal(path, raw) if is_journal(path) else parse_json(path, raw, "fixture", HINT)
 
 
-def checked_fixture(path, fixture) -> dict:
+def checked_fixture(path, fixture, exchanges_passed: bool = False) -> dict:
     """The fixture with every request whole (a recording stores each as a delta of the one before:
-    workbook/request_delta.py), checked; the first problem raises FixtureError naming the place."""
-    fixture, problems = _checked(fixture)  # read from a file: its nesting was measured on the text
+    workbook/request_delta.py), checked; the first problem raises FixtureError naming the place.
+    `exchanges_passed`: these very bytes passed before, so only the fields around them are checked."""
+    fixture, problems = _checked(fixture, exchanges_passed)  # read from a file: its nesting was measured
     for problem in problems:
         raise FixtureError(f"{path}: {problem}")
     return fixture
@@ -60,12 +68,12 @@ def fixture_problems(fixture) -> list[str]:
     return _checked(fixture)[1]
 
 
-def _checked(fixture) -> tuple[dict, list[str]]:
+def _checked(fixture, exchanges_passed: bool = False) -> tuple[dict, list[str]]:
     """The fixture with its requests rebuilt in full, and everything wrong with it. Text is checked on
     the stored form (each string once), the requests once rebuilt (each as the API would see it)."""
     if not isinstance(fixture, dict):
         return fixture, ["the top level must be a JSON object"]
-    surrogate = _lone_surrogate(fixture)
+    surrogate = None if exchanges_passed else _lone_surrogate(fixture)
     if surrogate:  # JSON's \ud800 escape parses, but no terminal or file can hold it: every print would fail
         return fixture, [f"{surrogate}: holds a lone surrogate (a \\ud800-style escape that is not text)"]
     if isinstance(fixture.get("exchanges"), list):
@@ -73,16 +81,18 @@ def _checked(fixture) -> tuple[dict, list[str]]:
         if problem:
             return fixture, [problem]
         fixture = fixture | {"exchanges": exchanges}
-    return fixture, _problems(fixture)
+    return fixture, _problems(fixture, exchanges_passed)
 
 
-def _problems(fixture: dict) -> list[str]:
+def _problems(fixture: dict, exchanges_passed: bool = False) -> list[str]:
     problems = [f"missing field `{name}`" for name in FIXTURE_FIELDS if name not in fixture]
     if problems:
         return problems
-    problems += _field_problems(fixture)
+    problems += _field_problems(fixture)  # always: they name folders and files, which may have changed
     if not isinstance(fixture["exchanges"], list) or not fixture["exchanges"]:
         return problems + ["`exchanges` must be a non-empty list"]
+    if exchanges_passed:
+        return problems
     chain = RequestChain(BETA_ALL)  # each request judged on what it adds to the one before
     for n, exchange in enumerate(fixture["exchanges"]):
         problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange, chain)]

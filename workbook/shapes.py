@@ -37,7 +37,7 @@ def schema(name: str) -> dict:
             _SCHEMAS[name] = json.loads(cache_file(name, "json").read_bytes())
         except (OSError, ValueError):
             _SCHEMAS[name] = _built_schema(name)
-            _cache(cache_file(name, "json"), json.dumps(_SCHEMAS[name]).encode())
+            write_cache(cache_file(name, "json"), json.dumps(_SCHEMAS[name]).encode())
     return _SCHEMAS[name]
 
 
@@ -52,7 +52,7 @@ def _built_schema(name: str) -> dict:
     return built
 
 
-def _cache(path, data: bytes) -> None:
+def write_cache(path, data: bytes) -> None:
     from workbook.files import write_atomic
 
     try:
@@ -133,7 +133,7 @@ def _compile_and_cache(name: str):
     source = fastjsonschema.compile_to_code(schema(name), use_default=False)  # never fill in a request
     code = compile(source, f"<contract {name}>", "exec")
     data = marshal.dumps(code)
-    _cache(cache_file(name), hashlib.sha256(data).digest() + data)
+    write_cache(cache_file(name), hashlib.sha256(data).digest() + data)
     namespace: dict = {}
     exec(code, namespace)  # noqa: S102
     return namespace
