@@ -124,6 +124,26 @@ def test_the_terminal_gets_no_control_sequence_from_a_fixture_or_a_model(monkeyp
     assert "beforepwned" not in shown and "before" in shown and "after" in shown
 
 
+def test_the_terminal_shows_the_models_words_as_it_wrote_them():
+    said = "done :fire: [fixed] 1,000 tests :thumbs_up:"
+
+    class Text:
+        type, text = "text", said
+
+    class Usage:
+        input_tokens, output_tokens = 10, 2
+
+    class Reply:
+        content, stop_reason, usage = [Text()], "end_turn", Usage()
+
+    with display.console.capture() as captured:  # the console every step prints on, as it is set up
+        display.show_turn(1, Reply())
+        display.say(said)
+        display.error("error", said)
+    lines = [line for line in captured.get().splitlines() if ":fire:" in line]
+    assert len(lines) == 3 and all(said in line for line in lines), captured.get()
+
+
 def summary_of(monkeypatch, show, runs) -> str:
     """What a summary table prints for `runs`, on an 80-column console."""
     out = io.StringIO()

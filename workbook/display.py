@@ -16,7 +16,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-console = Console(highlight=False)
+# What the model and the tools said is shown as they said it: no colour guessed for numbers (highlight),
+# and no `:fire:` turned into an emoji (a rich default that also costs every print a search).
+console = Console(highlight=False, emoji=False)
 
 # What a terminal would obey rather than show: OSC (title, clipboard: ESC ] ... BEL), CSI (clear the
 # screen: ESC [ 2 J), other escapes, and control characters but tab and newline. Text from a fixture or
