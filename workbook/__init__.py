@@ -40,10 +40,11 @@ def _running_a_step() -> bool:
 
 
 # A step imports the SDK next. Its `import anthropic` makes an empty module that loads on first use
-# (workbook/lazy.py), so `--help` or a mistyped flag answers without the SDK; a run first uses it in
-# launch.start. Loading it makes hundreds of thousands of objects that live until exit. Collecting
-# while they are made finds nothing to free and costs about a third of the import, so the collector
-# stays off until launch.start has them all, freezes them and turns it back on (docs/benchmarks.md).
+# (workbook/lazy.py), so `--help` or a mistyped flag answers without the SDK; a run loads it where it
+# starts, in step_cli.run_step. Loading it makes hundreds of thousands of objects that live until
+# exit. Collecting while they are made finds nothing to free and costs about a third of the import, so
+# the collector stays off until launch.start has them all, freezes them and turns it back on
+# (docs/benchmarks.md).
 if _running_a_step():
     from workbook import lazy
 
