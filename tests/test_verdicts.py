@@ -75,6 +75,9 @@ def test_a_changed_judge_judges_again(judged, tmp_path, monkeypatch):
     verdicts._judge.cache_clear()
     fixtures.load_fixture(path)
     assert judged  # any module's source is part of the key
+    judges = list((tmp_path / "cache" / "passed").iterdir())
+    assert judges == [verdicts._judge_folder()]  # the older judge's passes went when this one's came
+    assert verdicts.passed_before(path.read_bytes(), "fixture")
 
 
 def test_a_fixture_with_a_problem_is_never_remembered(judged, tmp_path):
