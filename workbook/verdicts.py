@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from contextlib import suppress
 from functools import cache
 from pathlib import Path
 
@@ -43,11 +44,20 @@ def remember_pass(raw: bytes, form: str) -> None:
     one judge's passes, not one per edit of the workbook."""
     from workbook.shapes import write_cache
 
-    folder = _judge_folder()
-    if not folder.is_dir():
-        for other in folder.parent.glob("*") if folder.parent.is_dir() else ():
-            shutil.rmtree(other, ignore_errors=True)
-    write_cache(folder / _digest(raw, form), b"")
+    with suppress(OSError):
+        folder = _judge_folder()
+        if not folder.is_dir():
+            _remove_other_judges(folder)
+        write_cache(folder / _digest(raw, form), b"")
+
+
+def _remove_other_judges(folder: Path) -> None:
+    for other in folder.parent.glob("*") if folder.parent.is_dir() else ():
+        with suppress(OSError):
+            if other.is_dir() and not other.is_symlink():
+                shutil.rmtree(other)
+            else:
+                other.unlink()
 
 
 def _digest(raw: bytes, form: str) -> str:
