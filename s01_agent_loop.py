@@ -25,7 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbook import capture, display, launch, scrub, step_cli, trust  # isort: split
+from workbook import capture, display, launch, scrub, step_cli
+from workbook.replay import trust
 
 import anthropic
 
@@ -82,11 +83,9 @@ def run_tool(block, workspace: Path) -> str:
 
 
 # -- the loop --------------------------------------------------------------------------------------
-# The SDK's types are in quotes ("anthropic.Anthropic"): Python stores them unread, so `--help` can
-# answer before the SDK has loaded (it loads on first use, workbook/lazy.py).
 
 
-def agent_loop(client: "anthropic.Anthropic", messages: list, workspace: Path, model: str = MODEL) -> list:
+def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, model: str = MODEL) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
     turns = []  # every response, in order
     while True:

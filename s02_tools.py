@@ -35,15 +35,16 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from workbook import display, environment, launch, step_cli, trust, workspace_files  # isort: split
+from workbook import display, environment, launch, step_cli, workspace_files
+from workbook.asking import DANGEROUS, ask_person  # the gate's question at the terminal, its warnings
+from workbook.audit import log_call  # one JSON line per call in the run's folder
+from workbook.replay import trust
 
 import anthropic
 import fastjsonschema
 
 from s01_agent_loop import MAX_TOKENS, MODEL, run_bash
 from s01_agent_loop import TOOLS as BASH
-from workbook.asking import DANGEROUS, ask_person  # the gate's question at the terminal, its warnings
-from workbook.audit import log_call  # one JSON line per call in the run's folder
 
 TOOLS = BASH + [
     {
@@ -253,7 +254,7 @@ def leaves_workspace(word: str) -> bool:
 
 def gate(tool: Tool, data: dict, permission: str, recorded: bool = False) -> tuple[str, str | None]:
     """(decision, refusal or None): reads pass; the rest follow --permission. Under auto a command runs
-    unasked if read-only or `recorded` (see workbook/trust.py); any other asks, or is refused."""
+    unasked if read-only or `recorded` (see workbook/replay/trust.py); any other asks, or is refused."""
     command = data.get("command", "") if tool.name == "bash" else None
     danger = next((why for rx, why in DANGEROUS.items() if re.search(rx, command or "")), None)
     if tool.read_only or permission == "all":
@@ -332,7 +333,7 @@ def refused(err: Exception, workspace: Path) -> str:
 
 
 def agent_loop(
-    client: "anthropic.Anthropic",
+    client: anthropic.Anthropic,
     messages: list,
     workspace: Path,
     model: str = MODEL,

@@ -40,14 +40,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from workbook import capture, conversation, display, launch, scrub, step_cli  # isort: split
+from workbook import capture, conversation, display, launch, scrub, step_cli
+from workbook.api.retry_after import server_wait  # the pause a 429 or 529 asks for, from its headers
 
 import anthropic
 
 import s02_tools as s02
 from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
 from s02_tools import SYSTEM, TOOLS, ToolError, truncate
-from workbook.retry_after import server_wait  # the pause a 429 or 529 asks for, from its headers
 
 DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
 
@@ -157,7 +157,7 @@ def retryable(status: int | None) -> bool:
     return status is None or status in (408, 409, 429) or status >= 500
 
 
-def status_of(err: "anthropic.APIError") -> int | None:
+def status_of(err: anthropic.APIError) -> int | None:
     """The HTTP status of an API error; None when no answer came (connection lost, timed out)."""
     return getattr(err, "status_code", None)
 
@@ -168,7 +168,7 @@ def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
     return ceiling / 2 + rand() * ceiling / 2
 
 
-def api_message(err: "anthropic.APIError") -> str:
+def api_message(err: anthropic.APIError) -> str:
     """The API's own one-line explanation, when the body has one."""
     body = err.body if isinstance(err.body, dict) else {}
     return str((body.get("error") or {}).get("message") or err.message)
@@ -183,7 +183,7 @@ def fatal_line(err: Exception) -> str:
     return advice.format(status=status, message=api_message(err))
 
 
-def call_model(client: "anthropic.Anthropic", retry: Retry | None, send=None, **request):
+def call_model(client: anthropic.Anthropic, retry: Retry | None, send=None, **request):
     """client.messages.create(**request), retried on what may pass, every retry shown on screen.
     `send(**request)` makes one attempt instead: s05 passes its streamed call.
 
@@ -214,7 +214,7 @@ def call_model(client: "anthropic.Anthropic", retry: Retry | None, send=None, **
     raise GaveUp("no attempts allowed (attempts < 1)")
 
 
-def retry_reason(err: "anthropic.APIError") -> str | None:
+def retry_reason(err: anthropic.APIError) -> str | None:
     """Why a failed call may pass if sent again, in a few words; None when it cannot. An
     `x-should-retry: true|false` header decides first, whatever the status (the SDK obeys it too)."""
     status = status_of(err)
@@ -254,7 +254,7 @@ def retry_policy(run: launch.Run) -> Retry:
 
 
 def agent_loop(
-    client: "anthropic.Anthropic",
+    client: anthropic.Anthropic,
     messages: list,
     workspace: Path,
     model: str = MODEL,

@@ -35,7 +35,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import display, launch, step_cli  # isort: split
+from workbook import display, launch, step_cli
+from workbook.timeline import Timed  # when each call ran, for the timeline
 
 import anthropic
 
@@ -53,7 +54,6 @@ from s03_errors import (
     retry_policy,
     stop_cleanly,
 )
-from workbook.timeline import Timed  # when each call ran, for the timeline
 
 DEFAULT_FIXTURE = "fixtures/s04_read_many.json"
 
@@ -229,7 +229,7 @@ class RepeatGuard:
 
 
 def agent_loop(
-    client: "anthropic.Anthropic",
+    client: anthropic.Anthropic,
     messages: list,
     workspace: Path,
     model: str = MODEL,

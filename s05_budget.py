@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from workbook import conversation, display, errors, launch, prices, step_cli, tracing  # isort: split
+from workbook import conversation, display, errors, launch, prices, step_cli, tracing
 
 import anthropic
 
@@ -188,13 +188,13 @@ def first_ctrl_c(signum, frame) -> None:
     )
 
 
-def call_model(client: "anthropic.Anthropic", retry: Retry | None, stream: bool = False, **request):
+def call_model(client: anthropic.Anthropic, retry: Retry | None, stream: bool = False, **request):
     """s03's call_model(), streamed: the text shows as it comes, a tool call once its input is whole.
     A Ctrl-C meanwhile raises KeyboardInterrupt, and the partial reply is dropped with the stream."""
     return s03.call_model(client, retry, partial(streamed, client) if stream else None, **request)
 
 
-def streamed(client: "anthropic.Anthropic", **request) -> "anthropic.types.Message":
+def streamed(client: anthropic.Anthropic, **request) -> anthropic.types.Message:
     with client.messages.stream(**request) as events:
         for event in events:
             display.show_event(event)
@@ -249,7 +249,7 @@ def failed(budget: Budget, trace_path: Path | None, err: Exception) -> None:
 
 
 def agent_loop(
-    client: "anthropic.Anthropic",
+    client: anthropic.Anthropic,
     messages: list,
     workspace: Path,
     model: str = MODEL,

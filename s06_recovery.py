@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import conversation, display, launch, step_cli, tracing  # isort: split
+from workbook import conversation, display, launch, step_cli, tracing
+from workbook.conversation import blocks, context_chars, result_text  # a message's blocks, its size
 
 import anthropic
 
@@ -37,7 +38,6 @@ from s02_tools import SYSTEM, TOOLS, ToolError, truncate
 from s03_errors import CLIENT_OPTIONS, Retry, api_message
 from s04_parallel import Schedule
 from s05_budget import CTRL_C_IN_TOOLS, INTERRUPT, Budget, RepeatGuard, call_model, run_tools, stopped
-from workbook.conversation import blocks, context_chars, result_text  # a message's blocks, its size
 
 DEFAULT_FIXTURE = "fixtures/s06_truncated_tool_use.json"
 
@@ -276,7 +276,7 @@ def ended_because(transition: str, why: str, response) -> str:
 class Caller:
     """What recovery needs to call the model itself (compaction asks it for a summary)."""
 
-    client: "anthropic.Anthropic"
+    client: anthropic.Anthropic
     retry: Retry | None
     model: str
     trace_path: Path | None
@@ -313,7 +313,7 @@ def recover(transition: str, messages: list, response, state: Recovery, hook: tu
 
 
 def agent_loop(
-    client: "anthropic.Anthropic",
+    client: anthropic.Anthropic,
     messages: list,
     workspace: Path,
     model: str = MODEL,

@@ -57,9 +57,9 @@ def median(values: list[float]) -> float:
 @contextlib.contextmanager
 def quiet(module, console_class=None):
     """Swap a step's module-level `console` for one writing to memory: rendering still runs, no terminal."""
-    from rich.console import Console
-
     from workbook import display
+
+    from rich.console import Console
 
     module = display  # every step prints through display.console
     saved = module.console
@@ -123,9 +123,9 @@ def interleaved(commands: dict[str, list[str]], reps: int, env: dict) -> dict[st
 # its own tool runner (s02's execute, s04's run_tools) or streams just adds a line here.
 TIMED = [
     ("fixture load", "workbook.launch:load_with_bytes"),
-    ("pydantic check", "workbook.contract:message_problems"),
+    ("pydantic check", "workbook.api.contract:message_problems"),
     ("workspace copy", "workbook.launch:copy_workspace"),
-    ("transport", "workbook.replay:ReplayTransport.__call__"),
+    ("transport", "workbook.replay.transport:ReplayTransport.__call__"),
     ("SDK", "anthropic._base_client:SyncAPIClient.request"),
     ("SDK", "anthropic.lib.streaming._messages:MessageStream.__iter__"),  # parsing a stream, event by event
     ("SDK", "anthropic.lib.streaming._messages:MessageStream.__next__"),

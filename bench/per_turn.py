@@ -41,12 +41,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbook import errors
+from workbook.api import contract, wire
+from workbook.replay import fixtures
+from workbook.replay import transport as replay
+
 import anthropic
 import httpx2
 
 from bench.common import frozen, gc_pauses, load_step, owner, quiet, replaced, timing
 from bench.whatif import applied
-from workbook import contract, errors, fixtures, replay, wire
 
 TASK = "Run the command once per turn until you have run it enough times, then say done."
 NO_OP = "true {n}"  # the per-turn benchmark's command: {n} makes each call's input differ

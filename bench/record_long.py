@@ -80,7 +80,7 @@ class LongStandIn:
     """A Messages API on 127.0.0.1 for one scripted run of `turns` turns (keep-alive, SSE when asked)."""
 
     def __init__(self, turns: int):
-        from workbook import wire
+        from workbook.api import wire
 
         self.turns, self.count, self.lock = turns, 0, threading.Lock()
         standin = self
@@ -271,10 +271,11 @@ def floor(kind: str, path: str, url: str | None = None) -> None:
     """The least a loop recording (or replaying) this run must do: stream each request with the SDK,
     append the reply, append the tool results s06 sent. The recording is read without checks: its
     requests rebuilt from their deltas (cheap, and paid at both lengths alike)."""
+    from workbook.api import wire
+    from workbook.replay import request_delta
+
     import anthropic
     import httpx2
-
-    from workbook import request_delta, wire
 
     stored = json.loads(Path(path).read_text())
     exchanges, problem = request_delta.rebuilt_exchanges(stored["exchanges"])

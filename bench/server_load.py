@@ -17,7 +17,7 @@ everyone connecting at once, one student's 17 MB request while another keeps wor
 held thread costs in memory for the body that made it.
 
 Loopback only; every loop is bounded in requests and in seconds. Benchmarks print; no test asserts a
-timing (tests/test_replay_server.py runs this on tiny inputs).
+timing (tests/classroom/test_replay_server.py runs this on tiny inputs).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def turns(form: str = "sdk") -> list[bytes]:
     """The bodies of the s01 recording's requests, as a student's loop sends them: as the SDK writes
     them (compact JSON, the form a class sends), or `spaced` (json.dumps's default spacing, as a loop
     written from scratch might: the same request, other bytes, so the server parses and judges it)."""
-    from workbook.replay import sdk_json
+    from workbook.replay.transport import sdk_json
 
     fixture = json.loads(FIXTURE.read_text())
     if form == "sdk":
@@ -344,7 +344,7 @@ def asyncio_floor():
 def held_memory(megabytes: int = 4) -> dict:
     """Memory still held (tracemalloc) after a `thread: create` whose body is `megabytes` long, per byte
     of that body: what the server keeps for the thread, and nothing else."""
-    from workbook import threads, wire
+    from workbook.api import threads, wire
 
     body = json.loads(big_request(megabytes)) | {"thread": {"type": "create"}}
     raw = json.dumps(body).encode()
@@ -479,7 +479,7 @@ def parse_pause(variant: str, megabytes: int = BIG_MB) -> float:
     another thread while one big body is parsed by `variant`, one of PARSES ("frozen": parse_json
     after gc.freeze(), as `python -m workbook serve` does once serving)."""
 
-    from workbook import server as classroom_server
+    from workbook.classroom import server as classroom_server
 
     classroom_server.load_fixtures([str(FIXTURE)])
     raw = big_request(megabytes)

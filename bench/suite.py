@@ -6,7 +6,7 @@ are not its waited-for children, so they are missing from that figure), the mach
 its load average before and after: a figure without them says little. The last run also reports its
 slowest tests (`--durations`), which is where to look first when the figure grows.
 
-Slow and recursive (the suite includes tests/test_bench.py), so `bench/run.py` runs it only with
+Slow and recursive (the suite includes tests/bench/test_bench.py), so `bench/run.py` runs it only with
 --suite; `python -m bench.suite [RUNS]` runs it alone.
 """
 

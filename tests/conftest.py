@@ -71,11 +71,11 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # test_grade.py's hanging programs, and both cores were idle for three seconds; in their place in the
 # alphabet, they wait while other workers compute.
 SLOWEST_FIRST = (
-    "tests/test_grade_ladder.py",
-    "tests/test_grade.py",
-    "tests/test_untrusted.py",
-    "tests/test_s05_budget.py",
-    "tests/test_replay_server.py",
+    "tests/classroom/test_grade_ladder.py",
+    "tests/classroom/test_grade.py",
+    "tests/replay/test_untrusted.py",
+    "tests/steps/test_s05_budget.py",
+    "tests/classroom/test_replay_server.py",
     "notebooks/s03_errors.ipynb",
 )
 

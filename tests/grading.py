@@ -5,10 +5,11 @@ import json
 import shutil
 import sys
 
+from workbook.classroom import grade
+from workbook.classroom import sandbox as grade_sandbox
+
 import pytest
 from conftest import ROOT
-
-from workbook import grade, grade_sandbox
 
 LOOPS = ROOT / "tests" / "grade_loops"
 NODE = shutil.which("node")

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from workbook import contract, wire
+from workbook.api import contract, wire
 
 
 @dataclass

@@ -3,11 +3,7 @@
 import os
 import sys
 
-from workbook import lazy
-
-lazy.install()  # the SDK loads when a command first uses it: `--help` answers without it (workbook/lazy.py)
-
-from workbook.cli import main  # noqa: E402
+from workbook.cli import main
 
 try:
     code = main(sys.argv[1:])

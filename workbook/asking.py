@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from rich.markup import escape
-
 from workbook import display
+
+from rich.markup import escape
 
 DANGEROUS = {  # regular expression -> the warning a person sees when asked (and a recorded denial)
     r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",

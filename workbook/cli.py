@@ -45,18 +45,18 @@ def main(argv: list[str]) -> int:
 def run_command(command: str, rest: list[str]) -> int:
     """The server and the grader load only when asked for: `check` stays quick to start."""
     if command == "serve":
-        from workbook import server
+        from workbook.classroom import server
 
         return server.main(rest)
     if command == "grade":
-        from workbook import grade
+        from workbook.classroom import grade
 
         return grade.main(rest)
     if command == "stepdiff":
-        from workbook import stepdiff
+        from workbook.authoring import stepdiff
 
         return stepdiff.main(rest)
-    from workbook import fixture_commands
+    from workbook.replay import commands as fixture_commands
 
     if "--help" in rest or "-h" in rest:
         print(f"usage: python -m workbook {command} FIXTURE...\n\n{COMMANDS[command]}")

@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import anthropic
-
-from workbook.compare import normalize_messages
-from workbook.contract import api_rule_problems, messages_problems
+from workbook.api.compare import normalize_messages
+from workbook.api.contract import api_rule_problems, messages_problems
 from workbook.display import say
 from workbook.errors import WorkbookError
 from workbook.files import read_json, write_json
 from workbook.paths import ROOT
+
+import anthropic
 
 if TYPE_CHECKING:  # for the annotations only: launch imports this module
     from workbook.launch import Run

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-# From the module that defines it (anthropic.AnthropicError is this same class): when a step runs, the
-# SDK loads on first use (workbook/lazy.py), and this reads one small module of it, not the whole SDK.
-from anthropic._exceptions import AnthropicError
+from anthropic import AnthropicError
 
 
 class WorkbookError(AnthropicError):

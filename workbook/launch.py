@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import anthropic
-
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import refuse_unwritable, write_json
-from workbook.fixtures import load_with_bytes
-from workbook.journal import Journal, journal_of
 from workbook.paths import ROOT, UNGATED
-from workbook.record import RecordingTransport, recording_header, save_recording
-from workbook.replay import ReplayTransport, replay_client
+from workbook.replay.fixtures import load_with_bytes
+from workbook.replay.journal import Journal, journal_of
+from workbook.replay.record import RecordingTransport, recording_header, save_recording
+from workbook.replay.transport import ReplayTransport, replay_client
+from workbook.replay.trust import is_trusted, recorded_commands
 from workbook.scratch import copy_workspace, release
 from workbook.scrub import public_endpoint
-from workbook.trust import is_trusted, recorded_commands
+
+import anthropic
 
 REBUILD_ENV = "WORKBOOK_REBUILD"  # set by `python -m workbook rebuild`: replay leniently, then store requests
 
@@ -95,17 +94,8 @@ class Run:
 
 
 def start(args: argparse.Namespace, model: str, script: str, **client_options) -> Run:
-    """Pick the mode from the flags and the environment, and build the client for it (see `choose`).
-
-    Everything imported and loaded by now lives as long as the process: frozen, later collections
-    (and the one at exit) never scan it again, and the collector, off while it all loaded
-    (workbook/__init__.py), comes back on.
-    """
-    try:
-        return choose(args, model, script, **client_options)
-    finally:
-        gc.freeze()
-        gc.enable()
+    """Pick the mode from the flags and the environment, and build the client for it (see `choose`)."""
+    return choose(args, model, script, **client_options)
 
 
 def choose(args: argparse.Namespace, model: str, script: str, **client_options) -> Run:
@@ -172,10 +162,6 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
     lenient = bool(os.environ.get(REBUILD_ENV))
     # Only `rebuild` (lenient) reads every request back; a step's own replay keeps only the last.
     client, transport = replay_client(fixture, name, not lenient, True, keep_all=lenient, **client_options)
-    # The SDK's and the fixture's objects live as long as the process: freezing them spares every
-    # later garbage collection (and the one at exit) from scanning them again. Measured in
-    # docs/benchmarks.md: a whole replay costs about `import anthropic; gc.freeze()` alone.
-    gc.freeze()
     workspace = copy_workspace(fixture["workspace"])
     banner = f"offline replay of {name} ({fixture['provenance']}); no API key used"
     banner += "" if trusted else "; not on the trust list, so its commands go through the permission gate"

@@ -240,7 +240,7 @@ def as_message(response) -> dict:
     if response.get("error") in ("connect", "timeout"):
         return {"status": None, "error": response["error"]}
     if "stream" in response:
-        from workbook.wire import events_to_message  # only here: the view itself needs no replay
+        from workbook.api.wire import events_to_message  # only here: the view itself needs no replay
 
         message = events_to_message(response["stream"])
         return message if message.get("type") == "message" else {"status": 200, "in_stream": message}

@@ -9,9 +9,9 @@ import stat
 import tempfile
 from pathlib import Path
 
-from workbook import trust
 from workbook.errors import FixtureError, WorkbookError
 from workbook.paths import WORKSPACES
+from workbook.replay import trust
 
 
 def workspace_problem(name) -> str | None:

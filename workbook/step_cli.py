@@ -12,18 +12,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import anthropic
-from rich.markup import escape
-
-from workbook import display, lazy
+from workbook import display
 from workbook.display import error, printable, say
 from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import refuse_unwritable, sweep_temp_files
-from workbook.launch import Run, refuse_conflicting_flags, start
+from workbook.launch import Run, start
 from workbook.launch import make_parser as make_shared_parser
 from workbook.paths import ROOT
 from workbook.tracing import fixture_file
+
+import anthropic
+from rich.markup import escape
 
 RUNS = ROOT / "runs"  # live runs keep their audit log, trace and conversation in runs/<time>-<step>/
 
@@ -45,7 +45,8 @@ def fitted(paragraph: str, width: int) -> list[str]:
         return [part for line in lines for part in run_line_parts(line, width)]
     if not paragraph.startswith(" ") and "\n " not in paragraph:
         return textwrap.wrap(" ".join(paragraph.split()), width)
-    return lines  # a diagram: re-wrapping would break it, so it is drawn to fit (tests/test_output_width.py)
+    # a diagram: re-wrapping would break it, so it is drawn to fit (tests/steps/test_output_width.py)
+    return lines
 
 
 def run_line_parts(line: str, width: int) -> list[str]:
@@ -85,14 +86,12 @@ def run_step(args, model: str, script: str, run_task, flags=None, prepare=None, 
     run = None
     try:
         refuse_unwritable_flags(args)
-        refuse_conflicting_flags(args)  # a mistake in the flags is told before the SDK loads...
-        lazy.load_now("anthropic")  # ...which it does here, near the stack's bottom (see load_now)
         run = start(prepare(args) if prepare else args, model, script, **client_options)
         for line in banner_lines(run):
             say(line)
         display.console.print(f"[bold]task:[/] {escape(printable(run.task))}")
         return run_task(run, flags.parse(run.fixture_args) if flags else args)
-    except WorkbookError as err:  # on its own, first: a mistake in the flags is told before the SDK loads
+    except WorkbookError as err:
         error("error", str(err))
         return 1
     except anthropic.APIError as err:

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 from workbook import display
+from workbook.api.wire import message_to_events
 from workbook.conversation import plain
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import MAX_JSON_DEPTH, read_bytes, text_depth, write_json
 from workbook.scratch import new_run_folder
 from workbook.scrub import scrub_json
-from workbook.wire import message_to_events
 
 
 def trace(path: Path | None, event: str, **fields) -> None:

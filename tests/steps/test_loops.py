@@ -1,0 +1,52 @@
+"""Every step's agent_loop, whatever it adds, still answers each tool_use exactly once.
+
+The steps no longer copy each other (each imports what it inherits), so there is no drift left to
+guard. What must hold in all six is the loop's contract: every tool_use id in a reply gets exactly one
+tool_result, all of them in the very next user message, before the model is asked again.
+"""
+
+import io
+
+from workbook.replay import transport as replay
+
+import pytest
+from conftest import STEPS, load_step
+from rich.console import Console
+from standin import message, text, tool_use
+
+
+def reply(*blocks, stop: str = "tool_use") -> dict:
+    return {"status": 200, "body": message(list(blocks), stop_reason=stop)}
+
+
+TURNS = [  # a known call, an unknown tool, a bad input and another call; then a lone call; then the end
+    reply(
+        tool_use("toolu_a", "bash", {"command": "echo one"}),
+        tool_use("toolu_b", "no_such_tool", {}),
+        tool_use("toolu_c", "bash", {"wrong": 1}),
+        tool_use("toolu_d", "bash", {"command": "echo two"}),
+    ),
+    reply(text("one more"), tool_use("toolu_e", "bash", {"command": "echo three"})),
+    reply(text("done"), stop="end_turn"),
+]
+
+
+@pytest.mark.parametrize("step_name", STEPS)
+def test_every_tool_use_is_answered_exactly_once_in_the_next_user_message(step_name, tmp_path, monkeypatch):
+    step = load_step(step_name)
+    monkeypatch.setattr(step, "console", Console(file=io.StringIO(), width=100))
+    fixture = {"exchanges": [{"request": {}, "response": response} for response in TURNS]}
+    client, transport = replay.replay_client(fixture, "loop contract", strict=False)
+    extra = {"stream": False} if hasattr(step, "Budget") else {}  # s05 on: a plain JSON reply, not a stream
+    step.agent_loop(client, [{"role": "user", "content": "go"}], tmp_path, **extra)
+    assert transport.cursor == len(TURNS)  # went on after every refusal, and stopped when the model did
+    for turn, sent in enumerate(transport.seen[1:]):
+        asked, answered = sent["messages"][-2:]
+        ids = [b["id"] for b in TURNS[turn]["body"]["content"] if b["type"] == "tool_use"]
+        assert (
+            asked["role"] == "assistant"
+            and [b.get("id") for b in asked["content"] if b["type"] == "tool_use"] == ids
+        )
+        assert answered["role"] == "user"
+        assert [b["tool_use_id"] for b in answered["content"] if b["type"] == "tool_result"] == ids
+        assert all(b["type"] == "tool_result" for b in answered["content"])  # nothing but the answers

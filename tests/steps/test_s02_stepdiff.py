@@ -1,0 +1,54 @@
+"""`python -m workbook stepdiff`: how agent_loop changed from step to step, and each step's size."""
+
+from workbook import cli
+from workbook.authoring import stepdiff
+
+from conftest import STEPS, run_script
+
+
+def stepdiff_says(capsys, *argv) -> tuple[int, list[str]]:
+    """The command run in this process, as `python -m workbook stepdiff ARGV` runs it: code, lines."""
+    code = cli.main(["stepdiff", *argv])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def test_the_command_line_runs_stepdiff_as_a_reader_types_it():
+    done = run_script("-m", "workbook", "stepdiff", "s02")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == ["--- s01_agent_loop.agent_loop", "+++ s02_tools.agent_loop"]
+
+
+def test_one_step_shows_how_its_loop_changed_from_the_step_before(capsys):
+    code, lines = stepdiff_says(capsys, "s02")
+    assert code == 0
+    assert lines[:2] == ["--- s01_agent_loop.agent_loop", "+++ s02_tools.agent_loop"]
+    assert "-                output = run_tool(block, workspace)" in lines  # s01's one tool ...
+    assert any(line.startswith("+") and "execute(block" in line for line in lines)  # ... is s02's execute()
+    assert not any(line.startswith(("+def ", "-def ")) and "agent_loop" not in line for line in lines)
+
+
+def test_one_step_means_the_diff_from_the_step_before(capsys):
+    assert stepdiff_says(capsys, "s05") == stepdiff_says(capsys, "s04", "s05")
+
+
+def test_stat_gives_every_step_its_size_and_its_loops_change(capsys):
+    code, rows = stepdiff_says(capsys, "--stat")
+    assert code == 0 and len(rows) == len(STEPS)
+    steps = stepdiff.scripts()
+    for row, (name, script) in zip(rows, steps.items()):
+        assert row.startswith(f"{name}  {script.name}: {len(script.read_text().splitlines())} lines")
+        assert f"agent_loop {len(stepdiff.loop_source(script))} lines" in row
+    added, removed = stepdiff.stat(steps["s01"], steps["s02"])
+    assert added > removed > 0 and f"loop +{added} -{removed} from s01" in rows[1]
+    assert stepdiff.stat(steps["s03"], steps["s03"]) == (0, 0)
+
+
+def test_an_unknown_step_is_one_line_of_usage(capsys):
+    code, lines = stepdiff_says(capsys, "s01", "s99")
+    assert code == 2 and len(lines) == 1
+    assert "the steps here: s01, s02" in lines[0]
+
+
+def test_help_says_what_stepdiff_shows(capsys):
+    code, lines = stepdiff_says(capsys, "--help")
+    assert code == 0 and any("how agent_loop changed from s04 to s05" in line for line in lines)

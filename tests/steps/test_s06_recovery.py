@@ -1,0 +1,661 @@
+"""s06: the recovery chain — one named transition per iteration, each path on its fixture, the caps,
+the API's rules on every request, trace replay, and live runs over real HTTP against a stand-in."""
+
+import io
+import json
+
+from workbook import conversation, scratch
+from workbook.api import compare, contract, wire
+from workbook.replay import fixtures
+from workbook.replay import transport as replay
+
+import anthropic
+import pytest
+from conftest import ROOT, STEPS, load_step
+from rich.console import Console
+from standin import Reply, StandIn, api_error, message, text, tool_use
+
+STEPS_FROM = [s for s in STEPS if s >= "s06"]  # every step that has the recovery chain
+FIXTURES = ROOT / "fixtures"
+
+# fixture -> the transitions its replay must go through, in order
+PATHS = {
+    "truncated_text": ["escalate", "continue", "done"],
+    "truncated_tool_use": ["escalate", "continue", "next_turn", "next_turn", "done"],
+    "escalation": ["escalate", "next_turn", "done"],
+    "prompt_too_long_collapse": ["next_turn", "next_turn", "collapse", "next_turn", "done"],
+    "collapse_then_compact": ["next_turn"] * 4 + ["collapse", "compact", "done"],
+    "pause_turn": ["resume_pause", "resume_pause", "done"],
+    "overloaded_mid_stream": ["next_turn", "done"],  # the retry is call_model's, below the transitions
+    "stop_hook": ["next_turn", "hook_retry", "next_turn", "done"],
+}
+
+
+@pytest.fixture(params=STEPS_FROM)
+def step(request, monkeypatch):
+    """The step module, its console silenced."""
+    module = load_step(request.param)
+    monkeypatch.setattr(module, "console", Console(file=io.StringIO(), width=100))
+    return module
+
+
+def no_wait(step, attempts: int = 5):
+    """A retry policy that never sleeps (s03's Retry), so tests take no time."""
+    return step.Retry(lambda seconds: None, lambda: 0.5, attempts)
+
+
+def recovery_for(step, fixture: dict, **extra):
+    """The Recovery a fixture's own flags (`args`) ask for."""
+    args = fixture.get("args", [])
+    hook = args[args.index("--stop-hook") + 1] if "--stop-hook" in args else None
+    return step.Recovery(stop_hook=hook, web_search="--web-search" in args, **extra)
+
+
+def replay_path(step, name: str, tmp_path=None, strict: bool = True):
+    """Replay fixtures/s06_<name>.json through the step's own loop: (transitions, transport, ...)."""
+    fixture = fixtures.load_fixture(FIXTURES / f"s06_{name}.json")
+    client, transport = replay.replay_client(fixture, name, strict)
+    workspace = scratch.copy_workspace(fixture["workspace"])
+    trace = tmp_path / "trace.jsonl" if tmp_path else None
+    recovery = recovery_for(step, fixture)
+    where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
+    step.trace(trace, "run", provenance=fixture["provenance"], **where)  # as main() does
+    messages = [{"role": "user", "content": fixture["task"]}]
+    turns = step.agent_loop(
+        client, messages, workspace, retry=no_wait(step), trace_path=trace, recovery=recovery
+    )
+    return [t for t, _ in recovery.log], transport, messages, workspace, turns
+
+
+def reply(fixture: dict, n: int) -> dict:
+    """The Message of exchange n, whether recorded as a JSON body or as a stream of events."""
+    response = fixture["exchanges"][n]["response"]
+    return response["body"] if "body" in response else wire.events_to_message(response["stream"])
+
+
+def body(content: list, stop_reason: str) -> dict:
+    return message(content, stop_reason)
+
+
+def generated(step, replies: list, attempts: int = 5, **recovery):
+    """Run the loop on a script of replies (dicts, or (status, error body) pairs) in lenient replay."""
+    exchanges = []
+    for reply in replies:
+        response = {"status": 200, "body": reply} if "type" in reply else reply
+        exchanges.append({"request": {"messages": [{"role": "user", "content": "go"}]}, "response": response})
+    client, transport = replay.replay_client({"exchanges": exchanges}, "generated", strict=False)
+    state = step.Recovery(**recovery)
+    messages = [{"role": "user", "content": "go"}]
+    step.agent_loop(
+        client, messages, scratch.copy_workspace(""), retry=no_wait(step, attempts), recovery=state
+    )
+    return state, transport, messages
+
+
+def too_long(tokens: int = 203117) -> dict:
+    message_ = f"prompt is too long: {tokens} tokens > 200000 maximum"
+    return {
+        "status": 400,
+        "body": {"type": "error", "error": {"type": "invalid_request_error", "message": message_}},
+    }
+
+
+def assert_every_request_valid(transport):
+    for n, request in enumerate(transport.seen, 1):
+        assert contract.api_rule_problems(request["messages"]) == [], f"request {n}"
+
+
+# -- each path on its fixture ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_each_fixture_replays_through_its_transitions(step, name):
+    transitions, transport, _, _, _ = replay_path(step, name)
+    assert transitions == PATHS[name]
+    assert transport.cursor == len(transport.fixture["exchanges"])  # every recorded exchange was used
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_no_request_ever_has_an_unanswered_tool_use_or_a_split_pair(step, name):
+    _, transport, messages, _, _ = replay_path(step, name)
+    assert_every_request_valid(transport)
+    assert contract.api_rule_problems(json.loads(json.dumps(step.plain(messages)))) == []
+
+
+def test_every_transition_is_explained_and_shown(step):
+    console = io.StringIO()
+    step.console = Console(file=console, width=200)
+    transitions, *_ = replay_path(step, "truncated_tool_use")
+    shown = console.getvalue()
+    assert set(transitions) <= set(step.TRANSITIONS)
+    assert all(f"→ {t}" in shown for t in transitions)
+
+
+# -- max_tokens: escalate, then continue, never execute a cut call --------------------------------
+
+
+def test_escalation_resends_the_same_request_with_64k_streamed(step):
+    _, transport, _, workspace, _ = replay_path(step, "escalation")
+    first, second = transport.seen[:2]
+    assert (
+        first["max_tokens"] == step.MAX_TOKENS and second["max_tokens"] == step.ESCALATED_MAX_TOKENS == 64000
+    )
+    assert second["stream"] is True and second["messages"] == first["messages"]
+    assert (workspace / "REPORT.md").read_text().endswith("its own pool.\n")  # only the whole call ran
+
+
+def test_a_tool_call_cut_by_max_tokens_is_answered_never_run(step):
+    _, transport, _, workspace, _ = replay_path(step, "truncated_tool_use")
+    cut = reply(transport.fixture, 1)["content"][1]
+    after = transport.seen[2]["messages"]
+    assert after[-2]["content"][1]["id"] == cut["id"]  # the partial reply goes back verbatim
+    answer, ask = after[-1]["content"]
+    assert answer == {
+        "type": "tool_result",
+        "tool_use_id": cut["id"],
+        "content": step.TRUNCATED_CALL.format("max_tokens"),
+        "is_error": True,
+    }
+    assert ask == {"type": "text", "text": step.CONTINUE_PROMPT}
+    assert "argparse" not in (workspace / "summarize.py").read_text()  # the cut content was never written
+
+
+def test_partial_text_is_kept_and_continued(step):
+    _, transport, messages, _, _ = replay_path(step, "truncated_text")
+    partial = reply(transport.fixture, 1)["content"]
+    assert transport.seen[2]["messages"][1]["content"] == partial
+    assert transport.seen[2]["messages"][2]["content"] == [{"type": "text", "text": step.CONTINUE_PROMPT}]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+
+
+def test_at_most_three_continuations_then_a_clear_stop(step):
+    # each cut reply with an id of its own, as the API gives: it refuses a history repeating an id
+    cuts = [
+        body([text("and so"), tool_use(f"toolu_cut{n}", "bash", {"command": "touch cut"})], "max_tokens")
+        for n in range(5)
+    ]
+    state, transport, messages = generated(step, cuts)
+    assert [t for t, _ in state.log] == ["escalate", "continue", "continue", "continue", "fail"]
+    assert "3 continuations" in state.log[-1][1]
+    assert len(transport.seen) == 5 and messages[-1]["role"] == "user"  # the last cut reply is not kept
+    assert_every_request_valid(transport)
+
+
+def test_a_normal_turn_after_escalation_is_back_to_the_normal_limit(step):
+    cut = body([text("cut")], "max_tokens")
+    call = body([tool_use("toolu_1", "list_files", {})], "tool_use")
+    state, transport, _ = generated(step, [cut, call, body([text("done")], "end_turn")])
+    assert [r["max_tokens"] for r in transport.seen] == [step.MAX_TOKENS, 64000, step.MAX_TOKENS]
+
+
+# -- prompt too long: collapse, then compact once -------------------------------------------------
+
+
+def test_collapse_keeps_every_pair_and_the_newest_results(step):
+    _, transport, _, _, _ = replay_path(step, "prompt_too_long_collapse")
+    before, after = transport.seen[2]["messages"], transport.seen[3]["messages"]
+    assert len(before) == len(after)
+    old, new = after[2]["content"][0], after[4]["content"][0]
+    assert old["tool_use_id"] == before[2]["content"][0]["tool_use_id"]
+    assert old["content"].startswith("[collapsed: 3934 characters of read_file output")
+    assert new == before[4]["content"][0]  # the newest results stay whole
+
+
+def test_collapse_shrinks_the_context(step):
+    _, transport, _, _, _ = replay_path(step, "prompt_too_long_collapse")
+    assert (
+        step.context_chars(transport.seen[3]["messages"])
+        < step.context_chars(transport.seen[2]["messages"]) / 1.5
+    )
+
+
+def test_compaction_asks_for_a_summary_and_continues_from_it(step):
+    _, transport, messages, _, _ = replay_path(step, "collapse_then_compact")
+    ask, after = transport.seen[6], transport.seen[7]
+    assert (
+        ask["tool_choice"] == {"type": "none"}
+        and ask["messages"][-1]["content"][-1]["text"] == step.SUMMARY_PROMPT
+    )
+    summary = reply(transport.fixture, 6)["content"][0]["text"]
+    assert summary in after["messages"][0]["content"] and after["messages"][0]["content"].startswith(
+        "Read all the logs"
+    )
+    last_call = transport.seen[5]["messages"][-2]
+    assert after["messages"][1:] == transport.seen[5]["messages"][-2:] and last_call["role"] == "assistant"
+
+
+def test_at_most_one_compaction_per_turn_no_death_spiral(step):
+    big = "x" * 3000
+    replies = [
+        body([tool_use("toolu_1", "bash", {"command": f"echo {big}"})], "tool_use"),
+        body([tool_use("toolu_2", "bash", {"command": f"echo {big}"})], "tool_use"),
+        too_long(),
+        too_long(),
+        body([text("summary of the work")], "end_turn"),
+        too_long(),
+    ]
+    state, transport, _ = generated(step, replies)
+    assert [t for t, _ in state.log] == ["next_turn", "next_turn", "collapse", "compact", "fail"]
+    assert sum(1 for r in transport.seen if r.get("tool_choice")) == 1 and len(transport.seen) == 6
+    assert_every_request_valid(transport)
+
+
+def test_a_reply_cut_by_the_context_window_is_kept_its_calls_answered_not_run(step, tmp_path):
+    big = "y" * 3000
+    cut = tool_use("toolu_3", "bash", {"command": f"touch {tmp_path}/ran"})
+    replies = [
+        body([tool_use("toolu_1", "bash", {"command": f"echo {big}"})], "tool_use"),
+        body([tool_use("toolu_2", "bash", {"command": f"echo {big}"})], "tool_use"),
+        body([text("partial"), cut], "model_context_window_exceeded"),
+        body([text("fits now")], "end_turn"),
+    ]
+    state, transport, _ = generated(step, replies)
+    assert [t for t, _ in state.log] == ["next_turn", "next_turn", "make_room", "done"]
+    sent = transport.seen[3]
+    assert sent["max_tokens"] == step.MAX_TOKENS  # the window was the limit, not max_tokens: no escalation
+    kept, answer = sent["messages"][-2:]
+    assert kept["content"][0] == {"type": "text", "text": "partial"}  # the reply is kept, verbatim
+    assert answer["content"][0]["is_error"] and "context_window" in answer["content"][0]["content"]
+    assert answer["content"][-1] == {"type": "text", "text": step.ROOM_PROMPT}
+    assert not (tmp_path / "ran").exists()  # the cut call never ran
+    assert "collapsed" in json.dumps(sent["messages"][2])  # room was made
+
+
+def test_a_refusal_shows_its_stop_details_and_marks_the_saved_turn(step, run_main, tmp_path):
+    code, out = run_main(
+        step.__name__, "--replay", "fixtures/s06_refusal.json", "--save", str(tmp_path / "c.json")
+    )
+    assert code == 0 and "refusal (cyber: The request asks for self-spreading malicious code.)" in out, out
+    saved = json.loads((tmp_path / "c.json").read_text())
+    assert saved[-1]["refused"] == {
+        "type": "refusal",
+        "category": "cyber",
+        "explanation": "The request asks for self-spreading malicious code.",
+    }
+    messages, note = conversation.resumable(saved)
+    assert "refused" not in messages[-1] and "the model refused (cyber:" in note
+
+
+def test_a_bad_request_that_is_not_about_length_is_not_retried(step):
+    bad = {
+        "status": 400,
+        "body": {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}},
+    }
+    with pytest.raises(anthropic.BadRequestError):
+        generated(step, [bad, body([text("never")], "end_turn")])
+
+
+@pytest.mark.parametrize("shape", [1, 2, 3, 5, 8])
+def test_compaction_never_splits_a_tool_use_from_its_result(step, shape):
+    messages = [{"role": "user", "content": "task"}]
+    for n in range(shape):
+        messages.append({"role": "assistant", "content": [tool_use(f"toolu_{n}", "bash", {"command": "ls"})]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "z" * 500}],
+            }
+        )
+    client, transport = replay.replay_client(
+        {
+            "exchanges": [
+                {"request": {}, "response": {"status": 200, "body": body([text("sum")], "end_turn")}}
+            ]
+        },
+        strict=False,
+    )
+    step.compact(client, no_wait(step), step.MODEL, messages, step.Recovery(), None)
+    assert (
+        contract.api_rule_problems(messages) == []
+        and contract.api_rule_problems(transport.seen[0]["messages"]) == []
+    )
+    assert messages[1]["content"][0]["id"] == f"toolu_{shape - 1}" and len(messages) == 3
+
+
+# -- pause_turn, refusal ---------------------------------------------------------------------------
+
+
+def test_pause_turn_content_goes_back_unchanged_with_no_new_user_message(step):
+    _, transport, messages, _, _ = replay_path(step, "pause_turn")
+    responses = [reply(transport.fixture, n)["content"] for n in range(3)]
+    second, third = transport.seen[1]["messages"], transport.seen[2]["messages"]
+    assert [m["role"] for m in second] == [m["role"] for m in third] == ["user", "assistant"]
+    assert (
+        compare.normalize_messages(second)[1]["content"]
+        == compare.normalize_messages([{"role": "assistant", "content": responses[0]}])[0]["content"]
+    )
+    assert third[1]["content"] == second[1]["content"] + responses[1]
+    assert any(t["name"] == "web_search" for t in transport.seen[0]["tools"])
+
+
+def test_pauses_are_bounded(step):
+    state, transport, _ = generated(step, [body([text("searching")], "pause_turn")] * (step.MAX_PAUSES + 1))
+    assert [t for t, _ in state.log] == ["resume_pause"] * step.MAX_PAUSES + ["fail"]
+
+
+def test_a_refusal_stops_cleanly_and_says_so(step):
+    state, transport, _ = generated(step, [body([text("I can't help with that.")], "refusal")])
+    assert state.log == [("done", "refusal: the model declined to go on, so the loop stops here")]
+    assert len(transport.seen) == 1
+
+
+# -- an error inside a 200 stream ------------------------------------------------------------------
+
+
+def broken_stream() -> dict:
+    events = wire.message_to_events(body([text("Let me look")], "end_turn"))[:4]
+    events.append(
+        {
+            "event": "error",
+            "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        }
+    )
+    return {"status": 200, "stream": events}
+
+
+def test_the_sdk_raises_a_midstream_error_as_a_status_error_with_status_200():
+    client, _ = replay.replay_client(
+        {"exchanges": [{"request": {}, "response": broken_stream()}]}, strict=False
+    )
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        with client.messages.stream(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "go"}]
+        ) as s:
+            s.get_final_message()
+    assert caught.value.status_code == 200 and caught.value.body["error"]["type"] == "overloaded_error"
+
+
+def test_a_midstream_overload_is_retried_at_most_three_times(step):
+    """Like a 529, by s03's retry layer: here with 4 attempts, the first and three retries."""
+    ok = body([text("ok")], "end_turn")
+    state, transport, _ = generated(step, [broken_stream()] * 3 + [ok], attempts=4)
+    assert [t for t, _ in state.log] == ["done"] and len(transport.seen) == 4
+    assert transport.seen[0] == transport.seen[3]  # the same request again
+    with pytest.raises(step.GaveUp, match="an error inside the stream"):
+        generated(step, [broken_stream()] * 4 + [ok], attempts=4)
+
+
+# -- the stop hook ---------------------------------------------------------------------------------
+
+
+def test_a_failing_stop_hook_goes_back_to_the_model(step):
+    _, transport, _, workspace, _ = replay_path(step, "stop_hook")
+    feedback = transport.seen[2]["messages"][-1]["content"]
+    assert (
+        "check failed: expected 'Hello, Ada!', got 'Hello, Ada'" in feedback and "[exit code 1]" in feedback
+    )
+    assert step.run_stop_hook("sh check.sh", workspace) == (True, "check passed\n[exit code 0]")
+
+
+def test_stop_hook_retries_are_capped(step):
+    done = body([text("done")], "end_turn")
+    state, transport, _ = generated(step, [done] * 3, stop_hook="echo still red; exit 1", hook_retries=2)
+    assert [t for t, _ in state.log] == ["hook_retry", "hook_retry", "fail"] and len(transport.seen) == 3
+    assert "still red" in transport.seen[1]["messages"][-1]["content"]
+
+
+# -- trace replay ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_a_trace_replays_to_the_same_transitions(step, name, tmp_path):
+    transitions, *_ = replay_path(step, name, tmp_path)
+    fixture = step.trace_to_fixture(tmp_path / "trace.jsonl")
+    assert fixtures.fixture_problems(fixture) == []
+    recorded = fixtures.load_fixture(FIXTURES / f"s06_{name}.json")["exchanges"]
+    retried = sum(any(e["event"] == "error" for e in x["response"].get("stream", [])) for x in recorded)
+    # call_model's retries happen below the trace: a stream that broke and was retried is not in it
+    assert len(fixture["exchanges"]) == len(recorded) - retried
+    (tmp_path / "again.json").write_text(json.dumps(fixture))
+    again, *_ = replay_path_file(step, tmp_path / "again.json")
+    assert again == transitions
+
+
+def replay_path_file(step, path):
+    fixture = fixtures.load_fixture(path)
+    client, transport = replay.replay_client(fixture, path.name)
+    recovery = recovery_for(step, fixture)
+    step.agent_loop(
+        client,
+        [{"role": "user", "content": fixture["task"]}],
+        scratch.copy_workspace(fixture["workspace"]),
+        permission="all",  # a converted trace is on no trust list: its commands would meet the gate
+        retry=no_wait(step),
+        recovery=recovery,
+    )
+    return [t for t, _ in recovery.log], transport
+
+
+def test_main_writes_a_trace_and_replays_it(step, tmp_path):
+    trace = tmp_path / "run.jsonl"
+    assert step.main(["--replay", "fixtures/s06_stop_hook.json", "--trace", str(trace)]) == 0
+    shown = io.StringIO()
+    step.console = Console(file=shown, width=200)
+    assert step.main(["--replay", str(trace), "--permission", "all"]) == 0  # a trace is on no trust list
+    arrows = [line.split()[1] for line in shown.getvalue().splitlines() if line.startswith("→")]
+    assert arrows == PATHS["stop_hook"]
+
+
+@pytest.mark.parametrize("step_name", STEPS_FROM)
+def test_with_no_key_it_replays_its_default_fixture(step_name, run_main):
+    code, out = run_main(step_name)  # `python s06_recovery.py`, its main() in-process
+    assert code == 0, out
+    assert "→ escalate" in out and "→ continue" in out and "→ done" in out
+
+
+# -- live, over real HTTP, against a stand-in that misbehaves in ways no fixture shows --------------
+
+
+def streamed(brain):
+    """A stand-in brain whose Message replies go out as SSE when the request asked to stream."""
+
+    def wrapper(body_, n):
+        reply = brain(body_, n)
+        if isinstance(reply, dict) and body_.get("stream"):
+            return Reply(events=wire.message_to_events(reply))
+        return reply
+
+    return wrapper
+
+
+def size(body_) -> int:
+    return len(json.dumps(body_["messages"]))
+
+
+def test_live_truncation_overflow_and_pauses_keep_every_request_valid(step, tmp_path):
+    """Reads two big files, is cut inside a write twice, overflows until the context shrinks, pauses."""
+    (tmp_path / "a.txt").write_text("a" * 4000)
+    (tmp_path / "b.txt").write_text("b" * 4000)
+    limit = {}
+
+    def brain(req, n):
+        last = req["messages"][-1]
+        if n == 0:
+            return message([tool_use("toolu_a", "read_file", {"path": "a.txt"})], "tool_use")
+        if n == 1:
+            return message([tool_use("toolu_b", "read_file", {"path": "b.txt"})], "tool_use")
+        if "limit" not in limit:  # from now on, anything as large as the two files is too long
+            limit["limit"] = size(req) - 1000
+        if size(req) > limit["limit"]:
+            return api_error(
+                400, "invalid_request_error", f"prompt is too long: {size(req)} tokens > 200000 maximum"
+            )
+        if (
+            last["role"] == "user"
+            and isinstance(last["content"], list)
+            and last["content"][0].get("tool_use_id") == "toolu_b"
+        ):
+            cut = {"path": "c.txt", "content": "c" * 50}
+            return message([text("writing"), tool_use(f"toolu_cut{n}", "write_file", cut)], "max_tokens")
+        if last["role"] == "user" and "cut off" in json.dumps(last["content"]):
+            return message([text("pausing")], "pause_turn")  # paused right after the continuation
+        return message([text("done")], "end_turn")  # the paused turn, resumed, ends
+
+    with StandIn(streamed(brain)) as api:
+        client = anthropic.Anthropic(api_key="test", base_url=api.url, max_retries=0)
+        state = step.Recovery()
+        step.agent_loop(
+            client, [{"role": "user", "content": "go"}], tmp_path, retry=no_wait(step), recovery=state
+        )
+    assert api.rule_problems == []
+    names = [t for t, _ in state.log]
+    assert names[:3] == ["next_turn", "next_turn", "collapse"] and "escalate" in names and "continue" in names
+    assert "resume_pause" in names and names[-1] == "done"
+    assert not (tmp_path / "c.txt").exists()  # the cut write_file never ran
+
+
+def test_live_main_end_to_end_with_a_stop_hook(step, tmp_path, monkeypatch):
+    monkeypatch.setattr(step, "RUNS", tmp_path / "runs")
+    (tmp_path / "flag").write_text("red")
+    replies = [
+        message([text("done")], "end_turn"),
+        message([tool_use("toolu_1", "write_file", {"path": "flag", "content": "green"})], "tool_use"),
+        message([text("now really done")], "end_turn"),
+    ]
+    shown = io.StringIO()
+    step.console = Console(file=shown, width=200)
+    with StandIn(streamed(lambda req, n: replies[n])) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        argv = ["make it green", "--workspace", str(tmp_path), "--permission", "auto"]
+        trace = ["--trace", str(tmp_path / "live.jsonl")]
+        assert step.main([*argv, *trace, "--stop-hook", "grep -q green flag"]) == 0
+    assert api.rule_problems == [] and len(api.requests) == 3
+    assert "→ hook_retry" in shown.getvalue() and "stop hook passed" in shown.getvalue()
+    assert all(r["body"]["stream"] is True for r in api.requests)
+    # the live run becomes a lesson: its trace replays offline, with no server, to the same transitions
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    again = io.StringIO()
+    step.console = Console(file=again, width=200)
+    assert step.main(["--replay", str(tmp_path / "live.jsonl")]) == 0
+    arrows = [line.split()[1] for line in again.getvalue().splitlines() if line.startswith("→")]
+    assert arrows == ["hook_retry", "next_turn", "done"]
+
+
+def live_loop(step, brain, workspace, **recovery):
+    """agent_loop against the stand-in over real HTTP; returns (transitions, the stand-in)."""
+    with StandIn(streamed(brain)) as api:
+        client = anthropic.Anthropic(api_key="test", base_url=api.url, max_retries=0)
+        state = step.Recovery(**recovery)
+        step.agent_loop(
+            client, [{"role": "user", "content": "go"}], workspace, retry=no_wait(step), recovery=state
+        )
+    return [t for t, _ in state.log], api
+
+
+def test_live_a_tool_use_cut_three_ways_is_never_run_and_always_answered(step, tmp_path):
+    def brain(req, n):  # cut at 8000, again at 64000, then a short call that works, then done
+        if n < 2:
+            cut = {"command": "echo partial > cut.txt; echo and then some"}
+            return message([text("running"), tool_use(f"toolu_cut{n}", "bash", cut)], "max_tokens")
+        if n == 2:
+            return message(
+                [tool_use("toolu_ok", "write_file", {"path": "ok.txt", "content": "ok"})], "tool_use"
+            )
+        return message([text("done")])
+
+    names, api = live_loop(step, brain, tmp_path)
+    assert names == ["escalate", "continue", "next_turn", "done"] and api.rule_problems == []
+    assert [r["body"]["max_tokens"] for r in api.requests] == [step.MAX_TOKENS, 64000, 64000, step.MAX_TOKENS]
+    assert all(r["body"].get("stream") for r in api.requests[1:3])  # 64k is always streamed
+    answer = api.requests[2]["body"]["messages"][-1]["content"][0]
+    assert answer["tool_use_id"] == "toolu_cut1" and answer["is_error"] and "cut off" in answer["content"]
+    assert not (tmp_path / "cut.txt").exists() and (tmp_path / "ok.txt").exists()
+
+
+def test_live_prompt_too_long_until_the_context_shrinks(step, tmp_path):
+    for name in "abc":
+        (tmp_path / f"{name}.txt").write_text(name * 3000)
+    limit = 5000  # characters of messages the stand-in accepts: less than the three files together
+
+    def brain(req, n):
+        if size(req) > limit:
+            return api_error(
+                400, "invalid_request_error", f"prompt is too long: {size(req)} tokens > 200000 maximum"
+            )
+        done = sum(1 for m in req["messages"] if m["role"] == "assistant")
+        if done < 3 and "compacted" not in json.dumps(req["messages"][0]):
+            path = "abc"[done] + ".txt"
+            return message([tool_use(f"toolu_{done}", "read_file", {"path": path})], "tool_use")
+        if req.get("tool_choice") == {"type": "none"}:
+            return message([text("Read a.txt, b.txt and c.txt: three letters repeated.")])
+        return message([text("done")])
+
+    names, api = live_loop(step, brain, tmp_path)
+    assert api.rule_problems == [] and names[-1] == "done"
+    assert "collapse" in names
+    sizes = [size(r["body"]) for r in api.requests]
+    assert sizes[-1] <= limit < max(sizes)  # it went over, and came back under
+
+
+def test_live_pause_turn_is_resumed_with_the_content_unchanged(step, tmp_path):
+    paused = [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+    ]
+
+    def brain(req, n):
+        return message(paused, "pause_turn") if n < 2 else message([text("answer")])
+
+    names, api = live_loop(step, brain, tmp_path, web_search=True)
+    assert names == ["resume_pause", "resume_pause", "done"] and api.rule_problems == []
+    second, third = (r["body"]["messages"] for r in api.requests[1:])
+    assert second[-1] == {"role": "assistant", "content": paused}
+    assert third[-1] == {"role": "assistant", "content": paused + paused} and len(third) == 2
+    assert any(t.get("name") == "web_search" for t in api.requests[0]["body"]["tools"])
+
+
+def test_an_escalated_call_streams_even_when_the_loop_does_not(step):
+    cut, fine = body([text("cut")], "max_tokens"), body([text("fine")], "end_turn")
+    client, transport = replay.replay_client(
+        {"exchanges": [{"request": {}, "response": {"status": 200, "body": b}} for b in (cut, fine)]},
+        strict=False,
+    )
+    state = step.Recovery()
+    step.agent_loop(
+        client, [{"role": "user", "content": "go"}], scratch.copy_workspace(""), stream=False, recovery=state
+    )
+    assert [r.get("stream") for r in transport.seen] == [None, True]
+
+
+def test_a_trace_that_is_not_json_is_one_line(step, tmp_path):
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    shown = io.StringIO()
+    step.console = Console(file=shown, width=300)
+    assert step.main(["--replay", str(tmp_path / "bad.jsonl")]) == 1
+    assert "error:" in shown.getvalue() and "not a JSON-lines trace" in shown.getvalue()
+
+
+@pytest.mark.parametrize("bad", ["-1", "two", "1.5"])
+def test_a_bad_hook_retry_count_is_one_line(step, bad, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        step.main(["--stop-hook", "true", "--stop-hook-retries", bad])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and f"--stop-hook-retries: invalid count value: '{bad}'" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif("s05_budget" not in STEPS, reason="needs s05")
+def test_a_trace_written_by_s05_converts_to_its_exact_requests(step, tmp_path, monkeypatch):
+    s05 = load_step("s05_budget")
+    monkeypatch.setattr(s05, "console", Console(file=io.StringIO()))
+    fixture = fixtures.load_fixture(FIXTURES / "s05_streamed.json")
+    client, transport = replay.replay_client(fixture, "s05_streamed")
+    messages = [{"role": "user", "content": fixture["task"]}]
+    workspace = scratch.copy_workspace(fixture["workspace"])
+    s05.agent_loop(client, messages, workspace, retry=no_wait(s05), trace_path=tmp_path / "s05.jsonl")
+    converted = step.trace_to_fixture(tmp_path / "s05.jsonl")
+    assert [e["request"] for e in converted["exchanges"]] == transport.seen
+    assert converted["task"] == fixture["task"] and fixtures.fixture_problems(converted) == []
+
+
+def test_the_trace_of_a_collapsed_run_rebuilds_every_request(step, tmp_path):
+    """Collapse rewrites old messages in place; each model_call line still says where what it sent
+    stops being what the line before logged (new_from), so the history rebuilds from the trace alone."""
+    _, transport, _, _, _ = replay_path(step, "prompt_too_long_collapse", tmp_path=tmp_path)
+    rebuilt = step.trace_to_fixture(tmp_path / "trace.jsonl")["exchanges"]
+    assert [e["request"]["messages"] for e in rebuilt] == [request["messages"] for request in transport.seen]
+    # Each turn starts where the last one's request ended, but the one after the collapse, which
+    # rewrote the history from message 2 (the oldest tool result) on.
+    lines = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    assert [line["request"]["new_from"] for line in lines if line["event"] == "model_call"] == [0, 1, 3, 2, 5]

@@ -1,0 +1,120 @@
+"""Comparing a request a loop sent with the recorded one, and saying how they differ."""
+
+from __future__ import annotations
+
+import json
+
+from workbook.api.contract import combined_messages
+
+
+def normalize_block(block) -> dict:
+    """The parts of a content block that the comparison looks at; absent and null fields dropped."""
+    if isinstance(block, str):
+        return {"type": "text", "text": block}
+    block = {k: v for k, v in block.items() if v is not None and k != "cache_control"}
+    if block.get("type") == "tool_result":
+        block.setdefault("is_error", False)
+        content = block.get("content", "")
+        if isinstance(content, list) and all(c.get("type") == "text" for c in content):
+            block["content"] = "".join(c["text"] for c in content)
+    return block
+
+
+def normalize_messages(messages: list) -> list[dict]:
+    """Messages with string content turned into one text block, so both spellings compare equal."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        blocks = [content] if isinstance(content, str) else content or []
+        out.append({"role": m.get("role"), "content": [normalize_block(b) for b in blocks]})
+    return out
+
+
+def combined_form(messages: list) -> list[dict]:
+    """The conversation as the API reads it, so that equal conversations compare equal: what a request
+    is compared with its recording on.
+
+    Consecutive same-role messages are one turn (the API combines them); a turn's leading tool_results
+    are put in tool_use_id order (the API pairs them by id)."""
+    out = []
+    for turn in normalize_messages(combined_messages(messages)):
+        blocks = turn["content"]
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        if results and blocks[: len(results)] == results:
+            blocks[: len(results)] = sorted(results, key=lambda b: str(b.get("tool_use_id")))
+        out.append(turn)
+    return out
+
+
+def request_diff(
+    expected: dict, actual: dict, structure_only: bool = False, conversation_only: bool = False
+) -> str | None:
+    """A readable explanation of how `actual` differs from the recorded request, or None.
+
+    conversation_only=True compares the conversation's shape alone (roles, block types, tool_use
+    ids and names, tool_result pairing) and ignores text, system, max_tokens, stream and tools: the
+    classroom server judges a loop a student wrote, with their own prompt and tools, this way.
+    """
+    structure_only = structure_only or conversation_only
+    want, got = combined_form(expected["messages"]), combined_form(actual.get("messages", []))
+    if len(want) != len(got):
+        return _count_diff(want, got, len(expected["messages"]), len(actual.get("messages", [])))
+    for i, (w, g) in enumerate(zip(want, got)):
+        if w["role"] != g["role"]:
+            return f"messages[{i}] should come from the {w['role']}, got {g['role']}"
+        if len(w["content"]) != len(g["content"]):
+            return f"messages[{i}]: expected {len(w['content'])} content blocks, got {len(g['content'])}"
+        for j, (wb, gb) in enumerate(zip(w["content"], g["content"])):
+            problem = _block_diff(wb, gb, structure_only, conversation_only)
+            if problem:
+                return f"messages[{i}].content[{j}]: {problem}"
+    if conversation_only:
+        return None
+    for key in ("system", "max_tokens", "stream"):
+        if expected.get(key) != actual.get(key) and not (structure_only and key == "system"):
+            return f"{key}: expected {_short(expected.get(key))}, got {_short(actual.get(key))}"
+    if _tool_names(expected) != _tool_names(actual):
+        return f"tools: expected {_tool_names(expected)}, got {_tool_names(actual)}"
+    return None
+
+
+def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
+    """Name the first recorded turn the loop did not send, when it sent too few (turns are combined)."""
+    line = f"expected {expected} messages, got {sent}"
+    if (expected, sent) != (len(want), len(got)):
+        line += f" (as the API combines consecutive same-role messages: {len(want)} turns, got {len(got)})"
+    if len(got) >= len(want):
+        return line
+    k = next((i for i, (w, g) in enumerate(zip(want, got)) if w["role"] != g["role"]), len(got))
+    missing = want[k]
+    kinds = ", ".join(sorted({b.get("type", "?") for b in missing["content"]}))
+    hint = (
+        "the assistant turn was not appended"
+        if missing["role"] == "assistant"
+        else "the tool results were not appended"
+    )
+    return f"{line} — missing messages[{k}] ({missing['role']}: {kinds}): {hint}"
+
+
+def _block_diff(want: dict, got: dict, structure_only: bool, conversation_only: bool = False) -> str | None:
+    """How one content block differs: type first, then ids, then (unless structure-only) text."""
+    if want.get("type") != got.get("type"):
+        return f"expected a {want.get('type')} block, got {got.get('type')}"
+    keys = {"tool_use": ("id", "name"), "tool_result": ("tool_use_id", "is_error")}.get(want["type"], ())
+    if conversation_only:  # a student's tools may fail where the recording's did not: is_error is theirs
+        keys = tuple(k for k in keys if k != "is_error")
+    if not structure_only:
+        keys = sorted(set(want) | set(got))
+    for key in keys:
+        if want.get(key) != got.get(key):
+            return f"{key} expected {_short(want.get(key))}, got {_short(got.get(key))}"
+    return None
+
+
+def _tool_names(body: dict) -> list[str]:
+    return [t.get("name") for t in body.get("tools", [])]
+
+
+def _short(value, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 20] + f"… ({len(text)} chars)"

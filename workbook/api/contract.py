@@ -1,0 +1,557 @@
+"""The Messages API's rules, in one place: what a request may hold, and what a recorded response must be.
+
+Shapes come from the SDK's own types, not from code of ours: workbook/api/sdk_types.py compiles
+`MessageCreateParams` (and `Message`, `ErrorResponse`, `RawMessageStreamEvent`) into checks, cached by
+the SDK's version, with every object of a request closed, as the API refuses unknown fields.
+
+What the types cannot say is written once, below, as rules: consecutive same-role turns are combined
+(the SDK's own docstring: "Consecutive `user` or `assistant` turns in your request will be combined
+into a single turn"), every tool_use answered by id in the next user turn, tool_results first, ids
+unique, and the beta headers that change a rule. Every problem reads as the API's 400 does: the field
+path (`messages.1.content.0.content`), then what was expected.
+
+Four users ask it: `check` and the fixture loader, the in-process replay, the classroom server and the
+grader. docs/faults.md's fidelity table lists each rule, what the API does, and what the workbook does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from workbook.api.sdk_types import _VALIDATORS, _cached, cache_file, schema, validator  # noqa: F401 (re-exported)
+from workbook.api.wire import events_to_message, header_problems
+from workbook.errors import ReplayMismatch
+
+MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # the beta that lets `role: "system"` in
+THREADS_BETA = "message-threads-2026-08-12"  # the beta `thread` needs (workbook/api/threads.py sends it too)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing the API would refuse: where (the API's dotted path) and what was expected."""
+
+    path: str  # "messages.1.content.0.content", or "" for the request as a whole
+    text: str  # "Input should be a valid list"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.text}" if self.path else self.text
+
+    def under(self, place: str) -> str:
+        """The problem placed inside a larger document: `.request` + `messages.1` -> `.request.messages.1`."""
+        return f"{place}.{self}" if self.path else f"{place}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Betas:
+    """The betas a request names in its anthropic-beta header: some change a rule (SDK 2.14 sends a beta
+    call to the same /v1/messages as any other, so the header is all that tells them apart)."""
+
+    names: frozenset = field(default_factory=frozenset)
+
+    @classmethod
+    def of(cls, headers: Mapping) -> Betas:
+        return cls(
+            frozenset(n.strip() for n in (headers.get("anthropic-beta") or "").split(",") if n.strip())
+        )
+
+
+NO_BETAS = Betas()  # a request to the plain API, with no anthropic-beta header
+
+
+# -- shapes: the SDK's types (workbook/api/sdk_types.py), each problem in the API's words ------------------
+
+
+def shape_problems(name: str, value) -> list[Problem]:
+    """Where `value` is not the SDK type `name` (empty when it is): the first problem, in the API's words."""
+    import fastjsonschema
+
+    try:
+        if name.endswith("request") and isinstance(value, dict) and isinstance(value.get("messages"), list):
+            _check_request(name, value)
+        else:
+            validator(name)["validate"](value)
+        return []
+    except fastjsonschema.JsonSchemaException as err:
+        root = schema(name)
+        found = _explain(root, root, value, []) or ([], str(err.message))
+        return [Problem(".".join(map(str, found[0])), found[1])]
+    except (RecursionError, TypeError, ValueError) as err:  # a value JSON cannot hold (NaN, a cycle)
+        return [Problem("", f"not valid JSON ({type(err).__name__})")]
+
+
+SHORT = 8  # a conversation this short is checked whole every time
+_CHECKED_MESSAGES: dict[bytes, bool] = {}  # a message's JSON digest -> it fitted: checked once, not per turn
+
+
+def _check_request(name: str, body: dict, messages: list | None = None) -> None:
+    """The request without its messages, then each message by its role, each distinct message once
+    (`messages`: only these of its messages, the others known to fit: see RequestChain).
+
+    A loop resends the whole history every turn: checked whole each time, a 200-turn conversation cost
+    50 ms a request. Each message's JSON is remembered, so each turn costs only what it added."""
+    namespace = validator(name)
+    namespace["validate"](body | {"messages": []})
+    by_role = _BY_ROLE.get(name) or _BY_ROLE.setdefault(name, _message_checks(name))
+    if len(_CHECKED_MESSAGES) > 20_000:
+        _CHECKED_MESSAGES.clear()
+    for message in body["messages"] if messages is None else messages:
+        check = by_role.get(message.get("role")) if isinstance(message, dict) else None
+        if check is None:
+            namespace["validate"](body)  # an unknown role or not an object: the whole check says where
+        if len(body["messages"]) <= SHORT:  # too few to repeat much: the JSON key would cost more
+            check(message)
+            continue
+        text = json.dumps(message, ensure_ascii=False, allow_nan=False) + name
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()  # 16 bytes kept
+        if key not in _CHECKED_MESSAGES:
+            check(message)
+            _CHECKED_MESSAGES[key] = True
+
+
+_BY_ROLE: dict[str, dict] = {}  # shape name -> role -> compiled check
+
+
+def _message_checks(name: str) -> dict:
+    """role -> the compiled check of that message type (fastjsonschema compiles one per definition)."""
+    checks = {}
+    for option in schema(name)["properties"]["messages"]["items"]["anyOf"]:
+        definition = option["$ref"].rsplit("/", 1)[-1]
+        role = schema(name)["$defs"][definition]["properties"]["role"]["const"]
+        checks[role] = validator(name)[f"validate____defs_{definition.lower()}"]
+    return checks
+
+
+KINDS = {  # JSON type -> (Python test, pydantic's words)
+    "object": (lambda v: isinstance(v, dict), "a valid dictionary"),
+    "array": (lambda v: isinstance(v, list), "a valid list"),
+    "string": (lambda v: isinstance(v, str), "a valid string"),
+    "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a valid integer"),
+    "number": (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a valid number"),
+    "boolean": (lambda v: isinstance(v, bool), "a valid boolean"),
+    "null": (lambda v: v is None, "null"),
+}
+
+
+def _resolve(root: dict, node: dict) -> dict:
+    while "$ref" in node:
+        node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _explain(root: dict, node: dict, value, path: list):
+    """(path, words) of the first place `value` breaks `node`, as pydantic would word it; None if it fits."""
+    node = _resolve(root, node)
+    if "anyOf" in node:
+        return _explain_union(root, node["anyOf"], value, path)
+    kind = node.get("type")
+    if kind in KINDS and not KINDS[kind][0](value):
+        return path, f"Input should be {KINDS[kind][1]}"
+    if "const" in node and value != node["const"]:
+        return path, f"Input should be {node['const']!r}"
+    if "enum" in node and value not in node["enum"]:
+        return path, "Input should be " + _either([repr(v) for v in node["enum"]])
+    if isinstance(value, dict):
+        return _explain_object(root, node, value, path)
+    if isinstance(value, list) and "items" in node:
+        for i, item in enumerate(value):
+            found = _explain(root, node["items"], item, path + [i])
+            if found:
+                return found
+    return None
+
+
+def _explain_object(root: dict, node: dict, value: dict, path: list):
+    for key in node.get("required", []):
+        if key not in value:
+            return path + [key], "Field required"
+    properties, extra = node.get("properties", {}), node.get("additionalProperties")
+    for key, item in value.items():
+        if key in properties:
+            found = _explain(root, properties[key], item, path + [key])
+        elif extra is False:
+            found = path + [key], "Extra inputs are not permitted"
+        else:
+            found = _explain(root, extra, item, path + [key]) if isinstance(extra, dict) else None
+        if found:
+            return found
+    return None
+
+
+def _explain_union(root: dict, options: list, value, path: list):
+    """A union: the option the value's tag (`type`, `role`) picks, else the one it fails deepest in."""
+    options = [_resolve(root, o) for o in options]
+    found = [_explain(root, o, value, path) for o in options]
+    if None in found:
+        return None
+    for tag in ("type", "role"):
+        tags = [o.get("properties", {}).get(tag, {}).get("const") for o in options]
+        if isinstance(value, dict) and tag in value and all(t is not None for t in tags):
+            if value[tag] not in tags:
+                expected = ", ".join(repr(t) for t in dict.fromkeys(tags))
+                return path + [tag], (
+                    f"Input tag {value[tag]!r} found using {tag!r} does not match any of the expected "
+                    f"tags: {expected}"
+                )
+            found = [f for f, t in zip(found, tags) if t == value[tag]]
+            break
+    same_kind = [f for f, o in zip(found, options) if f[0] != path or "type" not in o]
+    if same_kind:
+        return max(same_kind, key=lambda f: len(f[0]))
+    kinds = [KINDS[o["type"]][1] for o in options if o.get("type") in KINDS and o["type"] != "null"]
+    return path, "Input should be " + _either(list(dict.fromkeys(kinds)))
+
+
+def _either(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+# -- the rules the types cannot say ----------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """Consecutive same-role messages as the API reads them: one turn, each block with its own place."""
+
+    role: str
+    first: int  # index of its first message in the request
+    blocks: list = field(default_factory=list)  # (message index, block index, block)
+
+
+def combined(messages: list, start: int = 0) -> list[Turn]:
+    """The conversation as the API reads it: consecutive user (or assistant) messages are one turn
+    (from message `start` on: a RequestChain reads only the end of a conversation)."""
+    turns: list[Turn] = []
+    for i, message in enumerate(messages[start:] if start else messages, start):
+        role, content = message.get("role"), message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        if not turns or turns[-1].role != role:
+            turns.append(Turn(role, i))
+        turns[-1].blocks += [(i, j, block) for j, block in enumerate(blocks) if isinstance(block, dict)]
+    return turns
+
+
+def combined_messages(messages: list) -> list[dict]:
+    """The combined conversation as plain messages (role and a list of blocks): what is compared."""
+    return [{"role": t.role, "content": [b for _, _, b in t.blocks]} for t in combined(messages)]
+
+
+def conversation_problems(messages, betas: Betas = NO_BETAS) -> list[Problem]:
+    """What the API would refuse in a well-shaped messages list that no type can say (empty when none)."""
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return [Problem("messages", "Input should be a valid list of {role, content} objects")]
+    if not messages:
+        return [Problem("messages", "at least one message is required")]
+    problems = _empty_problems(messages) + _system_problems(messages, betas)
+    turns = combined([m for m in messages if m.get("role") != "system"])
+    if turns and turns[0].role != "user":
+        problems.append(Problem("messages", 'first message must use the "user" role'))
+    return problems + _tool_problems(turns)
+
+
+def _empty_problems(messages: list, start: int = 0) -> list[Problem]:
+    """Only the final message, and only an assistant's, may be empty (from message `start` on)."""
+    return [
+        Problem(
+            f"messages.{i}",
+            "all messages must have non-empty content except for the optional final assistant message",
+        )
+        for i, m in enumerate(messages[start:], start)
+        if m.get("content") in ("", []) and not (i == len(messages) - 1 and m.get("role") == "assistant")
+    ]
+
+
+def _system_problems(messages: list, betas: Betas) -> list[Problem]:
+    """A `role: "system"` message is in the SDK's types, but only the mid-conversation beta allows it."""
+    if MID_CONVERSATION_SYSTEM in betas.names:
+        return []
+    return [
+        Problem(
+            f"messages.{i}.role",
+            f"a system message needs the beta header `anthropic-beta: {MID_CONVERSATION_SYSTEM}`; "
+            "without it, use the top-level `system` field",
+        )
+        for i, m in enumerate(messages)
+        if m.get("role") == "system"
+    ]
+
+
+def _tool_problems(turns: list[Turn], seen_ids: set | None = None, before: Turn | None = None) -> list:
+    """Every tool_use answered once by id in the next user turn, the results first; ids unique.
+    A RequestChain judges only the last turns: `seen_ids` are the ids asked before them (it grows),
+    `before` the turn before the first of them."""
+    problems, seen_ids = [], set() if seen_ids is None else seen_ids
+    for n, turn in enumerate(turns):
+        asked = [(i, j, b.get("id")) for i, j, b in turn.blocks if b.get("type") == "tool_use"]
+        for i, j, tool_id in asked:
+            if tool_id in seen_ids:
+                problems.append(Problem(f"messages.{i}.content.{j}", "`tool_use` ids must be unique"))
+            seen_ids.add(tool_id)
+        if turn.role == "user":
+            before = turns[n - 1] if n else before
+            open_ids = (
+                {b.get("id") for _, _, b in before.blocks if b.get("type") == "tool_use"} if before else set()
+            )
+            problems += _result_problems(turn, open_ids)
+        if turn.role == "assistant" and asked:
+            following = turns[n + 1] if n + 1 < len(turns) else None
+            answered = {b.get("tool_use_id") for _, _, b in following.blocks} if following else set()
+            missing = [tool_id for _, _, tool_id in asked if tool_id not in answered]
+            if missing:
+                problems.append(
+                    Problem(
+                        f"messages.{turn.first}",
+                        f"`tool_use` ids were found without `tool_result` blocks immediately after: "
+                        f"{', '.join(map(str, missing))}. Each `tool_use` block must have a corresponding "
+                        "`tool_result` block in the next message.",
+                    )
+                )
+    return problems
+
+
+UNEXPECTED = "unexpected `tool_use_id` found in `tool_result` blocks: {}. Each `tool_result` block must have \
+a corresponding `tool_use` block in the previous message."
+REPEATED = "each tool_use must have a single result. Found multiple `tool_result` blocks with id: {}"
+NOT_FIRST = "`tool_result` blocks must come first in the user turn, before any other content"
+
+
+def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
+    problems, answered, others_yet = [], set(), False
+    for i, j, block in turn.blocks:
+        if block.get("type") != "tool_result":
+            others_yet = True
+            continue
+        tool_id, where = block.get("tool_use_id"), f"messages.{i}.content.{j}"
+        if tool_id not in open_ids:
+            problems.append(Problem(where, UNEXPECTED.format(tool_id)))
+        elif tool_id in answered:
+            problems.append(Problem(where, REPEATED.format(tool_id)))
+        elif others_yet:
+            problems.append(Problem(where, NOT_FIRST))
+        answered.add(tool_id)
+    return problems
+
+
+def sent_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
+    """What the API would refuse in a request as sent, before a thread is expanded: its shape, its betas.
+
+    The shape is the SDK's MessageCreateParams; failing that, its beta params (context_management,
+    thread...), which the SDK sends to the same endpoint with no mark of their own."""
+    if not isinstance(body, dict):
+        return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
+    problems = shape_problems("request", body) and shape_problems("beta_request", body)
+    if not problems and body.get("thread") is not None and THREADS_BETA not in betas.names:
+        problems = [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
+    return problems
+
+
+def request_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
+    """Everything the API would refuse in a request body (empty when none): shape, then the rules.
+
+    A thread's conversation is judged once expanded (workbook/api/threads.py), so its rules wait."""
+    problems = sent_problems(body, betas)
+    if problems or body.get("thread") is not None:
+        return problems
+    return conversation_problems(body["messages"], betas)
+
+
+def api_rule_problems(messages) -> list[str]:
+    """What the real API would reject in this messages list, in its words (empty when it is valid)."""
+    return [str(p) for p in conversation_problems(messages, BETA_ALL)]
+
+
+def messages_problems(messages) -> list[str]:
+    """Shape problems in a messages list alone (a saved conversation): each `.messages.1.content...`."""
+    if not isinstance(messages, list):
+        return [".messages: Input should be a valid list"]
+    probe = {"model": "m", "max_tokens": 1, "messages": messages}
+    found = shape_problems("request", probe) and shape_problems("beta_request", probe)
+    return [f".{p}" for p in found]
+
+
+def check_api_rules(body: dict, where: str, betas: Betas = NO_BETAS) -> None:
+    """Raise ReplayMismatch naming the first thing the API would refuse in this request."""
+    problems = request_problems(body, betas)
+    if problems:
+        raise ReplayMismatch(f"{where}: the API would reject this request — {problems[0]}")
+
+
+@dataclass
+class _Judged:
+    """A request a RequestChain found fine, as much of it as the next one needs."""
+
+    messages: list
+    shape: str  # the shape ("request" or "beta_request") the whole request fits
+    seen_ids: set  # the tool_use ids of every turn but the last two
+    last_turns: list  # its last three turns (the first only as the one before the other two)
+
+
+class RequestChain:
+    """Requests judged in order, as a recording holds them: each the history so far (the very message
+    objects of the last one judged fine) plus what its turn added. The verdict is request_problems'
+    on the whole request, at the cost of what was added; the rules that span the boundary (the last
+    message no longer last, the last turns combined with new messages, ids unique over the whole
+    conversation) are judged on the last turns, with the ids asked before them carried over.
+
+    Any other request (the first, a history rewritten by a collapse, a thread, a system message), and
+    any request the short judgement doubts, is judged whole: problems are always request_problems' own."""
+
+    def __init__(self, betas: Betas = NO_BETAS):
+        self.betas, self.last = betas, None
+
+    def problems(self, body) -> list[Problem]:
+        if self._fine_as_extended(body):
+            return []
+        problems = request_problems(body, self.betas)
+        self.last = None if problems else _judged(body)
+        return problems
+
+    def _fine_as_extended(self, body) -> bool:
+        import fastjsonschema
+
+        last = self.last
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if last is None or not isinstance(messages, list) or len(messages) < len(last.messages):
+            return False
+        if body.get("thread") is not None or not all(map(operator.is_, messages, last.messages)):
+            return False
+        added = messages[len(last.messages) :]
+        if not all(isinstance(m, dict) and m.get("role") != "system" for m in added):
+            return False
+        try:
+            _check_request(last.shape, body, added)
+        except (fastjsonschema.JsonSchemaException, RecursionError, TypeError, ValueError):
+            return False
+        if _empty_problems(messages, len(last.messages) - 1):
+            return False
+        before = last.last_turns[-3] if len(last.last_turns) == 3 else None
+        start = last.last_turns[-2].first if len(last.last_turns) > 1 else 0
+        turns, seen_ids = combined(messages, start), last.seen_ids  # seen_ids grows: no copy of them all
+        if _tool_problems(turns, seen_ids, before):
+            self.last = None  # its seen_ids hold this request's ids now
+            return False
+        seen_ids.difference_update(_asked(turns[-2:]))  # unique (no problem): back to all but the last two
+        self.last = _Judged(messages, last.shape, seen_ids, (([before] if before else []) + turns)[-3:])
+        return True
+
+
+def _judged(body) -> _Judged | None:
+    """A request found fine, as a RequestChain carries it, or None when the next is judged whole anyway."""
+    messages = body["messages"]
+    if body.get("thread") is not None or any(m.get("role") == "system" for m in messages):
+        return None
+    shape = "beta_request" if shape_problems("request", body) else "request"
+    turns = combined(messages)
+    return _Judged(messages, shape, set(_asked(turns[:-2])), turns[-3:])
+
+
+def _asked(turns: list[Turn]) -> list:
+    return [b.get("id") for turn in turns for _, _, b in turn.blocks if b.get("type") == "tool_use"]
+
+
+def refusal_body(problem: Problem | str, hint: str = "") -> dict:
+    """The API's 400 for a refused request; the workbook's hint for a student after its own words."""
+    message = str(problem) + (f" — {hint}" if hint else "")
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+# -- recorded responses ----------------------------------------------------------------------------
+
+STATUSES = (200, *range(400, 600))  # what the Messages API answers: a Message, or an error
+
+
+def exchange_problems(exchange, chain: RequestChain | None = None) -> list[str]:
+    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`).
+    `chain`: the fixture's exchanges are judged in order by one RequestChain (of BETA_ALL)."""
+    if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
+        return [": needs a `request` object"]
+    request, response = exchange["request"], exchange.get("response")
+    found = chain.problems(request) if chain else request_problems(request, BETA_ALL)
+    problems = [p.under(".request") for p in found]
+    if exchange.get("match", "structure") != "structure":
+        problems.append(".match: must be `structure` or absent")
+    if not isinstance(response, dict):
+        return problems + [".response: must be an object"]
+    return problems + [f".response{p}" for p in response_problems(response)]
+
+
+# A recording keeps no request headers: a recorded request may use any beta a rule depends on.
+BETA_ALL = Betas(frozenset({MID_CONVERSATION_SYSTEM, THREADS_BETA}))
+
+
+def response_problems(response: dict) -> list[str]:
+    """A recorded response: a status the API sends, headers a client reads, a body or stream the SDK reads."""
+    if "error" in response:
+        return (
+            [] if response["error"] in ("connect", "timeout") else [".error: must be `connect` or `timeout`"]
+        )
+    status = response.get("status")
+    if not isinstance(status, int) or isinstance(status, bool) or status not in STATUSES:
+        return [".status: must be 200 or an error status (400 to 599), as the Messages API answers"]
+    problems = [f".headers{p}" for p in header_problems(response.get("headers", {}))]
+    if status == 200 and "stream" in response:
+        return problems + [f".stream{p}" for p in stream_problems(response["stream"])]
+    if "stream" in response:
+        return problems + [".stream: only a 200 response streams; an error response has a JSON `body`"]
+    name = "message" if status == 200 else "error"
+    return problems + [p.under(".body") for p in shape_problems(name, response.get("body"))]
+
+
+EVENT_NAMES = ("message_start", "message_delta", "message_stop", "content_block_start",
+               "content_block_delta", "content_block_stop", "ping", "error")  # fmt: skip
+
+
+def stream_problems(events) -> list[str]:
+    """{event, data} pairs the SDK parses (RawMessageStreamEvent, ping, error) that add up to a Message."""
+    if not isinstance(events, list) or not events:
+        return [": must be a non-empty list of {event, data}"]
+    for n, event in enumerate(events):
+        problem = _event_problem(event)
+        if problem:
+            return [f"[{n}]{problem}"]
+    problems = _block_order_problems(events)
+    if problems:
+        return problems
+    try:  # a streaming loop reads the events, a plain one the Message they add up to: both must work
+        message = events_to_message(events)
+    except Exception as err:  # whatever a malformed stream raises, in the SDK's place
+        return [f": the events do not add up to a Message ({type(err).__name__})"]
+    if message.get("type") == "error":
+        return []
+    return [f": adds up to a Message that is not valid: {p}" for p in shape_problems("message", message)]
+
+
+def _event_problem(event) -> str | None:
+    if not isinstance(event, dict) or not isinstance(event.get("data"), dict):
+        return ": must be {event, data} with a JSON object as data"
+    name = event.get("event")
+    if name not in EVENT_NAMES:
+        return f".event: must be one of the API's events ({', '.join(EVENT_NAMES)})"
+    if event["data"].get("type") != name:
+        return ".event: must equal data's `type`, as the API sends it"
+    kind = {"ping": None, "error": "error"}.get(name, "event")
+    problems = shape_problems(kind, event["data"]) if kind else []
+    return problems[0].under(".data") if problems else None
+
+
+def _block_order_problems(events: list[dict]) -> list[str]:
+    """Blocks start in order 0, 1, 2 ... and every delta or stop names one already started."""
+    started = 0
+    for n, event in enumerate(events):
+        kind, index = event["event"], event["data"].get("index")
+        if not kind.startswith("content_block_"):
+            continue
+        if kind == "content_block_start" and index != started:
+            return [f"[{n}]: content block {index} starts where block {started} should"]
+        if kind != "content_block_start" and not 0 <= index < started:
+            return [f"[{n}]: content block {index} has not started"]
+        started += kind == "content_block_start"
+    return []
+
+
+def message_problems(body) -> list[str]:  # bench's "pydantic check" row times this one
+    """Whether a 200 body is the SDK's own `Message` (empty when it is)."""
+    return [str(p) for p in shape_problems("message", body)]

@@ -1,0 +1,1 @@
+"""Tools for the workbook's authors: the Chinese notebook twins, and stepdiff."""

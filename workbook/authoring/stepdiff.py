@@ -1,0 +1,80 @@
+"""stepdiff — how the loop changed from one step to the next: that diff is the step's story.
+
+Each step holds its own mechanism and its whole `agent_loop`; everything else it imports from the step
+that introduced it. So the loop is the one thing every step repeats, and its diff says what changed.
+
+python -m workbook stepdiff s05         how agent_loop changed from s04 to s05
+python -m workbook stepdiff s02 s05     how it changed from s02 to s05
+python -m workbook stepdiff --stat      each step's size: the file, its agent_loop, and how that loop changed
+"""
+
+import ast
+import difflib
+import sys
+from pathlib import Path
+
+from workbook.paths import ROOT
+
+
+def scripts() -> dict[str, Path]:
+    """Every step script here, by step: {"s01": s01_agent_loop.py, ...}."""
+    return {p.name[:3]: p for p in sorted(ROOT.glob("s[0-9][0-9]_*.py"))}
+
+
+def loop_source(script: Path) -> list[str]:
+    """The lines of a step's agent_loop, as written."""
+    text = script.read_text()
+    node = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "agent_loop")
+    return text.splitlines(keepends=True)[node.lineno - 1 : node.end_lineno]
+
+
+def diff(old: Path, new: Path) -> list[str]:
+    """The unified diff between two steps' agent_loops, as lines."""
+    return list(
+        difflib.unified_diff(
+            loop_source(old), loop_source(new), f"{old.stem}.agent_loop", f"{new.stem}.agent_loop"
+        )
+    )
+
+
+def stat(old: Path, new: Path) -> tuple[int, int]:
+    """(lines added, lines removed) from one step's agent_loop to the other's."""
+    lines = diff(old, new)[2:]  # skip the ---/+++ header
+    return sum(x.startswith("+") for x in lines), sum(x.startswith("-") for x in lines)
+
+
+def main(argv: list[str]) -> int:
+    steps = scripts()
+    names = list(steps)
+    if argv in (["--help"], ["-h"]):
+        print(__doc__.strip())
+        return 0
+    if argv == ["--stat"]:
+        for i, name in enumerate(names):
+            script, size, loop = (
+                steps[name],
+                len(steps[name].read_text().splitlines()),
+                len(loop_source(steps[name])),
+            )
+            change = (
+                ""
+                if i == 0
+                else "  loop +{} -{} from {}".format(*stat(steps[names[i - 1]], script), names[i - 1])
+            )
+            print(f"{name}  {script.name}: {size} lines, agent_loop {loop} lines{change}")
+        return 0
+    if len(argv) == 1 and argv[0] in steps and argv[0] != names[0]:
+        argv = [names[names.index(argv[0]) - 1], argv[0]]
+    if len(argv) != 2 or not all(step in steps for step in argv):
+        usage = "python -m workbook stepdiff NEW | OLD NEW | --stat"
+        print(f"usage: {usage}   (the steps here: {', '.join(names)})")
+        return 2
+    try:
+        sys.stdout.writelines(diff(steps[argv[0]], steps[argv[1]]))
+    except BrokenPipeError:  # `| head` stopped reading: fine
+        sys.stdout = None
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

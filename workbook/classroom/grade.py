@@ -1,0 +1,472 @@
+"""grade.py — the graded ladder: any loop, in any language, walked up the workbook's recordings.
+
+    python -m workbook grade [--json] [--only RUNG] [--timeout S] [--sandbox auto|required|off]
+                             [--allow-sdk-retries] -- CMD [ARGS...]
+
+Each rung is one recording (fixtures/grade_*.json) that tests one step's mechanism from outside
+the program. For each rung the grader serves the recording on a classroom replay server
+(workbook/classroom/server.py) on a free loopback port, copies the rung's workspace into a fresh temp folder,
+and runs `CMD ARGS... "<the rung's task>"` there: the task also in AGENT_TASK, ANTHROPIC_BASE_URL
+pointing at that server, ANTHROPIC_API_KEY a stand-in, stdin closed, a timeout, and nothing else from
+the teacher's environment. With bubblewrap installed the program runs in a sandbox
+(workbook/classroom/sandbox.py); either way nothing it started outlives its rung.
+
+A rung passes when the program walked the whole recording (or, for a rung about stopping, stopped
+within its bounds), no request broke the API's rules, the assistant's replies went back verbatim,
+and the rung's own checks hold. Matching is by shape, as in the classroom: a student's tools,
+prompts and model name are their own. The rung grades the student's loop, not the library's: a
+request the SDK retried by itself fails it (unless --allow-sdk-retries), and a result a library
+feature helped to is marked "passed by the library". The ladder is the workbook's progression:
+step sN passes every rung of s01...sN. Exit 0 only when every rung graded passes; 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbook import errors, paths, scratch
+from workbook.classroom import reasons as reasons
+from workbook.classroom import sandbox as grade_sandbox
+from workbook.classroom import server
+from workbook.classroom import students as classroom
+from workbook.replay import fixtures
+
+DEFAULT_TIMEOUT = 60.0  # seconds per rung; retry waits in the rungs are tiny (retry-after 0, 20 ms)
+LONGEST_TIMEOUT = 3600.0  # an hour a rung: anything longer is a typo, not a plan
+WORKERS = max(2, os.cpu_count() or 2)  # programs run side by side: each mostly waits on its replies
+RUNNING: set[subprocess.Popen] = set()  # the programs being graded right now: Ctrl-C ends them all
+
+
+class GradeError(errors.WorkbookError):
+    """Bad input to the grader itself (no command, an unknown rung): one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One recording, what it checks in one line, and how its run must end."""
+
+    name: str
+    step: str
+    fixture: str  # a file under fixtures/, without .json
+    checks: str
+    least: int | None = None  # fewest requests to pass (default: all); more than recorded never passes
+    exit: str = "zero"  # how the program must exit: "zero", "nonzero" or "any"
+    must_fail: dict = field(default_factory=dict)  # tool_use id -> why its tool_result needs is_error
+
+
+RUNGS = [
+    Rung(
+        "loop",
+        "s01",
+        "grade_s01_loop",
+        "every tool_use answered, each reply appended verbatim, stop at end_turn",
+    ),
+    Rung(
+        "tool-errors",
+        "s02",
+        "grade_s02_tool_errors",
+        "an unknown tool and a bad input come back as is_error tool_results, and the loop goes on",
+        must_fail={
+            "toolu_01GradeS02Unknown": "asks for word_count, a tool that does not exist",
+            "toolu_01GradeS02BadInput": "calls bash without its required `command`",
+        },
+    ),
+    Rung(
+        "retries",
+        "s03",
+        "grade_s03_retries",
+        "a 529, a 429 (retry-after) and a dropped connection are each retried",
+    ),
+    # Each fatal error comes after one that must be retried: a loop that never retries (or leaves it
+    # to the SDK) cannot pass by default, and a loop that retries everything sends the 400/401 again.
+    Rung(
+        "no-retry-400",
+        "s03",
+        "grade_s03_overloaded_then_400",
+        "a 529 is retried, then a 400 is never sent again: the program stops, non-zero",
+        exit="nonzero",
+    ),
+    Rung(
+        "bad-key",
+        "s03",
+        "grade_s03_rate_limited_then_bad_key",
+        "a 429 is retried, then a refused key (401) stops the program with a non-zero exit",
+        exit="nonzero",
+    ),
+    Rung(
+        "gives-up",
+        "s03",
+        "grade_s03_gives_up",
+        "a 529 that never clears is retried, then given up within 8 attempts, with a non-zero exit",
+        least=2,
+        exit="nonzero",
+    ),
+    Rung(
+        "parallel",
+        "s04",
+        "grade_s04_parallel",
+        "4 tool_use blocks in one turn: 4 tool_results in one message, in order",
+    ),
+    Rung(
+        "repeat-brake",
+        "s04",  # s04's RepeatGuard: the brake lives there, and s05 on keep it
+        "grade_s04_repeat_brake",
+        "the same call asked for without end: the loop stops by itself within 8 turns",
+        least=2,
+        exit="any",
+    ),
+    Rung(
+        "cut-tool-use",
+        "s06",
+        "grade_s06_cut_tool_use",
+        "a reply cut off by max_tokens inside a tool_use is never run",
+    ),
+    Rung(
+        "pause-turn",
+        "s06",
+        "grade_s06_pause_turn",
+        "a pause_turn reply is sent back unchanged, with no new user message",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to grade: seconds per rung, the sandbox, and whether the SDK's own retries are accepted."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    sandbox: grade_sandbox.Sandbox = grade_sandbox.Sandbox(None)
+    allow_sdk_retries: bool = False
+
+
+@dataclass
+class Result:
+    """One row of the report."""
+
+    rung: Rung
+    passed: bool
+    reason: str
+    library: list[str] = field(default_factory=list)  # library features the run relied on, in words
+
+    @property
+    def passed_by(self) -> str | None:
+        """Who did the work a passing rung checks: "loop", or "library" when a library feature helped."""
+        if not self.passed:
+            return None
+        return "library" if self.library else "loop"
+
+    def row(self) -> dict:
+        return {
+            "name": self.rung.name,
+            "step": self.rung.step,
+            "passed": self.passed,
+            "passed_by": self.passed_by,
+            "library": self.library,
+            "reason": self.reason,
+        }
+
+
+# -- the rungs' servers: one per rung, each program a student of its own -----------------------------
+
+
+class LogLines:
+    """The replay server's log, kept (not printed): the grader quotes it when nothing else explains."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.lines += [line for line in text.splitlines() if line.strip()]
+
+    def flush(self) -> None:
+        pass
+
+    def of(self, student: str) -> list[str]:
+        """The lines about one student (the log's second column is the student's name)."""
+        return [line for line in self.lines if line.split()[1:2] == [student]]
+
+
+class RungServer:
+    """One rung's recording, served on a free loopback port to every program graded on it at once.
+
+    Each run sends its own stand-in key, so the classroom keeps a cursor per run, and the observer
+    hands each request to the run that sent it."""
+
+    def __init__(self, name: str):
+        self.fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{name}.json")
+        self.log = LogLines()
+        self.http = server.ReplayServer({name: self.fixture}, classroom.LOOPBACK, 0, out=self.log)
+        self.runs: dict[str, list[reasons.Seen]] = {}  # student -> the requests of that run
+        self.http.classroom.observer = self.observe
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def observe(self, student, name, turn, body, reply, mistake, headers) -> None:
+        seen = self.runs.get(student)
+        if seen is None:
+            return  # a key no run of ours was given
+        fallback = mistake is not None and classroom.is_thread_fallback(mistake)
+        seen.append(
+            reasons.Seen(
+                turn,
+                body,
+                None if mistake is None else str(mistake),
+                retry_count(headers),
+                tuple(h.strip() for h in headers.get("x-stainless-helper", "").split(",") if h.strip()),
+                fallback,
+            )
+        )
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+def retry_count(headers: dict) -> int:
+    """x-stainless-retry-count as a number: how many times the SDK had already sent this request."""
+    value = headers.get("x-stainless-retry-count", "0")
+    return int(value) if value.isdigit() else 0
+
+
+class Servers:
+    """The rungs' servers, each started the first time a run needs it and closed together at the end."""
+
+    def __init__(self):
+        self.started: dict[str, RungServer] = {}
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for rung_server in self.started.values():
+            rung_server.close()
+
+    def of(self, rung: Rung) -> RungServer:
+        with self.lock:
+            if rung.fixture not in self.started:
+                self.started[rung.fixture] = RungServer(rung.fixture)
+            return self.started[rung.fixture]
+
+
+# -- running and judging ---------------------------------------------------------------------------
+
+
+def run_rung(rung_server: RungServer, command: list[str], options: Options) -> reasons.Outcome:
+    """Run the program once against the rung's server, in a fresh copy of the rung's workspace."""
+    student = f"g{secrets.token_hex(5)}"  # unguessable, so no other program moves this cursor; 11
+    # characters, so the server's log (which shows 12) names it whole
+    seen = rung_server.runs[student] = []
+    fixture = rung_server.fixture
+    workspace = scratch.copy_workspace(fixture["workspace"])
+    run = grade_sandbox.Run(
+        [*command, fixture["task"]],
+        workspace.parent,
+        workspace,
+        rung_server.http.url,
+        student,
+        options.timeout,
+    )
+    try:
+        code, output = grade_sandbox.run_program(run, options.sandbox, RUNNING)
+    finally:
+        shutil.rmtree(workspace.parent, ignore_errors=True)
+        del rung_server.runs[student]
+    return reasons.Outcome(seen, code, output, rung_server.log.of(student))
+
+
+def judged(rung: Rung, rung_server: RungServer, outcome: reasons.Outcome, options: Options) -> Result:
+    verdict = reasons.judge(rung, rung_server.fixture, outcome, options.allow_sdk_retries)
+    if verdict.problem:
+        return Result(rung, False, verdict.problem, verdict.library)
+    reason = reasons.passed_reason(rung, outcome)
+    if verdict.library:
+        reason = f"passed by the library: {'; '.join(verdict.library)}; {reason}"
+    return Result(rung, True, reason, verdict.library)
+
+
+def grade_runs(runs: list[tuple[Rung, list[str]]], options: Options = Options()) -> list[Result]:
+    """Grade each (rung, command), side by side as the cores allow, one shared server per rung."""
+
+    def grade_one(run: tuple[Rung, list[str]]) -> Result:
+        rung, command = run
+        rung_server = servers.of(rung)
+        return judged(rung, rung_server, run_rung(rung_server, command, options), options)
+
+    with Servers() as servers:
+        pool = ThreadPoolExecutor(max_workers=WORKERS)
+        try:
+            return list(pool.map(grade_one, runs))
+        except KeyboardInterrupt:
+            for proc in list(RUNNING):
+                grade_sandbox.stop(proc)  # its keeper ends it and all it started
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def grade_rung(rung: Rung, command: list[str], options: Options = Options()) -> Result:
+    """Run the command on one rung and judge the run."""
+    return grade_runs([(rung, command)], options)[0]
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+USAGE = (
+    "%(prog)s [--json] [--only RUNG] [--timeout S] [--sandbox auto|required|off] [--allow-sdk-retries] "
+    "-- CMD [ARGS...]"
+)
+
+
+def pick_rungs(only: list[str]) -> list[Rung]:
+    """The rungs asked for: by name (loop), by step (s03: all of its rungs), comma lists allowed."""
+    wanted = [word.strip() for words in only for word in words.split(",") if word.strip()]
+    for word in wanted:
+        if not any(word in (r.name, r.step) for r in RUNGS):
+            names = ", ".join(r.name for r in RUNGS)
+            if word in {step[:3] for step in paths.STEPS}:  # s05: its brake's rung is s04's, where it lives
+                steps = ", ".join(sorted({r.step for r in RUNGS}))
+                raise GradeError(f"{word} has no rung of its own: give a step with rungs ({steps}) or a rung")
+            raise GradeError(f"no rung {word!r}: give a step (s01-s06) or one of {names}")
+    return [r for r in RUNGS if not wanted or r.name in wanted or r.step in wanted]
+
+
+def resolve(command: list[str]) -> list[str]:
+    """The command with its program found and its file arguments made absolute: it runs in a temp folder."""
+    if not command:
+        raise GradeError(
+            "no command to grade: put it after --, e.g. `python -m workbook grade -- python my_loop.py`"
+        )
+    program = command[0]
+    if os.sep in program or (os.altsep and os.altsep in program):
+        found = os.path.abspath(program) if Path(program).is_file() else None  # not resolve(): a venv's
+        # python is a symlink, and following it would leave the venv (and its packages) behind
+    else:
+        found = shutil.which(program) or (program if Path(program).is_file() else None)
+    if not found:
+        raise GradeError(f"{program}: command not found — give a program on PATH or a path to one")
+    if not os.access(found, os.X_OK):
+        raise GradeError(
+            f"{program}: not executable — `chmod +x {program}`, or name its interpreter: "
+            f"python -m workbook grade -- python {program}"
+        )
+    args = [os.path.abspath(a) if names_a_file(a) else a for a in command[1:]]
+    return [found, *args]
+
+
+def names_a_file(arg: str) -> bool:
+    """An argument that is a path to something that exists (a long `-c` program is not, nor too long)."""
+    try:
+        return bool(arg) and not arg.startswith("-") and Path(arg).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def seconds(text: str) -> float:
+    """--timeout: a finite number of seconds, above 0 and at most an hour (nan, inf and 1e309 are not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not math.isfinite(value) or not 0 < value <= LONGEST_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a timeout: give seconds, more than 0 and at most {LONGEST_TIMEOUT:.0f}"
+        )
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors raised as GradeError (one line) instead of printed with the usage."""
+
+    def error(self, message):  # one line, not argparse's usage block
+        raise GradeError(f"{message} — usage: python -m workbook grade [OPTIONS] -- CMD [ARGS...]")
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The grader's own flags (before --) and the command to grade (after it)."""
+    split = argv.index("--") if "--" in argv else len(argv)
+    rungs = "\n".join(f"  {r.step} {r.name:<13} {r.checks}" for r in RUNGS)
+    parser = Parser(
+        prog="python -m workbook grade",
+        usage=USAGE,
+        description=__doc__.split("\n\n")[2],
+        epilog=f"rungs (--only takes a rung or a step):\n{rungs}\n\nTeachers: docs/teaching.md, Grading.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--only", action="append", default=[], metavar="RUNG", help="a rung or a step (s03)")
+    parser.add_argument(
+        "--timeout", type=seconds, default=DEFAULT_TIMEOUT, help="seconds per rung (default 60)"
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=grade_sandbox.SANDBOX_MODES,
+        default="auto",
+        help="run each program in bubblewrap: auto (if installed, else say so), required, off",
+    )
+    parser.add_argument(
+        "--allow-sdk-retries",
+        action="store_true",
+        help='accept the SDK\'s own retries; the JSON shows such a rung as passed_by "library"',
+    )
+    return parser.parse_args(argv[:split]), argv[split + 1 :]
+
+
+def show(results: list[Result], command: list[str]) -> None:
+    """The report as a table: rung, step, what it checks, pass or FAIL, and why. Every cell is plain
+    text (rich.text.Text): a student's words in a reason are never read as markup."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"grading: {' '.join(command)}"), show_lines=True)
+    for column in ("step", "rung", "checks", "result", "reason"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        verdict = Text("pass", "green") if r.passed else Text("FAIL", "red")
+        if r.passed_by == "library":
+            verdict = Text("pass (library)", "yellow")
+        table.add_row(r.rung.step, r.rung.name, Text(r.rung.checks), verdict, Text(r.reason))
+    console = Console(highlight=False)
+    console.print(table)
+    passed = sum(r.passed for r in results)
+    console.print(Text(f"{passed} of {len(results)} rungs passed"))
+
+
+def main(argv: list[str]) -> int:
+    """Grade the command on the rungs asked for; print the table (or JSON) once every program has
+    ended; 0 only if all pass, 1 if one fails, 2 for bad input."""
+    try:
+        args, command = parse(argv)
+        rungs, command = pick_rungs(args.only), resolve(command)
+        sandbox = grade_sandbox.choose(args.sandbox)
+    except errors.WorkbookError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if sandbox.notice:
+        print(sandbox.notice, file=sys.stderr)
+    options = Options(args.timeout, sandbox, args.allow_sdk_retries)
+    try:
+        results = grade_runs([(rung, command) for rung in rungs], options)
+    except KeyboardInterrupt:
+        print("interrupted: the programs being graded were stopped", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps({"rungs": [r.row() for r in results]}, ensure_ascii=False))
+    else:
+        show(results, command)
+    return 0 if all(r.passed for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,378 @@
+"""grade_reasons — judging one rung's run, and saying why in the student's terms.
+
+The replay server (the contract) says what was wrong with a request; its words are kept, and the
+grader's hint comes after them. A run is the student's loop's work, not the library's: a request the
+SDK retried by itself (`x-stainless-retry-count` above 0) fails the rung unless the teacher accepts
+it, and a stop that only an uncaught exception made is not the loop stopping. The protocol's own
+recoveries (the thread fallback) are not mistakes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from workbook.api import compare, wire
+
+SDK_RETRY_FIX = "Set max_retries=0 and retry in your loop (s03)"
+STDIN_CLOSED = "stdin is closed when graded: read the task from the last argument or from AGENT_TASK"
+HELPERS = {  # x-stainless-helper values -> the library feature, in words
+    "BetaToolRunner": "the SDK's tool runner ran the loop",
+    "compaction": "the SDK compacted the conversation",
+}
+TABLE_DRAWING = re.compile(r"[\u2500-\u259f]")  # box drawing and block elements: a summary table's
+ESCAPE_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+@dataclass
+class Seen:
+    """One request as the replay server answered it, and what the client's own headers said."""
+
+    turn: int
+    body: object
+    mistake: str | None
+    retry_count: int = 0  # x-stainless-retry-count: how many times the SDK had already tried this
+    helpers: tuple = ()  # x-stainless-helper: the SDK helpers that sent it
+    fallback: bool = False  # a thread refused as documented: the client falls back, it is no mistake
+
+
+@dataclass
+class Outcome:
+    """What a rung's run left behind: the requests in order, the exit code, what the program printed."""
+
+    seen: list[Seen]
+    code: int | None  # None: stopped by the timeout
+    output: str
+    server_log: list[str]
+
+    @property
+    def last_line(self) -> str:
+        return last_line(self.output)
+
+
+@dataclass
+class Verdict:
+    """A rung's judgement: the first problem (None: passed) and the library features the run used."""
+
+    problem: str | None
+    library: list[str] = field(default_factory=list)
+
+
+def last_line(output: str) -> str:
+    """The last thing the program printed, in one short line: no colours, no table rows, no controls."""
+    lines = [ESCAPE_CODE.sub("", line).strip() for line in output.splitlines()]
+    lines = [line for line in lines if re.search(r"\w", line) and not TABLE_DRAWING.search(line)]
+    if not lines:
+        return ""
+    return "".join(c for c in lines[-1] if c.isprintable())[:160]
+
+
+def judge(rung, fixture: dict, out: Outcome, allow_sdk_retries: bool = False) -> Verdict:
+    """The first mistake of the run, in the student's terms, and what the library did for it."""
+    library = library_features(out.seen)
+    exchanges = fixture["exchanges"]
+    least = rung.least or len(exchanges)
+    reached = 0  # the last recorded turn the program got an answer for
+    requests = [seen for seen in out.seen if not seen.fallback]
+    for n, request in enumerate(requests, 1):
+        if request.retry_count and not allow_sdk_retries:
+            return Verdict(sdk_retried(request), library)
+        if request.mistake is not None and request.turn <= len(exchanges):
+            return Verdict(explain_mistake(request, exchanges), library)
+        if request.mistake is not None or request.turn <= reached:  # past the end, or started over
+            if reached >= least:
+                return Verdict(asked_too_often(exchanges, reached, n), library)
+            return Verdict(dropped_reply(request, reached) or started_over(reached), library)
+        problem = reply_not_verbatim(request, exchanges) or error_not_returned(rung, request)
+        if problem:
+            return Verdict(problem, library)
+        reached = request.turn
+    if out.code is None:
+        where = f"your program did not finish in time; it had reached turn {reached} of {len(exchanges)}"
+        return Verdict(where + (f" ({STDIN_CLOSED})" if not requests else ""), library)
+    if reached < least:
+        return Verdict(stopped_early(exchanges, reached, out), library)
+    return Verdict(wrong_exit(rung, exchanges, out) or crashed(exchanges, out), library)
+
+
+def library_features(seen: list[Seen]) -> list[str]:
+    """What the library did that a rung could credit to the loop: its retries, its helpers."""
+    features = []
+    most = max((s.retry_count for s in seen), default=0)
+    if most:
+        features.append(f"the SDK retried for you (x-stainless-retry-count: {most})")
+    for helper in sorted({h for s in seen for h in s.helpers}):
+        if helper in HELPERS:
+            features.append(f"{HELPERS[helper]} (x-stainless-helper: {helper})")
+    return features
+
+
+def sdk_retried(request: Seen) -> str:
+    return f"the SDK retried for you (x-stainless-retry-count: {request.retry_count}). {SDK_RETRY_FIX}"
+
+
+# -- a request the server refused ------------------------------------------------------------------
+
+
+def explain_mistake(request: Seen, exchanges: list) -> str:
+    """The server's own words, then what the loop did wrong in the student's terms, if we can tell."""
+    recorded = exchanges[request.turn - 1]["request"]["messages"]
+    sent = request.body.get("messages") if isinstance(request.body, dict) else None
+    hint = shape_hint(recorded, sent, exchanges, request.turn) if well_formed(sent) else None
+    return f"turn {request.turn}: {request.mistake}" + (f". Hint: {hint}" if hint else "")
+
+
+def well_formed(messages) -> bool:
+    """A list of user and assistant turns, each with content: the shapes the hints know how to read."""
+    return isinstance(messages, list) and all(
+        isinstance(m, dict)
+        and m.get("role") in ("user", "assistant")
+        and isinstance(m.get("content"), (str, list))
+        and all(isinstance(b, (str, dict)) for b in (m["content"] if isinstance(m["content"], list) else []))
+        for m in messages
+    )
+
+
+def shape_hint(recorded: list, sent: list, exchanges: list, turn: int) -> str | None:
+    """The loop's usual mistakes, named: a reply or results not appended, results out of order..."""
+    want, got = compare.normalize_messages(recorded), compare.normalize_messages(sent)
+    for k, expected in enumerate(want):
+        if k >= len(got) or got[k]["role"] != expected["role"]:
+            if expected["role"] == "assistant":
+                return (
+                    f"your loop did not append the assistant's reply; messages[{k}] should be the assistant "
+                    f"turn with {blocks_in_words(expected['content'])}"
+                )
+            return (
+                f"your loop did not send the tool results; messages[{k}] should be the user turn with "
+                f"{blocks_in_words(expected['content'])}, one per tool_use in messages[{k - 1}]"
+            )
+        if len(got[k]["content"]) != len(expected["content"]):
+            return f"messages[{k}]: expected {block_types(expected)}; got {block_types(got[k])}"
+        order = results_order(expected, got[k])
+        if order:
+            return f"messages[{k}]: {order}"
+    if len(got) > len(want):
+        return extra_messages(exchanges, turn, len(want))
+    return None
+
+
+def block_types(message: dict) -> str:
+    return ", ".join(str(block.get("type", "?")) for block in message["content"]) or "no blocks"
+
+
+def blocks_in_words(content: list) -> str:
+    """[text, tool_use, tool_use] -> "1 text block and 2 tool_use blocks"."""
+    kinds = [block.get("type", "?") for block in content]
+    counts = {kind: kinds.count(kind) for kind in kinds}
+    words = [f"{n} {kind} block" + ("s" if n > 1 else "") for kind, n in counts.items()]
+    return " and ".join(words) if len(words) < 3 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def results_order(expected: dict, got: dict) -> str | None:
+    """Tool results all there but in another order than the tool_use blocks asked."""
+    want = [b.get("tool_use_id") for b in expected["content"] if b.get("type") == "tool_result"]
+    have = [b.get("tool_use_id") for b in got["content"] if b.get("type") == "tool_result"]
+    if want and sorted(want) == sorted(have) and want != have:
+        return (
+            f"the tool_results come in the order {', '.join(have)}; answer in the order of the tool_use "
+            f"blocks: {', '.join(want)}"
+        )
+    return None
+
+
+def extra_messages(exchanges: list, turn: int, expected: int) -> str:
+    """The loop sent more than the recording holds: what it should have done after the last reply."""
+    stop = stop_reason(exchanges[turn - 2]["response"]) if turn > 1 else None
+    if stop == "max_tokens":
+        return (
+            f"turn {turn - 1}'s reply was cut off by max_tokens inside a tool_use, and your loop ran it or "
+            "sent it back; a cut tool_use is incomplete: send the same request again, without the cut "
+            "reply, with a larger max_tokens"
+        )
+    if stop == "pause_turn":
+        return (
+            "after a pause_turn, send the conversation back with the paused assistant turn last; "
+            "do not add a user message"
+        )
+    return (
+        f"your request holds more messages than the recording's {expected}: "
+        "append only the reply and its results"
+    )
+
+
+def stop_reason(response: dict) -> str | None:
+    """A recorded response's stop_reason (None for an error or a dropped connection)."""
+    if response.get("status") != 200:
+        return None
+    body = wire.events_to_message(response["stream"]) if "stream" in response else response["body"]
+    return body.get("stop_reason")
+
+
+# -- requests the server answered ------------------------------------------------------------------
+
+
+def reply_not_verbatim(request: Seen, exchanges: list) -> str | None:
+    """Every assistant turn the loop sends back must be the reply as it came (None values aside)."""
+    recorded = compare.normalize_messages(exchanges[request.turn - 1]["request"]["messages"])
+    sent = compare.normalize_messages(request.body["messages"])
+    for i, (want, got) in enumerate(zip(recorded, sent)):
+        if want["role"] != "assistant":
+            continue
+        for j, (a, b) in enumerate(zip(want["content"], got["content"])):
+            if without_nulls(a) != without_nulls(b):
+                field_name = next((k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)), "?")
+                return (
+                    f"turn {request.turn}: messages[{i}].content[{j}] ({a.get('type')}) is not the reply "
+                    f"as it came: its {field_name} differs; append response.content unchanged"
+                )
+    return None
+
+
+def without_nulls(value):
+    """A block with null fields dropped at any depth: a client may leave out what the API sent as null."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+def error_not_returned(rung, request: Seen) -> str | None:
+    """The rung's calls that cannot succeed must come back to the model with is_error: true."""
+    for message in request.body["messages"]:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            why = rung.must_fail.get(block.get("tool_use_id")) if isinstance(block, dict) else None
+            if why and block.get("is_error") is not True:
+                return (
+                    f"turn {request.turn}: the call {block['tool_use_id']} {why}, but your tool_result for "
+                    "it has no is_error: true; send a failure back as an error result so the model can "
+                    "correct itself"
+                )
+    return None
+
+
+def dropped_reply(request: Seen, reached: int) -> str | None:
+    """Two user turns in a row: the assistant's reply between them was dropped. The API reads the two
+    as one, so the request looks like turn 1 again, but the loop did not start over: it lost a reply."""
+    messages = request.body.get("messages") if isinstance(request.body, dict) else None
+    roles = [m.get("role") if isinstance(m, dict) else None for m in messages or []]
+    k = next((k for k in range(1, len(roles)) if roles[k - 1] == roles[k] == "user"), None)
+    if k is None:
+        return None
+    return (
+        f"turn {reached + 1}: your loop dropped the assistant's reply: messages[{k - 1}] and messages[{k}] "
+        "are both user turns, which the API reads as one; append each reply before the next user turn"
+    )
+
+
+def started_over(reached: int) -> str:
+    """A request holding the first message alone, mid-way: the loop lost its history."""
+    return (
+        f"turn {reached + 1}: your program sent the first message alone again, so the conversation started "
+        "over; keep the whole history in messages"
+    )
+
+
+def asked_too_often(exchanges: list, reached: int, requests: int) -> str:
+    """A request past the recording's end: what the program should have done instead."""
+    last = exchanges[reached - 1]["response"]
+    status = last.get("status")
+    if status in (400, 401, 403, 404, 413):
+        return (
+            f"turn {reached}: the API answered {status} and your program sent the request again; a {status} "
+            "fails the same way every time: stop with a clear message"
+        )
+    if "error" in last or status != 200:  # a recorded failure it kept retrying
+        return f"your program kept retrying: {requests} attempts, where this rung allows at most {reached}"
+    stop = stop_reason(last)
+    if stop == "tool_use":
+        return (
+            f"your loop was still calling the model after {reached} turns of the same repeated call; "
+            "it must notice the repetition and stop by itself"
+        )
+    return (
+        f"turn {reached}: the reply's stop_reason was {stop}, but your loop asked again; "
+        "stop when it is not tool_use"
+    )
+
+
+# -- how the program ended -------------------------------------------------------------------------
+
+
+def stopped_early(exchanges: list, reached: int, out: Outcome) -> str:
+    """The program ended (or was refused) before the recording did: what it met last, and its last words."""
+    said = f" (exit {out.code}" + (f": {out.last_line}" if out.last_line else "") + ")"
+    if not [s for s in out.seen if not s.fallback]:
+        logged = re.search(r"\b[1-5]\d\d\b.*", out.server_log[-1]) if out.server_log else None
+        heard = f"; the server logged: {logged.group(0)}" if logged else ""
+        read_stdin = "your program read stdin, but " if re.search(r"\bEOF", out.output) else ""
+        return (
+            f"your program sent no request the replay server could answer{said}{heard}; "
+            f"{read_stdin}{STDIN_CLOSED}"
+        )
+    response = exchanges[reached - 1]["response"]
+    todo = {
+        "tool_use": "run the tools and send their results",
+        "max_tokens": "send the request again with a larger max_tokens",
+        "pause_turn": "send the paused turn back unchanged so the model can finish",
+    }.get(stop_reason(response) or "", "retry it, waiting as retry-after asks")
+    if "error" in response:
+        met = "your program stopped on the dropped connection"
+    elif response.get("status") != 200:
+        kind = response["body"].get("error", {}).get("type", "an error")
+        met = f"your program stopped on the {response['status']} ({kind})"
+    else:
+        met = f"the reply's stop_reason was {stop_reason(response)} and your program stopped"
+    return f"turn {reached} of {len(exchanges)}: {met}{said}; {todo}"
+
+
+def wrong_exit(rung, exchanges: list, out: Outcome) -> str | None:
+    """The exit code the rung asks for: 0 after a finished task, non-zero after a failure it cannot fix."""
+    if rung.exit == "zero" and out.code != 0:
+        return (
+            f"your program walked all {len(exchanges)} turns but exited with code {out.code}: {out.last_line}"
+        )
+    if rung.exit == "nonzero" and out.code == 0:
+        return (
+            "your program stopped but exited with code 0; a run that failed must end with a non-zero exit "
+            "so scripts and CI see it"
+        )
+    return None
+
+
+def crashed(exchanges: list, out: Outcome) -> str | None:
+    """A recording that ends in an error the loop must stop on: an uncaught exception is the runtime
+    stopping the program, not the loop, and the student never sees a clear message."""
+    if stop_reason(exchanges[-1]["response"]) is not None:
+        return None
+    error = uncaught_exception(out.output)
+    if error is None:
+        return None
+    return (
+        f"your program crashed with an uncaught {error}: the runtime stopped it, not your loop; "
+        "catch the API's error and stop with a clear message (s03)"
+    )
+
+
+def uncaught_exception(output: str) -> str | None:
+    """The exception's name, when the output ends in a Python traceback or a Node.js stack trace."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        named = [re.match(r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))\b", line) for line in lines]
+        names = [m.group(1) for m in named if m]
+        return names[-1] if names else "exception"
+    if any(re.match(r"\s+at .+:\d+:\d+\)?$", line) for line in lines) and any(
+        line.startswith("Node.js v") for line in lines
+    ):
+        return "JavaScript exception"
+    return None
+
+
+def passed_reason(rung, out: Outcome) -> str:
+    """What a passing run did, in a few words."""
+    turns = max((s.turn for s in out.seen), default=0)
+    if rung.least:
+        return f"stopped by itself after {turns} requests (exit {out.code})"
+    return f"walked the whole recording: {turns} turn{'s' * (turns != 1)} (exit {out.code})"

@@ -1,0 +1,534 @@
+"""The classroom: each student's place in each fixture, their requests judged and answered (no HTTP here)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbook.api import contract, threads
+from workbook.api.compare import request_diff
+from workbook.api.wire import client_headers, events_to_message, message_to_events, recorded_message
+from workbook.replay.transport import RecordedBytes
+
+LOOPBACK = "127.0.0.1"
+
+
+FIXTURE_HEADER = "x-replay-fixture"
+
+
+MODEL_PREFIX = "replay:"  # model "replay:s01_hello_agent" picks that fixture
+
+
+REAL_KEY_PREFIX = "sk-ant-"  # a student who left their real key set: refuse it, never print it
+
+
+NOT_REACTING = (
+    "The replies are recordings: they do not read your tool output. If a tool of yours fails or prints "
+    "something else, the next reply is still the recorded one, and may talk about output your tools "
+    "never produced. Check your tools' output yourself."
+)
+
+
+ERROR_STATUS = {  # an error event inside a recorded stream, served to a client that did not stream
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+HINTS = {  # words of a contract problem -> what a student can do about it
+    "were found without `tool_result`": "each tool_use id needs one tool_result, in the next user message",
+    "unexpected `tool_use_id`": "a tool_result answers a tool_use id from the assistant turn just before",
+    "Found multiple `tool_result`": "answer each tool_use id exactly once",
+    "must come first": "put the tool_result blocks first in the user message, before any text",
+    "ids must be unique": "a tool_use keeps the id the model gave it: append the reply as it came",
+    "non-empty content": "every message needs content",
+    "first message must use": "the conversation starts with a user message",
+    "Extra inputs are not permitted": "the API refuses a field it does not know: check its spelling",
+    "Field required": "the API needs model, max_tokens and messages on every request",
+    "the beta header": "send that anthropic-beta header, as the SDK does when given betas=[...]",
+}
+
+
+@dataclass
+class Limits:
+    """What one student, one connection or one request may take of the teacher's machine."""
+
+    body_bytes: int = 32 * 1024 * 1024  # the API's own limit on a request; above it, 413 request_too_large
+    students: int = 500  # distinct API keys kept; one more gets a 403 that says to ask the teacher
+    key_chars: int = 64  # a name, not an essay: longer keys get a 401
+    listed: int = 100  # rows of the class table on the front page and on Enter (/replay/status has all)
+    connections: int = 1000  # open at once, each a thread; one more is closed at once
+    idle: float = 120.0  # seconds a kept-alive connection may wait for its next request
+    headers: float = 10.0  # seconds from a request's first byte to the end of its headers
+    body: float = 10.0  # seconds for a body to arrive, plus one per body_rate bytes it holds
+    body_rate: int = 256 * 1024  # bytes per second: a slow classroom Wi-Fi still gets 32 MB through
+    write: float = 30.0  # seconds to take one reply, for a student who stopped reading
+    linger: float = 2.0  # seconds to drain a refused body before closing, so the client reads the refusal
+
+
+class Mistake(Exception):
+    """A request answered with an API-style error: the status, the error type, a teaching message."""
+
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        kind: str = "invalid_request_error",
+        details: dict | None = None,
+    ):
+        super().__init__(message)
+        self.status, self.kind, self.details = status, kind, details  # details: {"error_code": ...}
+
+
+@dataclass
+class Cursor:
+    """One student's place in one fixture, and what the teacher's table shows about it."""
+
+    served: int = 0  # exchanges answered; the next request is turn served + 1
+    requests: int = 0
+    mistakes: int = 0
+    restarts: int = 0
+    last: str = ""  # the last result, e.g. "200 tool_use" or "400 messages[2]: ..."
+    threads: threads.Threads = field(default_factory=threads.Threads)  # conversations held for this student
+
+
+@dataclass
+class Reply:
+    """What to send back: a JSON body or SSE events, or nothing at all (a recorded dropped connection)."""
+
+    status: int
+    headers: dict
+    body: dict | None = None
+    events: list | None = None
+    drop: bool = False
+    # For a reply served again and again (a recorded one, kept by the classroom): a place where the HTTP
+    # layer keeps the bytes it wrote, so the next student's copy is not serialised again. None: not kept.
+    wire: dict | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class Recorded:
+    """One recorded exchange as the fast path serves it: its request as the SDK writes it (compact JSON,
+    UTF-8, the recording's key order), by size and digest; whether a request equal to it needs no
+    judging; and its replies (JSON and SSE), each built once.
+
+    A digest, not the bytes: each request of a long recording holds the whole conversation, so keeping
+    every one's bytes would grow with the square of its turns (120 MB for 1,000 turns)."""
+
+    request: dict
+    response: dict
+    size: int
+    digest: (
+        bytes  # BLAKE2b-256: the same size and digest are the same bytes (no one can make two that are not)
+    )
+    plain: bool | None = (
+        None  # no thread, no "replay:" model, the API's rules hold with no beta; None: not yet
+    )
+    replies: dict = field(default_factory=dict)  # stream? -> (Reply, what the log says of it)
+
+    def sent_as(self, size: int, digest: bytes) -> bool:
+        """Whether a request of this size and digest is this recorded one, and needs no judging. The
+        API's rules are asked once per exchange, at its first such request (the full path would ask
+        them for every request)."""
+        if size != self.size or digest != self.digest:
+            return False
+        if self.plain is None:
+            request = self.request
+            self.plain = (
+                request.get("thread") is None
+                and not str(request.get("model", "")).startswith(MODEL_PREFIX)
+                and not contract.request_problems(request, contract.NO_BETAS)
+            )
+        return self.plain
+
+    def reply(self, stream: bool) -> tuple[Reply, str]:
+        kept = self.replies.get(stream)
+        if kept is None:
+            reply = recorded_reply(self.response, stream)
+            reply.wire = {}
+            kept = self.replies[stream] = (reply, describe(reply))
+        return kept
+
+
+def api_error(status: int, kind: str, message: str, details: dict | None = None) -> Reply:
+    """An error in the API's own shape; `details` carries an error_code the SDK acts on."""
+    error = {"type": kind, "message": message} | ({"details": details} if details else {})
+    return Reply(status, {}, {"type": "error", "error": error})
+
+
+class Classroom:
+    """Answers each student's request from their own cursor, and logs one line per request."""
+
+    def __init__(self, fixtures: dict[str, dict], out=None, max_students: int = Limits.students):
+        self.fixtures = fixtures  # name -> fixture, in command-line order; the first is the default
+        self.cursors: dict[tuple[str, str], Cursor] = {}  # (student, fixture name) -> cursor
+        self.desks: dict[str, threading.Lock] = {}  # student -> the lock their own requests take
+        self.lock = threading.Lock()  # guards the two dicts above only, never a check
+        self.max_students = max_students
+        self.out = out or sys.stdout
+        # After each line; the server flushes once per turn of its event loop instead (a terminal or
+        # a pipe then takes one write for all the lines of that turn, still within a millisecond).
+        self.flush = self.out.flush
+        self.observer = (
+            None  # grade.py's hook: observer(student, fixture, turn, body, reply, mistake, headers)
+        )
+        self.recorded: dict[str, list[Recorded]] = {}  # fixture name -> its exchanges, for the fast path
+
+    def answer_sent(self, student: str, sent: bytes, chosen: str | None, headers: dict) -> Reply | None:
+        """The fast path: a request byte for byte the SDK's writing of the recording's next request (or of
+        its first, when that starts the student over: the same size and digest) gets its recorded reply
+        with no parse, no check and no comparison: the recording was checked when the fixture loaded
+        (and once more against the rules without betas, `Recorded.sent_as`), and equal bytes are an
+        equal request. None for anything else, which `answer` then judges in full.
+
+        Only for a student already known, with no anthropic-beta header (a beta can change a rule), and
+        no observer (the grader reads each body)."""
+        name = self.fixture_named(chosen)
+        desk = self.desks.get(student)
+        if name is None or desk is None or self.observer or headers.get("anthropic-beta"):
+            return None
+        with desk:
+            cursor = self.cursors.get((student, name))
+            if cursor is None:
+                return None
+            recorded, served, note = self.recordings(name), cursor.served, ""
+            sizes = (
+                recorded[served].size if served < len(recorded) else -1,
+                recorded[0].size if served else -1,
+            )
+            if len(sent) not in sizes:  # most requests that differ differ in size: nothing to digest
+                return None
+            size, digest = len(sent), fingerprint(sent)
+            if served < len(recorded) and recorded[served].sent_as(size, digest):
+                turn = served + 1
+            elif served and recorded[0].sent_as(size, digest):
+                if not self.starts_over(name, cursor, recorded[0].request["messages"]):
+                    return None
+                turn, note = 1, "restart · "
+                cursor.restarts += 1
+            else:
+                return None
+            reply, said = recorded[turn - 1].reply(recorded[turn - 1].request.get("stream") is True)
+            cursor.requests += 1
+            cursor.served, cursor.last = turn, said
+            self.log(student, name, self.turn(name, turn), note + said)
+            return reply
+
+    def fixture_named(self, chosen: str | None) -> str | None:
+        """The fixture the header names, else the default (the fast path's exchanges never name one in
+        their model); None when the header names none served here."""
+        if not chosen:
+            return next(iter(self.fixtures))
+        name = Path(chosen.strip()).stem
+        return name if name in self.fixtures else None
+
+    def recordings(self, name: str) -> list[Recorded]:
+        """A fixture's exchanges for the fast path, built at first use (the server builds them before it
+        serves). RecordedBytes writes each request from the one before (0.4 s for 1,000 turns)."""
+        recorded = self.recorded.get(name)
+        if recorded is None:
+            writer, recorded = RecordedBytes(), []
+            for exchange in self.fixtures[name]["exchanges"]:
+                request = exchange["request"]
+                sent = writer.of(request)
+                recorded.append(Recorded(request, exchange["response"], len(sent), fingerprint(sent)))
+            self.recorded[name] = recorded
+        return recorded
+
+    def answer(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
+        """The reply to one request from one student; a mistake becomes a 400 and a log line.
+
+        `headers` (lower-cased names): their anthropic-beta can change a rule (the contract's Betas); the
+        observer sees them all: the grader reads the SDK's own, such as x-stainless-retry-count, to tell
+        the student's retries from the library's."""
+        betas = contract.Betas.of(headers or {})
+        try:
+            desk = self.desk(student)
+        except Mistake as mistake:
+            self.log(student, "-", "", f"{mistake.status} {mistake}")
+            return api_error(mistake.status, mistake.kind, str(mistake))
+        with desk:  # this student's requests one at a time, in order; other students never wait
+            try:
+                name = self.pick(body, chosen)
+            except Mistake as mistake:
+                self.log(student, "-", "", f"{mistake.status} {mistake}")
+                return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
+            cursor = self.cursor(student, name)
+            cursor.requests += 1
+            try:
+                reply, note = self.serve(name, cursor, body, betas)
+            except Mistake as mistake:
+                cursor.mistakes += not is_thread_fallback(mistake)  # the SDK then falls back: not an error
+                cursor.last = f"{mistake.status} {mistake}"
+                self.log(student, name, self.turn(name, cursor.served + 1), cursor.last)
+                self.observe(student, name, cursor.served + 1, body, None, mistake, headers)
+                return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
+            cursor.last = describe(reply)
+            self.log(student, name, self.turn(name, cursor.served), note + cursor.last)
+            self.observe(student, name, cursor.served, body, reply, None, headers)
+            return reply
+
+    def desk(self, student: str) -> threading.Lock:
+        """This student's own lock; a new student is refused once the class is full."""
+        with self.lock:
+            desk = self.desks.get(student)
+            if desk is None:
+                if len(self.desks) >= self.max_students:
+                    raise Mistake(
+                        f"this replay server already keeps {self.max_students} students, its most: "
+                        "use the name you used before, or ask the teacher to restart it with a higher "
+                        "--max-students",
+                        403,
+                        "permission_error",
+                    )
+                desk = self.desks[student] = threading.Lock()
+            return desk
+
+    def cursor(self, student: str, name: str) -> Cursor:
+        """This student's place in this fixture, made at their first request to it."""
+        with self.lock:
+            return self.cursors.setdefault((student, name), Cursor())
+
+    def observe(
+        self, student: str, name: str, turn: int, body, reply: Reply | None, mistake, headers
+    ) -> None:
+        """Tell the observer, if any, what one request got: the recorded reply of `turn`, or a mistake."""
+        if self.observer:
+            self.observer(student, name, turn, body, reply, mistake, headers or {})
+
+    def pick(self, body, chosen: str | None) -> str:
+        """The fixture a request asks for: the header, else model "replay:NAME", else the default."""
+        model = body.get("model") if isinstance(body, dict) else None
+        if not chosen and isinstance(model, str) and model.startswith(MODEL_PREFIX):
+            chosen = model[len(MODEL_PREFIX) :]
+        if not chosen:
+            return next(iter(self.fixtures))
+        name = Path(chosen.strip()).stem  # "fixtures/s01_hello_agent.json" works too
+        if name not in self.fixtures:
+            served = ", ".join(self.fixtures)
+            raise Mistake(
+                f"no fixture {chosen[:60]!r} on this replay server; it serves: {served}",
+                404,
+                "not_found_error",
+            )
+        return name
+
+    def serve(self, name: str, cursor: Cursor, body, betas: contract.Betas) -> tuple[Reply, str]:
+        """Check the request, move the cursor, and return the recorded reply (and a log note)."""
+        problems = contract.sent_problems(body, betas)  # the request as sent: its shape, its betas
+        if problems:
+            raise Mistake(with_hint(problems))
+        try:  # a thread request becomes the whole conversation again, then is checked like any other
+            body, thread = cursor.threads.expand(body)
+        except threads.Refusal as refusal:
+            raise Mistake(str(refusal), refusal.status, refusal.kind, refusal.details) from None
+        exchanges, note = self.fixtures[name]["exchanges"], ""
+        broken = contract.conversation_problems(body["messages"], betas)  # what the API itself would reject
+        if not broken and self.starts_over(name, cursor, body["messages"]):
+            cursor.served, note = 0, "restart · "
+            cursor.restarts += 1
+        if thread:  # the teacher's log shows which turns came as a thread
+            note += f"thread {thread['type']} · "
+        turn, recorded = cursor.served + 1, None
+        if cursor.served < len(exchanges):
+            recorded = exchanges[cursor.served]
+        diff = recorded and request_diff(recorded["request"], body, conversation_only=True)
+        if broken:
+            raise Mistake(
+                with_hint(broken) + (f". Compared with the recording of turn {turn}: {diff}" if diff else "")
+            )
+        if recorded is None:
+            raise Mistake(past_the_end(name, exchanges, body["messages"]))
+        if diff:
+            raise Mistake(f"{name}, turn {turn}: your request differs from the recording: {diff}")
+        cursor.served += 1
+        cursor.threads.hold(thread, body, recorded_message(recorded["response"]))
+        return recorded_reply(recorded["response"], body.get("stream") is True), note
+
+    def starts_over(self, name: str, cursor: Cursor, messages: list) -> bool:
+        """A first-turn request mid-run restarts the student, unless the recording expects one next."""
+        exchanges = self.fixtures[name]["exchanges"]
+        first = len(exchanges[0]["request"]["messages"])
+        if cursor.served == 0 or len(messages) != first:
+            return False
+        return (
+            cursor.served >= len(exchanges) or len(exchanges[cursor.served]["request"]["messages"]) != first
+        )
+
+    def reset(self, student: str) -> list[str]:
+        """Put every cursor of this student back at turn 1; the fixtures they had started."""
+        with self.lock:
+            desk = self.desks.get(student)
+        names = []
+        if desk is not None:
+            with desk:
+                with self.lock:
+                    names = [name for (who, name) in self.cursors if who == student]
+                for name in names:
+                    cursor = self.cursors[(student, name)]
+                    cursor.served, cursor.last = 0, "reset"
+                    cursor.restarts += 1
+        self.log(student, ", ".join(names) or "-", "", "reset")
+        return names
+
+    def turn(self, name: str, n: int) -> str:
+        return f"turn {n}/{len(self.fixtures[name]['exchanges'])}"
+
+    def log(self, student: str, fixture: str, turn: str, result: str) -> None:
+        """One short line per event for the teacher's terminal, escape codes shown, never obeyed."""
+        student, fixture = printable(student)[:12], printable(fixture)[:24]
+        line = f"{clock()}  {student:<12} {fixture:<24} {turn:<10} {printable(result)}"
+        self.out.write(line[:150] + "\n")  # one write, so lines from two threads never interleave
+        self.flush()
+
+    def status(self) -> dict:
+        """Every fixture and every student's cursor, as JSON for GET /replay/status."""
+        with self.lock:
+            cursors = sorted(self.cursors.items())
+        fixtures = [{"name": n, "turns": len(f["exchanges"])} for n, f in self.fixtures.items()]
+        students = [
+            {
+                "student": who,
+                "fixture": name,
+                "turn": c.served,
+                "turns": len(self.fixtures[name]["exchanges"]),
+            }
+            | {"requests": c.requests, "mistakes": c.mistakes, "restarts": c.restarts, "last": c.last[:200]}
+            for (who, name), c in cursors
+        ]
+        return {"default": next(iter(self.fixtures)), "fixtures": fixtures, "students": students}
+
+    def table(self, most: int = Limits.listed) -> str:
+        """The class on one screen: who is on which turn, who hit which error (the first `most` rows)."""
+        rows = [("student", "fixture", "turn", "requests", "mistakes", "restarts", "last")]
+        students = self.status()["students"]
+        for s in students[:most]:
+            turn = f"{s['turn']}/{s['turns']}" + (" done" if s["turn"] == s["turns"] else "")
+            counts = (str(s["requests"]), str(s["mistakes"]), str(s["restarts"]))
+            name, last = printable(s["student"])[:32], printable(s["last"])[:70]
+            rows.append((name, s["fixture"], turn, *counts, last))
+        if len(rows) == 1:
+            return "no student has sent a request yet"
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+        if len(students) > most:
+            lines.append(f"... and {len(students) - most} more rows: GET /replay/status lists them all")
+        return "\n".join(lines)
+
+
+def fingerprint(sent: bytes) -> bytes:
+    return hashlib.blake2b(sent, digest_size=32).digest()
+
+
+_clock = [0, ""]  # the second, and the time of day it reads as: formatted once a second, not once a line
+
+
+def clock() -> str:
+    """The time of day for the log, HH:MM:SS."""
+    now = int(time.time())
+    if now != _clock[0]:
+        _clock[:] = [now, time.strftime("%H:%M:%S", time.localtime(now))]
+    return _clock[1]
+
+
+def is_thread_fallback(mistake: Mistake) -> bool:
+    """A thread replay cannot hold, refused as the API documents: the client then sends the whole
+    conversation itself. Part of the protocol, so neither the class table nor the grader counts it."""
+    return (mistake.details or {}).get("error_code") == "thread_unsupported_request"
+
+
+def past_the_end(name: str, exchanges: list, messages: list) -> str:
+    """Why no recorded reply is left, and how to start over: a new question, or a loop that kept asking."""
+    last = stop_reason(exchanges[-1]["response"])
+    over = f"{name} holds {len(exchanges)} turns and all were answered"
+    start_over = (
+        "To start over, run your program again (a request holding only the first message starts you "
+        "at turn 1), or POST /replay/reset with your API key; another API key (name) starts fresh too."
+    )
+    if (
+        messages
+        and messages[-1].get("role") == "user"
+        and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in _content(messages[-1]))
+    ):
+        return (
+            f"{over}: your loop stopped as it should (stop_reason {last}), and then a new question "
+            "came after the recording's last reply. The recording holds no reply to it: a new "
+            f"conversation began. {start_over}"
+        )
+    return (
+        f"{over}: your loop asked again after the last reply (stop_reason {last}). A loop stops when "
+        f"stop_reason is not tool_use. {start_over}"
+    )
+
+
+def _content(message) -> list:
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, list) else []
+
+
+def printable(text: str) -> str:
+    """Text safe for a terminal: control and format characters (escape codes, bidi overrides) escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def with_hint(problems: list) -> str:
+    """The contract's first problem in the API's words, then what a student can do about it."""
+    first = str(problems[0])
+    hint = next((h for key, h in HINTS.items() if key in first), "")
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    return first + (f" — {hint}" if hint else "") + more
+
+
+def recorded_reply(response: dict, stream: bool) -> Reply:
+    """The recorded response, as SSE if the student streams and as JSON if not.
+
+    Of its recorded headers, only those a client reads are kept (request-id, retry-after...): never one
+    that frames the reply (content-length, transfer-encoding: the server's own), never a control
+    character, never a wait over a minute (wire.client_headers)."""
+    if "error" in response:  # a recorded connection failure or timeout: close without answering
+        return Reply(0, {}, drop=True)
+    headers = client_headers(response.get("headers"))
+    headers.pop("content-type", None)  # the server says what it sends
+    if response["status"] != 200:
+        return Reply(response["status"], headers, response["body"])
+    if "stream" in response:
+        if stream:
+            return Reply(200, headers, events=response["stream"])
+        message = events_to_message(response["stream"])
+        if message.get("type") == "error":
+            return Reply(ERROR_STATUS.get(message["error"].get("type"), 500), headers, message)
+        return Reply(200, headers, message)
+    body = response["body"]
+    return Reply(200, headers, events=message_to_events(body)) if stream else Reply(200, headers, body)
+
+
+def stop_reason(response: dict) -> str | None:
+    """The stop_reason of a recorded response, streamed or not (None for an error)."""
+    if response.get("status") != 200:
+        return None
+    if "stream" in response:
+        return events_to_message(response["stream"]).get("stop_reason")
+    return response["body"].get("stop_reason")
+
+
+def describe(reply: Reply) -> str:
+    """A reply in a few words for the log: status and stop_reason, or the recorded error."""
+    if reply.drop:
+        return "recorded connection failure: closed without an answer"
+    body = reply.body or events_to_message(reply.events)
+    if body.get("type") == "error":
+        return f"{reply.status} {body['error'].get('type')} (recorded)"
+    kind = "stream" if reply.events is not None else "json"
+    return f"{reply.status} {body.get('stop_reason')} ({kind})"

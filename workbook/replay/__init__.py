@@ -1,0 +1,1 @@
+"""Recordings: fixtures (load, check, trust), replaying them through the SDK, recording new ones."""

@@ -1,0 +1,167 @@
+"""The trust list: which fixtures' recorded commands a replay runs unasked."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import weakref
+from functools import partial
+from pathlib import Path
+
+from workbook.api.wire import events_to_message, recorded_message
+from workbook.paths import ROOT
+
+TRUST_FILE = ROOT / "fixtures" / "TRUSTED"  # sha256 and path of each fixture whose commands run unasked
+
+
+def fixture_digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def trusted_digests(trust_file: Path | None = None) -> dict[str, str]:
+    """digest -> path, from the trust list (`sha256sum` format: `<sha256>  <path>`, # comments)."""
+    try:
+        text = (trust_file or TRUST_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    found = {}
+    for line in text.splitlines():
+        digest, _, name = line.strip().partition("  ")
+        if len(digest) == 64 and not line.startswith("#"):
+            found[digest.lower()] = name
+    return found
+
+
+def is_trusted(raw: bytes) -> bool:
+    """Whether a fixture with exactly these bytes is on the trust list (so its commands run unasked)."""
+    return fixture_digest(raw) in trusted_digests()
+
+
+def recorded_commands(fixture: dict) -> list[str]:
+    """The commands a replay of this fixture would run: its stop hook, and every bash tool_use."""
+    args = fixture.get("args", [])
+    commands = [args[i + 1] for i, flag in enumerate(args[:-1]) if flag == "--stop-hook"]
+    commands += [flag.partition("=")[2] for flag in args if flag.startswith("--stop-hook=")]
+    for exchange in fixture["exchanges"]:
+        response = exchange["response"]
+        body = response.get("body")
+        if response.get("status") == 200 and "stream" in response:
+            body = events_to_message(response["stream"])
+        for block in (body or {}).get("content", []) if isinstance(body, dict) else []:
+            if block.get("type") == "tool_use" and block.get("name") == "bash":
+                commands.append(str(block.get("input", {}).get("command", "")))
+    return commands
+
+
+# -- trust belongs to a loaded fixture, never to a string ------------------------------------------
+#
+# A replay runs a tool call unasked only when all three hold:
+#   1. the fixture that this replay plays was trusted when it was loaded (its exact bytes are listed);
+#   2. the call is the one that fixture recorded at the exchange the replay has just served;
+#   3. the workspace is that fixture's own fresh copy (made by copy_workspace, used by no other run).
+# A command string alone proves nothing: an untrusted fixture can write its own `test_utils.py` and
+# then ask for the very `python3 test_utils.py` a trusted one recorded.
+
+_LOADED: dict[int, tuple[dict, list[dict]]] = {}  # id(fixture) -> (fixture, its calls per exchange)
+_PLAYING: dict[int, weakref.ref] = {}  # id(transport) -> the replay transports alive in this process
+_CURRENT: dict[int, tuple] = {}  # id(transport) -> (its cursor, the calls of the response it served last)
+_COPIES: dict[str, list] = {}  # a fresh workspace copy -> [the fixture workspace it copies, its user]
+LIVE = "live"  # the user of a workspace copy that a live model's calls reached first
+
+
+def remember(fixture: dict, raw: bytes) -> None:
+    """A fixture was loaded from `raw`: if those bytes are trusted, keep what it recorded at each
+    exchange, as it was then (a notebook that edits the dict later cannot add a call)."""
+    if is_trusted(raw):
+        _LOADED[id(fixture)] = (fixture, [_calls(exchange) for exchange in fixture["exchanges"]])
+
+
+def follow(transport) -> None:
+    """A replay transport now serves a fixture: the gate asks it which exchange it is at."""
+    key = id(transport)
+    _PLAYING[key] = weakref.ref(transport, partial(_forget, key))
+
+
+def _forget(key: int, _ref) -> None:
+    _PLAYING.pop(key, None)
+    _CURRENT.pop(key, None)
+
+
+def fresh_copy(workspace: Path, name: str) -> None:
+    """copy_workspace made `workspace`, a fresh copy of fixtures/workspace/<name>, used by no run yet."""
+    _COPIES[str(Path(workspace).resolve())] = [name, None]
+
+
+def unasked(block, workspace: Path) -> bool:
+    """Whether this tool call may run without the gate: a trusted fixture's call, replayed where it was
+    recorded (see the three rules above). A live model's call, or a stranger's, is never unasked."""
+    workspace = str(Path(workspace).resolve())
+    serving = _serving(block)
+    trusted = [
+        transport for transport, recorded in serving if _vouched(transport, recorded, block, workspace)
+    ]
+    user = _claim(workspace, (trusted or [transport for transport, _ in serving] or [LIVE])[0])
+    return any(user is transport for transport in trusted)
+
+
+def from_stranger(block, workspace: Path) -> bool:
+    """Whether a replay served this call and it may not run unasked: s01, which has no gate to ask, then
+    refuses it. A live model's call is not a stranger's (s01 runs what its own model asks)."""
+    return bool(_serving(block)) and not unasked(block, workspace)
+
+
+def _vouched(transport, recorded: tuple, block, workspace: str) -> bool:
+    """Rules 1 and 2, and the copy is of the fixture's workspace (rule 3's `own` is _claim's)."""
+    fixture, calls = _LOADED.get(id(transport.fixture), (None, None))
+    copy = _COPIES.get(workspace)
+    if fixture is not transport.fixture or copy is None or copy[0] != fixture.get("workspace"):
+        return False
+    return calls[transport.cursor - 1].get(block.id) == recorded == _call(block.name, block.input)
+
+
+def _serving(block) -> list[tuple]:
+    """(replay transport, the call as it recorded it), for each transport whose latest response holds
+    a call with this id: usually one; a notebook may keep several replays alive."""
+    found = []
+    for ref in list(_PLAYING.values()):
+        transport = ref()
+        if transport is not None and 0 < transport.cursor <= len(transport.fixture["exchanges"]):
+            recorded = _current_calls(transport).get(getattr(block, "id", None))
+            if recorded is not None:
+                found.append((transport, recorded))
+    return found
+
+
+def _current_calls(transport) -> dict:
+    """The calls in the response a transport served last, worked out once per exchange."""
+    cached = _CURRENT.get(id(transport))
+    if cached is None or cached[0] != transport.cursor:
+        cached = (transport.cursor, _calls(transport.fixture["exchanges"][transport.cursor - 1]))
+        _CURRENT[id(transport)] = cached
+    return cached[1]
+
+
+def _claim(workspace: str, user) -> object:
+    """The first run whose calls reach a fresh copy makes it its own (a stranger's write there makes the
+    copy no trusted fixture's); returns who owns it, or None for a folder copy_workspace did not make."""
+    entry = _COPIES.get(workspace)
+    if entry is None:
+        return None
+    if entry[1] is None:
+        entry[1] = weakref.ref(user) if user is not LIVE else LIVE
+    return entry[1] if entry[1] is LIVE else entry[1]()
+
+
+def _calls(exchange) -> dict:
+    """tool_use id -> (name, input), for every call in one exchange's response."""
+    message = recorded_message(exchange.get("response", {})) if isinstance(exchange, dict) else None
+    found = {}
+    for block in (message or {}).get("content", []) or []:
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            found[block.get("id")] = _call(block.get("name"), block.get("input"))
+    return found
+
+
+def _call(name, tool_input) -> tuple:
+    """A call as text, so that a later edit of the dict it came from cannot change what was recorded."""
+    return name, json.dumps(tool_input, sort_keys=True, default=str)
