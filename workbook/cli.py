@@ -1,36 +1,39 @@
 """The command line: python -m workbook check|trust|rebuild|serve|grade|stepdiff.
 
 Each command's module loads only when that command runs: `python -m workbook --help` and
-`stepdiff` need no SDK, so they start at once.
+`stepdiff` need no SDK, so they start at once. Every help text fits 80 columns, the width a
+terminal in a classroom is sure to have.
 """
 
 from __future__ import annotations
 
 import sys
 
-COMMANDS = {  # name -> what it does, as `python -m workbook` lists them
-    "check": "check fixtures against the format and the API's rules: check FIXTURE...",
-    "trust": "after reading a fixture: let a replay run its recorded commands unasked: trust FIXTURE...",
-    "rebuild": "re-run a scripted fixture's step, keep its responses, store the requests it sends now",
-    "serve": "the classroom replay server: serve FIXTURE... [--port N] (serve --help)",
-    "grade": "grade any agent loop up the workbook's ladder: grade [--json] -- CMD (grade --help)",
-    "stepdiff": "how agent_loop changed between steps: stepdiff s05 | s02 s05 | --stat",
+HELP_WIDTH = 80  # every command's --help fits this many columns (serve and grade pass it to argparse)
+COMMANDS = {  # name -> what it does, as `python -m workbook` lists them (each line fits HELP_WIDTH)
+    "check": "check fixtures against the format and the API's rules",
+    "trust": "after reading a fixture: let its replay run its commands unasked",
+    "rebuild": "re-run a scripted fixture's step; store the requests it sends now",
+    "serve": "the classroom replay server, one cursor per student",
+    "grade": "grade any agent loop, in any language, up the workbook's ladder",
+    "stepdiff": "how agent_loop changed between steps: stepdiff s05 | --stat",
 }
-USAGE = "usage: python -m workbook check|trust|rebuild|serve|grade|stepdiff ... (--help on each)"
+USAGE = "usage: python -m workbook COMMAND [ARGS...]"
 FIXTURE_COMMANDS = ("check", "trust", "rebuild")
 
 
 def usage() -> str:
-    """The commands, one line each: what `python -m workbook` prints with no command."""
-    lines = [USAGE, ""] + [f"  {name:<9} {about}" for name, about in COMMANDS.items()]
+    """The commands, one line each: what `python -m workbook` and its --help print."""
+    lines = [USAGE, "", "commands:"] + [f"  {name:<9} {about}" for name, about in COMMANDS.items()]
+    lines += ["", "python -m workbook COMMAND --help says more about each."]
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
-    """Run one command (see COMMANDS); exit 2 with the usage for anything else."""
+    """Run one command (see COMMANDS); with none, list them; exit 2 for a command that does not exist."""
     if argv in ([], ["--help"], ["-h"]):
-        print(usage(), file=sys.stdout if argv else sys.stderr)
-        return 0 if argv else 2
+        print(usage())
+        return 0
     if argv[0] not in COMMANDS:
         print(f"error: no command {argv[0]!r}\n{usage()}", file=sys.stderr)
         return 2
@@ -59,7 +62,8 @@ def run_command(command: str, rest: list[str]) -> int:
     from workbook.replay import commands as fixture_commands
 
     if "--help" in rest or "-h" in rest:
-        print(f"usage: python -m workbook {command} FIXTURE...\n\n{COMMANDS[command]}")
+        example = f"python -m workbook {command} fixtures/s01_hello_agent.json"
+        print(f"usage: python -m workbook {command} FIXTURE...\n\n{COMMANDS[command]}.\ne.g. {example}")
         return 0
     if not rest:
         example = f"python -m workbook {command} fixtures/*.json"

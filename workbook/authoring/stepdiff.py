@@ -1,11 +1,13 @@
-"""stepdiff — how the loop changed from one step to the next: that diff is the step's story.
+"""stepdiff — how the loop changed from one step to the next: the step's story.
 
-Each step holds its own mechanism and its whole `agent_loop`; everything else it imports from the step
-that introduced it. So the loop is the one thing every step repeats, and its diff says what changed.
+Each step holds its own mechanism and its whole `agent_loop`; everything else
+it imports from the step that introduced it. So the loop is the one thing
+every step repeats, and its diff says what changed.
 
-python -m workbook stepdiff s05         how agent_loop changed from s04 to s05
-python -m workbook stepdiff s02 s05     how it changed from s02 to s05
-python -m workbook stepdiff --stat      each step's size: the file, its agent_loop, and how that loop changed
+python -m workbook stepdiff s05       how agent_loop changed from s04 to s05
+python -m workbook stepdiff s02 s05   how it changed from s02 to s05
+python -m workbook stepdiff --stat    each step's size: the file, its
+                                      agent_loop, and how that loop changed
 """
 
 import ast

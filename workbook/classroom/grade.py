@@ -23,6 +23,7 @@ step sN passes every rung of s01...sN. Exit 0 only when every rung graded passes
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -30,6 +31,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import textwrap
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -322,9 +324,10 @@ def grade_rung(rung: Rung, command: list[str], options: Options = Options()) -> 
 
 # -- command line ----------------------------------------------------------------------------------
 
-USAGE = (
-    "%(prog)s [--json] [--only RUNG] [--timeout S] [--sandbox auto|required|off] [--allow-sdk-retries] "
-    "-- CMD [ARGS...]"
+USAGE = (  # on three lines, as every help text fits 80 columns
+    "%(prog)s [--json] [--only RUNG] [--timeout S]\n"
+    "         [--sandbox auto|required|off] [--allow-sdk-retries]\n"
+    "         -- CMD [ARGS...]"
 )
 
 
@@ -395,13 +398,16 @@ class Parser(argparse.ArgumentParser):
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """The grader's own flags (before --) and the command to grade (after it)."""
     split = argv.index("--") if "--" in argv else len(argv)
-    rungs = "\n".join(f"  {r.step} {r.name:<13} {r.checks}" for r in RUNGS)
+    rungs = "\n".join(
+        textwrap.fill(r.checks, 79, initial_indent=f"  {r.step} {r.name:<13} ", subsequent_indent=" " * 20)
+        for r in RUNGS
+    )
     parser = Parser(
         prog="python -m workbook grade",
         usage=USAGE,
-        description=__doc__.split("\n\n")[2],
+        description=textwrap.fill(" ".join(__doc__.split("\n\n")[2].split()), 79),
         epilog=f"rungs (--only takes a rung or a step):\n{rungs}\n\nTeachers: docs/teaching.md, Grading.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=functools.partial(argparse.RawDescriptionHelpFormatter, width=78),  # fits 80 columns
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--only", action="append", default=[], metavar="RUNG", help="a rung or a step (s03)")

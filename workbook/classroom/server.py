@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import html
 import json
 import socket
@@ -445,6 +446,7 @@ def main(argv: list[str]) -> int:
         prog="python -m workbook serve",
         description="Serve recorded fixtures as an Anthropic-compatible API, one cursor per student.",
         epilog="Students: ANTHROPIC_BASE_URL=http://HOST:PORT ANTHROPIC_API_KEY=<name>; see docs/teaching.md",
+        formatter_class=functools.partial(argparse.HelpFormatter, width=78),  # fits 80 columns, any terminal
     )
     parser.add_argument(
         "fixtures", nargs="+", metavar="FIXTURE", help="fixtures to serve; the first is the default"
@@ -457,18 +459,21 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--max-students",
+        metavar="N",
         type=positive,
         default=Limits.students,
         help=f"distinct API keys (names) kept; one more is refused (default {Limits.students})",
     )
     parser.add_argument(
         "--max-connections-per-address",
+        metavar="N",
         type=positive,
         default=AddressCaps.connections,
         help=f"connections one client address may hold open (default {AddressCaps.connections})",
     )
     parser.add_argument(
         "--max-names-per-address",
+        metavar="N",
         type=positive,
         default=AddressCaps.names,
         help=f"new names (API keys) one client address may bring (default {AddressCaps.names})",

@@ -1,0 +1,136 @@
+"""docs/articles.md gives every point of the source articles a place, and every place it names is real.
+
+A place is a notebook section (`nb s05 › Ctrl-C keeps the work`), a fixture, a file, or a name in a
+step (`s06:TRANSITIONS`). The Chinese page links each section to the Chinese twin, under its Chinese
+heading: a link must land on a heading that is there, or a reader cannot find the section.
+"""
+
+import importlib
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+from workbook.authoring import headings
+
+import pytest
+from conftest import ROOT
+
+ENGLISH = ROOT / "docs" / "articles.md"
+CHINESE = ROOT / "docs" / "articles.zh-CN.md"
+NOTEBOOKS = {
+    p.stem[:3] if p.stem.startswith("s0") else "epilogue": p for p in (ROOT / "notebooks").glob("*.ipynb")
+}
+CHINESE_DOCS = sorted([ROOT / "README.zh-CN.md", *(ROOT / "docs").glob("*.zh-CN.md")])
+LINK = re.compile(r"\[([^\]]*)\]\((?:<([^>]*)>|([^)\s]*))\)")  # [label](target) or [label](<target>)
+
+
+def notebook_links(text: str) -> list[tuple[str, str, str]]:
+    """(label, notebook, anchor) for each link into the Chinese notebooks."""
+    found = []
+    for label, bracketed, plain in LINK.findall(text):
+        target, _, anchor = (bracketed or plain).partition("#")
+        if "notebooks/zh-CN/" in target:
+            found.append((label, target, anchor))
+    return found
+
+
+def table_rows(path: Path) -> list[tuple[str, list[str]]]:
+    """(the section it is in, its cells) for each row of each table, headings and rules left out."""
+    rows, section, header = [], "", False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            section, header = line, True
+        elif line.startswith("|") and not set(line) <= set("|-: "):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if header:
+                header = False
+            else:
+                rows.append((section, cells))
+    return rows
+
+
+def test_every_point_has_a_place():
+    rows = table_rows(ENGLISH)
+    assert len(rows) > 60  # the five articles' points, and the SDK's
+    assert not [cells[0] for _, cells in rows if not cells[-1]]
+
+
+def test_the_chinese_page_has_a_row_for_every_point_of_the_english_one():
+    def per_section(path):
+        counts = {}
+        for section, _ in table_rows(path):
+            counts[section] = counts.get(section, 0) + 1
+        return list(counts.values())
+
+    assert per_section(CHINESE) == per_section(ENGLISH)
+
+
+def test_every_notebook_section_named_is_a_heading_of_that_notebook():
+    text = ENGLISH.read_text(encoding="utf-8")
+    named = list(re.finditer(r"nb (s0\d|epilogue) › ", text))
+    assert len(named) > 50
+    wrong = []
+    for mention in named:
+        rest = text[mention.end() :]
+        if not any(rest.startswith(h.text) for h in headings.headings(NOTEBOOKS[mention.group(1)])):
+            wrong.append(f"{mention.group(0)}{rest[:50]}")
+    assert not wrong, f"sections that are not headings (as written) of their notebook: {wrong}"
+
+
+@pytest.mark.parametrize("path", [ENGLISH, CHINESE], ids=lambda p: p.name)
+def test_every_fixture_and_file_named_exists(path):
+    text = path.read_text(encoding="utf-8")
+    fixtures = re.findall(r"`((?:s0\d|grade)_\w+\.json)`", text)
+    files = re.findall(r"`((?:workbook|tests|notebooks|fixtures|docs)/[\w./-]+\.\w+)`", text)
+    assert fixtures and files
+    missing = [f for f in fixtures if not (ROOT / "fixtures" / f).exists()]
+    missing += [f for f in files if not (ROOT / f).exists()]
+    assert not missing
+
+
+@pytest.mark.parametrize("path", [ENGLISH, CHINESE], ids=lambda p: p.name)
+def test_every_name_in_a_step_is_defined_there(path):
+    names = re.findall(r"`(s0\d):([A-Za-z_][\w.]*)`", path.read_text(encoding="utf-8"))
+    steps = {p.stem[:3]: p.stem for p in ROOT.glob("s0*.py")}
+    missing = []
+    for step, name in names:
+        found = importlib.import_module(steps[step])
+        for part in name.split("."):
+            found = getattr(found, part, None)
+        if found is None:
+            missing.append(f"{step}:{name}")
+    assert not missing
+
+
+@pytest.mark.parametrize("path", CHINESE_DOCS, ids=lambda p: p.name)
+def test_chinese_docs_link_notebook_sections_by_their_chinese_headings(path):
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"nb (s0\d|epilogue) › ", text), (
+        "a section named in English: link its Chinese heading"
+    )
+    broken = []
+    for label, target, anchor in notebook_links(text):
+        notebook = (path.parent / unquote(target)).resolve()
+        if not notebook.exists():
+            broken.append(f"{target}: no such notebook")
+            continue
+        if not anchor:
+            continue
+        found = [h for h in headings.headings(notebook) if h.anchor == unquote(anchor)]
+        if not found:
+            broken.append(f"{target}#{anchor}: no such heading")
+        elif "›" in label and label.split("›", 1)[1].strip() != found[0].rendered:
+            broken.append(f"[{label}]: the heading reads {found[0].rendered!r}")
+    assert not broken, f"{path.name}: {broken}"
+
+
+def test_the_chinese_page_links_its_sections():
+    assert len(notebook_links(CHINESE.read_text(encoding="utf-8"))) > 50
+
+
+def test_a_jupyter_anchor_is_the_rendered_heading_with_dashes():
+    heading = headings.Heading("c", 0, "The server's own word: `x-should-retry`")
+    assert heading.anchor == "The-server's-own-word:-x-should-retry"
+    assert (
+        headings.link("x", "n.ipynb", headings.Heading("c", 0, "A `f()` call")) == "[x](<n.ipynb#A-f()-call>)"
+    )
