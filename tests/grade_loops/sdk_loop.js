@@ -1,6 +1,7 @@
 // A plain agent loop with the TypeScript SDK (@anthropic-ai/sdk), as a student might write it in
 // JavaScript: one bash tool, nothing more. The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL,
-// and retries 429, 5xx and lost connections by itself (2 retries), as plain_loop.py's does.
+// and retries 429, 5xx and lost connections by itself (2 retries), as plain_loop.py's does. MODEL_ID
+// names the model (a classroom server takes "replay:NAME" as the fixture to serve).
 // The SDK is the one tests/clients/node/ pins (`npm ci` there; .ci/run does it).
 const { execSync } = require("node:child_process");
 const path = require("node:path");
@@ -33,7 +34,7 @@ async function main(task) {
   const messages = [{ role: "user", content: task }];
   for (;;) {
     const response = await client.messages.create({
-      model: "claude-sonnet-5",
+      model: process.env.MODEL_ID || "claude-sonnet-5",
       max_tokens: 4000,
       tools: TOOLS,
       messages,
