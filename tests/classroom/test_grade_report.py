@@ -4,12 +4,14 @@ and s05's rung, where a streamed tool_use's input arrives in pieces."""
 
 import sys
 
-from workbook import paths
+from workbook import paths, replay_client
+from workbook.api.wire import events_to_message
 from workbook.classroom import grade
 from workbook.classroom import reasons as reasons
 from workbook.classroom.sandbox import Sandbox
 from workbook.replay import fixtures
 
+import anthropic
 import pytest
 from grading import (
     LOOPS,
@@ -152,6 +154,20 @@ def test_s05_has_its_rung_and_it_streams_its_replies():
         e["data"]["delta"]["partial_json"] for e in first if e["data"].get("delta", {}).get("partial_json")
     ]
     assert len(pieces) == 4 and any(p.endswith("\\") for p in pieces)  # one cut inside an escape
+
+
+def test_the_s05_rungs_streams_read_by_the_sdk_are_the_messages_they_add_up_to():
+    """The exact wire format: the SDK's own SSE parser puts the four pieces together into the input."""
+    fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{STREAMED.fixture}.json")
+    request = {"model": "claude-sonnet-5", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
+    replies = []
+    for exchange in fixture["exchanges"]:
+        client, _ = replay_client({"exchanges": [exchange], "task": "", "workspace": ""}, strict=False)
+        with client.messages.stream(**request) as stream:
+            replies.append(stream.get_final_message())
+        expected = anthropic.types.Message.model_validate(events_to_message(exchange["response"]["stream"]))
+        assert replies[-1].to_dict(exclude_none=True) == expected.to_dict(exclude_none=True)
+    assert replies[0].content[1].input == {"command": 'grep -c "" notes.txt README.md'}
 
 
 @needs_node
