@@ -17,7 +17,8 @@ and the rung's own checks hold. Matching is by shape, as in the classroom: a stu
 prompts and model name are their own. The rung grades the student's loop, not the library's: a
 request the SDK retried by itself fails it (unless --allow-sdk-retries), and a result a library
 feature helped to is marked "passed by the library". The ladder is the workbook's progression:
-step sN passes every rung of s01...sN. Exit 0 only when every rung graded passes; 2 for bad input.
+step sN passes every rung of s01...sN. Each row of the report says how the program ran: in bwrap, or
+not and why. Exit 0 only when every rung graded passes; 2 for bad input.
 """
 
 from __future__ import annotations
