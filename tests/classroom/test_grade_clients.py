@@ -20,6 +20,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -107,12 +108,11 @@ def test_the_pinned_clients_install_and_report_their_versions(node_clients):
 class Server:
     """`python -m workbook serve` on a free port: its URL, its class table, and what it printed."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
-        self.log = tmp / "serve.log"
         command = [sys.executable, "-m", "workbook", "serve", *(f"fixtures/{name}.json" for name in SERVED)]
         command += ["--port", str(port), "--max-names-per-address", "1000"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")} | {
@@ -128,6 +128,9 @@ class Server:
                 break
         else:
             raise AssertionError(f"the replay server did not start: {''.join(self.banner)}")
+        # its log goes on, a line a request: read it, or a full pipe would stop the server
+        self.log: list[bytes] = []
+        threading.Thread(target=self.log.extend, args=(self.proc.stdout,), daemon=True).start()
 
     def row(self, student: str) -> dict:
         with urllib.request.urlopen(f"{self.url}/replay/status", timeout=30) as answer:
@@ -158,8 +161,8 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    running = Server(tmp_path_factory.mktemp("serve"))
+def server():
+    running = Server()
     yield running
     running.stop()
 
