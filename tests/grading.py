@@ -31,7 +31,9 @@ def graded(capsys, *argv: str) -> tuple[int, dict]:
     """grade.main(--json, argv) in-process: the exit code and each rung's row by name."""
     code = grade.main(["--json", *argv])
     rows = json.loads(capsys.readouterr().out)["rungs"]
-    assert all(set(row) == {"name", "step", "passed", "passed_by", "library", "reason"} for row in rows)
+    assert all(
+        set(row) == {"name", "step", "passed", "passed_by", "library", "reason", "sandbox"} for row in rows
+    )
     return code, {row["name"]: row for row in rows}
 
 

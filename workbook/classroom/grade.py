@@ -17,7 +17,8 @@ and the rung's own checks hold. Matching is by shape, as in the classroom: a stu
 prompts and model name are their own. The rung grades the student's loop, not the library's: a
 request the SDK retried by itself fails it (unless --allow-sdk-retries), and a result a library
 feature helped to is marked "passed by the library". The ladder is the workbook's progression:
-step sN passes every rung of s01...sN. Exit 0 only when every rung graded passes; 2 for bad input.
+step sN passes every rung of s01...sN. Each row of the report says how the program ran: in bwrap, or
+not and why. Exit 0 only when every rung graded passes; 2 for bad input.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class Rung:
     least: int | None = None  # fewest requests to pass (default: all); more than recorded never passes
     exit: str = "zero"  # how the program must exit: "zero", "nonzero" or "any"
     must_fail: dict = field(default_factory=dict)  # tool_use id -> why its tool_result needs is_error
+    must_output: dict = field(default_factory=dict)  # tool_use id -> what its tool_result holds when it ran
+    stream: bool = False  # the recording streams: each request must ask for it (stream: true)
 
 
 RUNGS = [
@@ -129,6 +132,14 @@ RUNGS = [
         exit="any",
     ),
     Rung(
+        "streamed-input",
+        "s05",
+        "grade_s05_streamed_tool_input",
+        "a streamed tool_use, its input in input_json_delta pieces, is put together whole and run",
+        must_output={"toolu_01GradeS05Count": "notes.txt:1"},
+        stream=True,
+    ),
+    Rung(
         "cut-tool-use",
         "s06",
         "grade_s06_cut_tool_use",
@@ -160,6 +171,7 @@ class Result:
     passed: bool
     reason: str
     library: list[str] = field(default_factory=list)  # library features the run relied on, in words
+    sandbox: str = ""  # how the program ran: "bwrap", or "none: " and why (sandbox_words)
 
     @property
     def passed_by(self) -> str | None:
@@ -176,7 +188,17 @@ class Result:
             "passed_by": self.passed_by,
             "library": self.library,
             "reason": self.reason,
+            "sandbox": self.sandbox,
         }
+
+
+def sandbox_words(sandbox: grade_sandbox.Sandbox) -> str:
+    """How the programs run, in the report's words: "bwrap", or "none: " and why not."""
+    if sandbox.bwrap:
+        return "bwrap"
+    if sandbox.notice:  # --sandbox auto, and no sandbox can be made here: the notice says why
+        return "none: " + sandbox.notice.removeprefix("note: ").split(": the graded programs", 1)[0]
+    return "none: --sandbox off"
 
 
 # -- the rungs' servers: one per rung, each program a student of its own -----------------------------
@@ -289,12 +311,13 @@ def run_rung(rung_server: RungServer, command: list[str], options: Options) -> r
 
 def judged(rung: Rung, rung_server: RungServer, outcome: reasons.Outcome, options: Options) -> Result:
     verdict = reasons.judge(rung, rung_server.fixture, outcome, options.allow_sdk_retries)
+    ran = sandbox_words(options.sandbox)
     if verdict.problem:
-        return Result(rung, False, verdict.problem, verdict.library)
+        return Result(rung, False, verdict.problem, verdict.library, ran)
     reason = reasons.passed_reason(rung, outcome)
     if verdict.library:
         reason = f"passed by the library: {'; '.join(verdict.library)}; {reason}"
-    return Result(rung, True, reason, verdict.library)
+    return Result(rung, True, reason, verdict.library, ran)
 
 
 def grade_runs(runs: list[tuple[Rung, list[str]]], options: Options = Options()) -> list[Result]:
@@ -337,9 +360,6 @@ def pick_rungs(only: list[str]) -> list[Rung]:
     for word in wanted:
         if not any(word in (r.name, r.step) for r in RUNGS):
             names = ", ".join(r.name for r in RUNGS)
-            if word in {step[:3] for step in paths.STEPS}:  # s05: its brake's rung is s04's, where it lives
-                steps = ", ".join(sorted({r.step for r in RUNGS}))
-                raise GradeError(f"{word} has no rung of its own: give a step with rungs ({steps}) or a rung")
             raise GradeError(f"no rung {word!r}: give a step (s01-s06) or one of {names}")
     return [r for r in RUNGS if not wanted or r.name in wanted or r.step in wanted]
 
@@ -429,20 +449,20 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def show(results: list[Result], command: list[str]) -> None:
-    """The report as a table: rung, step, what it checks, pass or FAIL, and why. Every cell is plain
-    text (rich.text.Text): a student's words in a reason are never read as markup."""
+    """The report as a table: rung, step, what it checks, pass or FAIL, why, and the sandbox the program
+    ran in. Every cell is plain text (rich.text.Text): a student's words in a reason are never markup."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title=Text(f"grading: {' '.join(command)}"), show_lines=True)
-    for column in ("step", "rung", "checks", "result", "reason"):
+    for column in ("step", "rung", "checks", "result", "reason", "sandbox"):
         table.add_column(column, overflow="fold")
     for r in results:
         verdict = Text("pass", "green") if r.passed else Text("FAIL", "red")
         if r.passed_by == "library":
             verdict = Text("pass (library)", "yellow")
-        table.add_row(r.rung.step, r.rung.name, Text(r.rung.checks), verdict, Text(r.reason))
+        table.add_row(r.rung.step, r.rung.name, Text(r.rung.checks), verdict, Text(r.reason), Text(r.sandbox))
     console = Console(highlight=False)
     console.print(table)
     passed = sum(r.passed for r in results)

@@ -16,6 +16,11 @@ from workbook.api import compare, wire
 
 SDK_RETRY_FIX = "Set max_retries=0 and retry in your loop (s03)"
 STDIN_CLOSED = "stdin is closed when graded: read the task from the last argument or from AGENT_TASK"
+NO_REQUEST = (
+    "the grader sets ANTHROPIC_BASE_URL to its replay server and gives the task as the last argument "
+    "and in AGENT_TASK"
+)
+READ_STDIN = re.compile(r"\bEOF|\bstdin\b", re.IGNORECASE)  # EOFError, "EOF when reading", "…through stdin"
 HELPERS = {  # x-stainless-helper values -> the library feature, in words
     "BetaToolRunner": "the SDK's tool runner ran the loop",
     "compaction": "the SDK compacted the conversation",
@@ -47,7 +52,9 @@ class Outcome:
 
     @property
     def last_line(self) -> str:
-        return last_line(self.output)
+        """The program's last words: the error it crashed on, with where (a traceback, a Node.js stack
+        trace), else the last line it printed."""
+        return crash_line(self.output) or last_line(self.output)
 
 
 @dataclass
@@ -64,7 +71,60 @@ def last_line(output: str) -> str:
     lines = [line for line in lines if re.search(r"\w", line) and not TABLE_DRAWING.search(line)]
     if not lines:
         return ""
-    return "".join(c for c in lines[-1] if c.isprintable())[:160]
+    return one_line(lines[-1])
+
+
+def one_line(text: str, most: int = 160) -> str:
+    return "".join(c for c in text if c.isprintable())[:most]
+
+
+PY_FRAME = re.compile(r'\s+File "(?P<file>[^"]+)", line (?P<line>\d+)')
+JS_FRAME = re.compile(r"\s+at (?:async )?(?:.*? \()?(?P<file>[^\s()]+?):(?P<line>\d+):\d+\)?(?: \{)?$")
+LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|node_modules|^node:|^<frozen")
+
+
+def crash_line(output: str) -> str | None:
+    """When the program ended in an uncaught error, that error's own line and the place in the program's
+    own code it came from ("TypeError: x is null (at loop.js:12)"), not the runtime's last words (Node.js
+    prints its version last); None when it did not."""
+    lines = [ESCAPE_CODE.sub("", line).rstrip() for line in output.splitlines()]
+    found = python_crash(lines) or node_crash(lines)
+    if found is None:
+        return None
+    error, frames = found
+    own = [f for f in frames if not LIBRARY.search(f.group("file"))]
+    where = f" (at {own[-1].group('file').rsplit('/', 1)[-1]}:{own[-1].group('line')})" if own else ""
+    room = 160 - len(where)
+    error = one_line(error, room + 1)
+    return (error if len(error) <= room else error[: room - 1] + "…") + where
+
+
+def python_crash(lines: list[str]):
+    """A traceback's exception line and its frames (innermost last), or None."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if not starts:
+        return None
+    tail = lines[starts[-1] + 1 :]
+    errors = [line for line in tail if line and not line[0].isspace()]
+    frames = [m for m in map(PY_FRAME.match, tail) if m]
+    return (errors[-1], frames) if errors else None
+
+
+def node_crash(lines: list[str]):
+    """A Node.js crash (it ends in `Node.js vNN`): the error's first line and its stack frames, or None."""
+    words = [line for line in lines if line.strip()]
+    if not words or not re.match(r"Node\.js v\d", words[-1]):
+        return None
+    for i, line in enumerate(lines[:-1]):
+        if line and not line[0].isspace() and JS_FRAME.match(lines[i + 1]):
+            frames = []
+            for following in lines[i + 1 :]:
+                frame = JS_FRAME.match(following)
+                if not frame:
+                    break
+                frames.append(frame)
+            return line, frames[::-1]  # innermost last, as in a traceback
+    return None
 
 
 def judge(rung, fixture: dict, out: Outcome, allow_sdk_retries: bool = False) -> Verdict:
@@ -83,13 +143,18 @@ def judge(rung, fixture: dict, out: Outcome, allow_sdk_retries: bool = False) ->
             if reached >= least:
                 return Verdict(asked_too_often(exchanges, reached, n), library)
             return Verdict(dropped_reply(request, reached) or started_over(reached), library)
-        problem = reply_not_verbatim(request, exchanges) or error_not_returned(rung, request)
+        problem = (
+            not_streamed(rung, request)
+            or reply_not_verbatim(request, exchanges, rung.stream)
+            or error_not_returned(rung, request)
+            or output_missing(rung, request)
+        )
         if problem:
             return Verdict(problem, library)
         reached = request.turn
     if out.code is None:
         where = f"your program did not finish in time; it had reached turn {reached} of {len(exchanges)}"
-        return Verdict(where + (f" ({STDIN_CLOSED})" if not requests else ""), library)
+        return Verdict(where + (f" ({NO_REQUEST})" if not requests else ""), library)
     if reached < least:
         return Verdict(stopped_early(exchanges, reached, out), library)
     return Verdict(wrong_exit(rung, exchanges, out) or crashed(exchanges, out), library)
@@ -212,19 +277,25 @@ def stop_reason(response: dict) -> str | None:
 # -- requests the server answered ------------------------------------------------------------------
 
 
-def reply_not_verbatim(request: Seen, exchanges: list) -> str | None:
-    """Every assistant turn the loop sends back must be the reply as it came (None values aside)."""
+def reply_not_verbatim(request: Seen, exchanges: list, streamed: bool = False) -> str | None:
+    """Every assistant turn the loop sends back must be the reply as it came (None values aside). A
+    client's `role: "system"` messages are not turns of the conversation: the turns are matched without
+    them, and named by their place in the request as sent."""
     recorded = compare.normalize_messages(exchanges[request.turn - 1]["request"]["messages"])
     sent = compare.normalize_messages(request.body["messages"])
-    for i, (want, got) in enumerate(zip(recorded, sent)):
+    turns = [(i, m) for i, m in enumerate(sent) if m["role"] != "system"]
+    for want, (i, got) in zip(recorded, turns):
         if want["role"] != "assistant":
             continue
         for j, (a, b) in enumerate(zip(want["content"], got["content"])):
             if without_nulls(a) != without_nulls(b):
                 field_name = next((k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)), "?")
+                fix = "append response.content unchanged"
+                if streamed and field_name == "input":
+                    fix = "a streamed tool_use's input is all of its input_json_delta pieces, put together"
                 return (
                     f"turn {request.turn}: messages[{i}].content[{j}] ({a.get('type')}) is not the reply "
-                    f"as it came: its {field_name} differs; append response.content unchanged"
+                    f"as it came: its {field_name} differs; {fix}"
                 )
     return None
 
@@ -251,6 +322,43 @@ def error_not_returned(rung, request: Seen) -> str | None:
                     "correct itself"
                 )
     return None
+
+
+def not_streamed(rung, request: Seen) -> str | None:
+    """A rung whose replies stream grades the streaming loop: a request that does not ask for the stream
+    gets the reply whole, and would pass without putting anything together."""
+    if not rung.stream or request.body.get("stream") is True:
+        return None
+    return (
+        f"turn {request.turn}: this rung's replies stream, but your request did not ask for the stream "
+        "(stream: true); stream the reply and put each tool_use's input together from its "
+        "input_json_delta pieces (s05)"
+    )
+
+
+def output_missing(rung, request: Seen) -> str | None:
+    """The rung's calls whose output is known: their tool_result must hold it, so the command really ran,
+    whole, as the model asked."""
+    for message in request.body["messages"]:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            wanted = rung.must_output.get(block.get("tool_use_id")) if isinstance(block, dict) else None
+            if wanted and wanted not in result_text(block):
+                return (
+                    f"turn {request.turn}: your tool_result for {block['tool_use_id']} does not hold "
+                    f"{wanted!r}, which the command prints when it runs: put the tool_use's input together "
+                    "from all of its input_json_delta pieces, run it, and send back what it printed"
+                )
+    return None
+
+
+def result_text(block: dict) -> str:
+    """A tool_result's content as text: a string, or its text blocks joined."""
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
 def dropped_reply(request: Seen, reached: int) -> str | None:
@@ -307,11 +415,8 @@ def stopped_early(exchanges: list, reached: int, out: Outcome) -> str:
     if not [s for s in out.seen if not s.fallback]:
         logged = re.search(r"\b[1-5]\d\d\b.*", out.server_log[-1]) if out.server_log else None
         heard = f"; the server logged: {logged.group(0)}" if logged else ""
-        read_stdin = "your program read stdin, but " if re.search(r"\bEOF", out.output) else ""
-        return (
-            f"your program sent no request the replay server could answer{said}{heard}; "
-            f"{read_stdin}{STDIN_CLOSED}"
-        )
+        hint = f"your program read stdin, but {STDIN_CLOSED}" if READ_STDIN.search(out.output) else NO_REQUEST
+        return f"your program sent no request the replay server could answer{said}{heard}; {hint}"
     response = exchanges[reached - 1]["response"]
     todo = {
         "tool_use": "run the tools and send their results",
