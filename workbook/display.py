@@ -42,12 +42,12 @@ def say(text: str, style: str = "dim") -> None:
 
 def error(label: str, text: str) -> None:
     """The one line a run ends with when something stops it: `label: what happened and what to do`."""
-    console.print(f"[red]{label}:[/] {escape(printable(text))}")
+    console.print(f"[red]{label}:[/] {escape(printable(text))}", soft_wrap=True)  # the terminal wraps it
 
 
 def show_stop(reason: str) -> None:
-    """The one line that says why a run stopped (s04 on), wrapped to the terminal."""
-    console.print(f"[bold]stopped:[/] {escape(printable(reason))}")
+    """The one line that says why a run stopped (s04 on); the terminal wraps it, nothing is cut."""
+    console.print(f"[bold]stopped:[/] {escape(printable(reason))}", soft_wrap=True)
 
 
 @cache
@@ -258,8 +258,8 @@ def together(calls: list, timed: bool) -> str:
     if not timed:
         return f"{len(calls)} reads sent to the thread pool together (each too quick to time)"
     most = at_once(calls)
-    if most == 1:  # sent together, but each ended before the next one's thread had begun it
-        return f"{len(calls)} reads sent to the thread pool together, each too quick to overlap the next"
+    if most == 1:  # sent together, but each ended before the next one began (quick reads, or one worker)
+        return f"{len(calls)} reads sent to the thread pool together; none overlapped another"
     return f"{len(calls)} reads ran together, up to {most} at once"
 
 

@@ -83,9 +83,10 @@ def run_step(
     exit code. In a replay the fixture's own flags apply too, under the reader's. What escapes the task
     ends the run in one line: a problem for the reader to fix (exit 1), or a Ctrl-C (exit 130)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = prepared(parser.parse_args(argv))
+    args = parser.parse_args(argv)
     run = None
     try:
+        args = prepared(args)
         refuse_unwritable_flags(args)
         run = start(args, model, args.script, **client_options)
         for line in banner_lines(run):

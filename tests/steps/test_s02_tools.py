@@ -271,7 +271,7 @@ def test_the_audit_log_has_one_line_per_call(ws):
 def replay_fixture(fixture: dict):
     client, transport = replay.replay_client(fixture, "s02_fix_divide_by_zero.json")
     workspace = scratch.copy_workspace(fixture["workspace"])
-    turns = s02.agent_loop(client, [{"role": "user", "content": fixture["task"]}], workspace)
+    turns = s02.agent_loop(client, [{"role": "user", "content": fixture["task"]}], s02.Settings(workspace))
     return turns, transport, workspace
 
 
@@ -421,7 +421,8 @@ def test_a_replay_sends_the_recorded_environment_every_request_the_same(run_main
     client, transport = replay.replay_client(recorded, "s02_constitution.json")  # strict
     workspace = scratch.copy_workspace(recorded["workspace"])
     system = s02.constitution(workspace, recorded["environment"])
-    s02.agent_loop(client, [{"role": "user", "content": recorded["task"]}], workspace, system=system)
+    settings = s02.Settings(workspace, system=system)
+    s02.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)
     sent = [request["system"] for request in transport.seen]
     assert len(sent) == 3 and len(set(sent)) == 1 and "/home/student/house_rules" in sent[0]
     assert "Never edit CHANGELOG.md by hand" in sent[0]
