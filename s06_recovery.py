@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Self
 
-from workbook import conversation, display, errors, launch, step_cli
+from workbook import conversation, display, launch, step_cli
 from workbook.conversation import blocks, context_chars, result_text  # a message's blocks, its size
 
 import anthropic
@@ -82,6 +82,7 @@ TRANSITIONS = {  # every iteration ends in exactly one of these; Claude Code's q
 KEEPS_REPLY = ("next_turn", "continue", "make_room", "resume_pause", "hook_retry", "done")  # others drop it
 
 
+# The recovery chain's state, and the stop hook's result.
 @dataclass
 class Recovery:
     """What the recovery chain may still try in this turn, what it has tried (reset when tools run), and
@@ -112,6 +113,58 @@ class HookResult:
 
     passed: bool
     output: str
+
+
+# 1. The call: recovery's max_tokens and tools; a prompt too long is an outcome, not a crash.
+def shared_request(settings: "Settings") -> dict:
+    """What every request of the run shares: the model, the system prompt, the tools (s02's, and with
+    --web-search the API's own search tool, the usual cause of pause_turn)."""
+    tools = TOOLS + SERVER_TOOLS if settings.web_search else TOOLS
+    return dict(model=settings.model, system=settings.system, tools=tools)
+
+
+def call_unless_too_long(client, messages: list, settings: "Settings", streamed: bool) -> Message | None:
+    """s05's model call, with the max_tokens recovery asks for. A 400 "prompt is too long" is not
+    raised: the reply is None, and the error is kept in recovery.too_long, for the loop to recover."""
+    state = settings.recovery
+    state.too_long = None
+    send = partial(stream_reply, client) if streamed else client.messages.create
+    request = shared_request(settings) | {"max_tokens": state.max_tokens}
+    try:
+        return call_model(send, settings.retry, messages=messages, **request)
+    except anthropic.BadRequestError as err:
+        if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
+            raise
+        display.say(f"400 {api_message(err)}", "yellow")
+        state.too_long = {"status": 400, "body": err.body}
+        return None
+
+
+def escalated(state: Recovery) -> dict:
+    """What an escalated request has that the trace's start line does not: the trace logs it too."""
+    if state.max_tokens == MAX_TOKENS:
+        return {}
+    return {"max_tokens": state.max_tokens, "stream": True}
+
+
+def count_turn(turns: list, response: Message, settings: "Settings", streamed: bool) -> None:
+    """A reply is a turn: shown, and its tokens and cost spent (s05)."""
+    turns.append(response)
+    display.show_turn(len(turns), response, streamed)
+    display.show_spend(settings.budget, settings.budget.spend(response))
+
+
+# 2. The transition: how the call ended, what recovery has tried, what the stop hook said.
+def run_stop_hook(settings: "Settings", response) -> HookResult | None:
+    """Once the model has ended its turn, run the stop hook (if there is one) in the workspace, as s02
+    runs bash: whether it passed, and what it printed. None: no hook, or the turn did not end."""
+    if not settings.stop_hook or response is None or response.stop_reason != "end_turn":
+        return None
+    try:
+        output = truncate(bash(settings.workspace, settings.stop_hook))
+    except ToolError as err:
+        return HookResult(False, f"the stop hook: {err}")
+    return HookResult(output.endswith("[exit code 0]"), output)
 
 
 def next_transition(
@@ -147,6 +200,90 @@ def next_transition(
     if hook and not hook.passed:
         return "fail", f"the stop hook still fails after {state.hook_retries} retries"
     return "done", stop + (" and the stop hook passed" if hook else "")
+
+
+def log_transition(transition: str, why: str, settings: "Settings") -> None:
+    """A transition, in the run's record (recovery.log), in the trace and on screen."""
+    settings.recovery.log.append((transition, why))
+    settings.trace.write("transition", name=transition, why=why)
+    display.show_transition(transition, why)
+
+
+# 3. The reply, kept or dropped.
+def append_reply(messages: list, response, transition: str) -> None:
+    """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
+    paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
+    if transition not in KEEPS_REPLY:
+        return
+    content = conversation.plain(response.content)  # as JSON: the SDK re-dumps its objects on every call
+    if messages and messages[-1]["role"] == "assistant":
+        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
+    else:
+        messages.append({"role": "assistant", "content": content})
+    if response.stop_reason == "refusal":
+        messages[-1][conversation.REFUSED] = conversation.plain(response.stop_details) or {}
+
+
+# 4. Recovering: each transition's repair of the conversation, before it is sent again.
+def ended_because(transition: str, why: str, response) -> str:
+    """Why the run ended: the model's own stop, or recovery giving up."""
+    if transition == "done":
+        return f"the model ended its turn (stop_reason {response.stop_reason})"
+    return f"recovery gave up: {why}"
+
+
+def recover(
+    transition: str,
+    messages: list,
+    response,
+    hook: HookResult | None,
+    client: anthropic.Anthropic,
+    settings: "Settings",
+) -> Message | None:
+    """Carry out a recovery transition on the conversation, which is then sent again. Returns the reply
+    of compaction's request for a summary (a model call of its own), else None."""
+    state = settings.recovery
+    if transition == "escalate":
+        state.max_tokens = ESCALATED_MAX_TOKENS
+    elif transition == "continue":
+        state.continuations += 1
+        continue_cut(messages, response)
+    elif transition == "resume_pause":
+        state.pauses += 1
+    elif transition == "hook_retry":
+        hook_feedback(messages, settings, hook)
+    elif transition == "make_room":  # the kept reply's cut calls answered; then collapse, else compact
+        continue_cut(messages, response)
+        transition = "collapse" if not state.collapsed and collapsible(messages) else "compact"
+    if transition not in ("collapse", "compact"):
+        return None
+    before = context_chars(messages)
+    summary = None
+    if transition == "collapse":
+        state.collapsed = True
+        collapse(messages)
+    else:
+        state.compacted = True
+        summary = compact(client, messages, settings)
+    settings.trace.write("context", transition=transition, before=before, after=context_chars(messages))
+    display.show_context(before, context_chars(messages))
+    return summary
+
+
+def continue_cut(messages: list, response) -> None:
+    """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
+    the model to go on. Answering keeps the reply verbatim and tells the model exactly what happened."""
+    cut_by = response.stop_reason  # max_tokens, or model_context_window_exceeded
+    answer = TRUNCATED_CALL.format(cut_by)
+    results = [conversation.tool_result(b.id, answer, True) for b in response.content if b.type == "tool_use"]
+    messages.append({"role": "user", "content": [*results, {"type": "text", "text": GO_ON[cut_by]}]})
+
+
+def hook_feedback(messages: list, settings: "Settings", hook: HookResult) -> None:
+    """The stop hook's failure, as the next user message: the model reads it and fixes what it says."""
+    settings.recovery.hook_failures += 1
+    text = f"The stop hook `{settings.stop_hook}` failed, so the task is not finished yet. Its output:\n"
+    messages.append({"role": "user", "content": text + hook.output + "\nFix what it reports, then finish."})
 
 
 def old_results(messages: list, keep: int = KEEP_RECENT_RESULTS) -> list[int]:
@@ -197,145 +334,6 @@ def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -
     return response
 
 
-def continue_cut(messages: list, response) -> None:
-    """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
-    the model to go on. Answering keeps the reply verbatim and tells the model exactly what happened."""
-    cut_by = response.stop_reason  # max_tokens, or model_context_window_exceeded
-    answer = TRUNCATED_CALL.format(cut_by)
-    results = [conversation.tool_result(b.id, answer, True) for b in response.content if b.type == "tool_use"]
-    messages.append({"role": "user", "content": [*results, {"type": "text", "text": GO_ON[cut_by]}]})
-
-
-def run_stop_hook(settings: "Settings", response) -> HookResult | None:
-    """Once the model has ended its turn, run the stop hook (if there is one) in the workspace, as s02
-    runs bash: whether it passed, and what it printed. None: no hook, or the turn did not end."""
-    if not settings.stop_hook or response is None or response.stop_reason != "end_turn":
-        return None
-    try:
-        output = truncate(bash(settings.workspace, settings.stop_hook))
-    except ToolError as err:
-        return HookResult(False, f"the stop hook: {err}")
-    return HookResult(output.endswith("[exit code 0]"), output)
-
-
-def hook_feedback(messages: list, settings: "Settings", hook: HookResult) -> None:
-    """The stop hook's failure, as the next user message: the model reads it and fixes what it says."""
-    settings.recovery.hook_failures += 1
-    text = f"The stop hook `{settings.stop_hook}` failed, so the task is not finished yet. Its output:\n"
-    messages.append({"role": "user", "content": text + hook.output + "\nFix what it reports, then finish."})
-
-
-def append_reply(messages: list, response, transition: str) -> None:
-    """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
-    paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
-    if transition not in KEEPS_REPLY:
-        return
-    content = conversation.plain(response.content)  # as JSON: the SDK re-dumps its objects on every call
-    if messages and messages[-1]["role"] == "assistant":
-        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
-    else:
-        messages.append({"role": "assistant", "content": content})
-    if response.stop_reason == "refusal":
-        messages[-1][conversation.REFUSED] = conversation.plain(response.stop_details) or {}
-
-
-def recover(transition: str, messages: list, response, hook, client, settings: "Settings") -> Message | None:
-    """Carry out a recovery transition on the conversation, which is then sent again. Returns the reply
-    of compaction's request for a summary (a model call of its own), else None."""
-    state = settings.recovery
-    if transition == "escalate":
-        state.max_tokens = ESCALATED_MAX_TOKENS
-    elif transition == "continue":
-        state.continuations += 1
-        continue_cut(messages, response)
-    elif transition == "resume_pause":
-        state.pauses += 1
-    elif transition == "hook_retry":
-        hook_feedback(messages, settings, hook)
-    elif transition == "make_room":  # the kept reply's cut calls answered; then collapse, else compact
-        continue_cut(messages, response)
-        transition = "collapse" if not state.collapsed and collapsible(messages) else "compact"
-    if transition not in ("collapse", "compact"):
-        return None
-    before = context_chars(messages)
-    summary = None
-    if transition == "collapse":
-        state.collapsed = True
-        collapse(messages)
-    else:
-        state.compacted = True
-        summary = compact(client, messages, settings)
-    settings.trace.write("context", transition=transition, before=before, after=context_chars(messages))
-    display.show_context(before, context_chars(messages))
-    return summary
-
-
-def shared_request(settings: "Settings") -> dict:
-    """What every request of the run shares: the model, the system prompt, the tools (s02's, and with
-    --web-search the API's own search tool, the usual cause of pause_turn)."""
-    tools = TOOLS + SERVER_TOOLS if settings.web_search else TOOLS
-    return dict(model=settings.model, system=settings.system, tools=tools)
-
-
-def call_unless_too_long(client, messages: list, settings: "Settings", streamed: bool) -> Message | None:
-    """s05's model call, with the max_tokens recovery asks for. A 400 "prompt is too long" is not
-    raised: the reply is None, and the error is kept in recovery.too_long, for the loop to recover."""
-    state = settings.recovery
-    state.too_long = None
-    send = partial(stream_reply, client) if streamed else client.messages.create
-    request = shared_request(settings) | {"max_tokens": state.max_tokens}
-    try:
-        return call_model(send, settings.retry, messages=messages, **request)
-    except anthropic.BadRequestError as err:
-        if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
-            raise
-        display.say(f"400 {api_message(err)}", "yellow")
-        state.too_long = {"status": 400, "body": err.body}
-        return None
-
-
-def escalated(state: Recovery) -> dict:
-    """What an escalated request has that the trace's start line does not: the trace logs it too."""
-    if state.max_tokens == MAX_TOKENS:
-        return {}
-    return {"max_tokens": state.max_tokens, "stream": True}
-
-
-def count_turn(turns: list, response: Message, settings: "Settings", streamed: bool) -> None:
-    """A reply is a turn: shown, and its tokens and cost spent (s05)."""
-    turns.append(response)
-    display.show_turn(len(turns), response, streamed)
-    display.show_spend(settings.budget, settings.budget.spend(response))
-
-
-def log_transition(transition: str, why: str, settings: "Settings") -> None:
-    """A transition, in the run's record (recovery.log), in the trace and on screen."""
-    settings.recovery.log.append((transition, why))
-    settings.trace.write("transition", name=transition, why=why)
-    display.show_transition(transition, why)
-
-
-def ended_because(transition: str, why: str, response) -> str:
-    """Why the run ended: the model's own stop, or recovery giving up."""
-    if transition == "done":
-        return f"the model ended its turn (stop_reason {response.stop_reason})"
-    return f"recovery gave up: {why}"
-
-
-def gated_hook(run: launch.Run, args) -> str | None:
-    """--stop-hook. A replayed fixture's own hook is a stranger's command: it meets s02's gate first, as
-    a bash call would, and a refusal stops the run in one line before it starts."""
-    hook = args.stop_hook
-    if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):
-        bash_tool = s02.REGISTRY["bash"]
-        decision, refusal = s02.gate(
-            bash_tool, {"command": hook}, step_cli.permission(args, run), run.trusted
-        )
-        if refusal:
-            raise errors.WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
-    return hook
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
@@ -350,11 +348,12 @@ class Settings(s05.Settings):
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s05's, with --stop-hook, --stop-hook-retries and --web-search; and the trace's `run` line, all
-        that replaying the trace as a fixture needs besides its requests."""
+        """s05's, with --stop-hook (a replayed fixture's own hook meets s02's gate first, as a bash call
+        would), --stop-hook-retries and --web-search; and the trace's `run` line, all that replaying
+        the trace as a fixture needs besides its requests."""
         settings = super().for_run(run, args)
         settings.trace.write("run", **step_cli.run_line(run, args))
-        settings.stop_hook = gated_hook(run, args)
+        settings.stop_hook = step_cli.stop_hook(run, args, s02.gate, s02.REGISTRY["bash"])
         settings.web_search = args.web_search
         settings.recovery = Recovery(hook_retries=args.stop_hook_retries)
         return settings

@@ -89,11 +89,11 @@ def run_step(
         args = prepared(args)
         refuse_unwritable_flags(args)
         run = start(args, model, args.script, **client_options)
+        args = parser.parse_args([*run.fixture_args, *argv])  # the fixture's flags, then the reader's
+        refuse_a_permission_the_recording_cannot_follow(args, run)
         for line in banner_lines(run):
             say(line)
         display.console.print(f"[bold]task:[/] {escape(printable(run.task))}")
-        args = parser.parse_args([*run.fixture_args, *argv])  # the fixture's flags, then the reader's
-        refuse_a_permission_the_recording_cannot_follow(args, run)
         return run_task(run, args)
     except WorkbookError as err:
         error("error", str(err))
@@ -294,6 +294,17 @@ def run_line(run: Run, args) -> dict:
     if args.stop_hook:
         flags += ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
     return dict(task=run.task, workspace=where, provenance=provenance, args=flags, environment=for_run(run))
+
+
+def stop_hook(run: Run, args, gate, bash) -> str | None:
+    """s06's --stop-hook. A replayed fixture's own hook is a stranger's command: it meets s02's `gate`,
+    as a call to `bash` would, before the run starts, and a refusal stops the run in one line."""
+    hook = args.stop_hook
+    if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):
+        _decision, refusal = gate(bash, {"command": hook}, permission(args, run), run.trusted)
+        if refusal:
+            raise WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
+    return hook
 
 
 def streaming(args, run: Run) -> bool:
