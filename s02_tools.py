@@ -159,11 +159,10 @@ def bash(workspace: Path, command: str) -> str:
     try:
         done = capture.run(command, workspace, BASH_TIMEOUT, env=scrub.tool_environment())
     except subprocess.TimeoutExpired as err:
+        stopped = f"the command timed out after {BASH_TIMEOUT} s; it and every process it started were killed"
         said = truncate(err.output.strip(), 2000)
-        before = f". Output before that:\n{said}" if said else " (no output before that)"
         raise ToolError(
-            f"the command timed out after {BASH_TIMEOUT} s; it and every process it started were killed"
-            + before
+            stopped + (f". Output before that:\n{said}" if said else " (no output before that)")
         ) from None
     return f"{done.stdout.strip() or '(no output)'}\n[exit code {done.returncode}]"
 

@@ -179,9 +179,11 @@ class RepeatBrake:
 
     def flips_back(self, edit: dict) -> bool:
         """Whether this edit redoes an edit of the same file after its undo (A→B, B→A, A→B)."""
-        change = (edit.get("old_text"), edit.get("new_text"))  # not yet validated: execute() checks it
+        old = edit.get("old_text")  # not yet validated: execute() checks them
+        new = edit.get("new_text")
+        change = (old, new)
+        undo = (new, old)  # a no-op edit (A→A) undoes nothing
         done = self.edits.setdefault(str(edit.get("path")), [])
-        undo = (change[1], change[0])  # a no-op edit (A→A) undoes nothing
         circle = change in done and change != undo and undo in done[done.index(change) :]
         done.append(change)
         return circle

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Self
+from typing import NamedTuple, Self
 
 from workbook import conversation, display, errors, launch, prices, step_cli, tracing
 
@@ -77,6 +77,15 @@ def cost(usage, model: str = MODEL) -> float:
     return tokens / 1_000_000 + searches * prices.WEB_SEARCH
 
 
+class Row(NamedTuple):
+    """One model call in the run's account."""
+
+    stop_reason: str
+    tokens_in: int
+    tokens_out: int
+    dollars: float
+
+
 @dataclass
 class Budget:
     """The run's limits and what it has spent so far; checked before every model call."""
@@ -85,7 +94,7 @@ class Budget:
     max_tokens_total: int = MAX_TOKENS_TOTAL
     max_input_tokens: int = MAX_INPUT_TOKENS
     max_cost: float = MAX_COST
-    rows: list = field(default_factory=list)  # per model call: (stop_reason, tokens in, tokens out, dollars)
+    rows: list[Row] = field(default_factory=list)  # one per model call
     tokens: int = 0  # in and out, over the run so far (kept as it goes: the rows only grow)
     cost: float = 0.0  # dollars, estimated, over the run so far
     warned: bool = False
@@ -96,7 +105,7 @@ class Budget:
         sent = tokens_in(response.usage)
         received = response.usage.output_tokens
         dollars = cost(response.usage, response.model)
-        self.rows.append((response.stop_reason, sent, received, dollars))
+        self.rows.append(Row(response.stop_reason, sent, received, dollars))
         self.tokens += sent + received
         self.cost += dollars
         if self.warned or self.cost < COST_WARNING * self.max_cost:
@@ -108,7 +117,7 @@ class Budget:
 
     def exceeded(self) -> str:
         """The first limit reached, named with its flag; "" while there is room for another call."""
-        last_in = self.rows[-1][1] if self.rows else 0
+        last_in = self.rows[-1].tokens_in if self.rows else 0
         if len(self.rows) >= self.max_steps:
             return f"max steps: {len(self.rows)} model calls made (--max-steps {self.max_steps})"
         if self.tokens >= self.max_tokens_total:

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Self
+from typing import NamedTuple, Self
 
 from workbook import conversation, display, launch, step_cli
 from workbook.conversation import blocks, context_chars, result_text  # a message's blocks, its size
@@ -96,7 +96,7 @@ class Recovery:
     compacted: bool = False
     hook_failures: int = 0  # for the whole run, not per turn
     too_long: dict | None = None  # the last call's 400 "prompt is too long", as the trace keeps it
-    log: list = field(default_factory=list)  # (transition, why), in order
+    log: list = field(default_factory=list)  # (transition, why) of every iteration, in order
 
     def new_turn(self) -> None:
         """Tools ran: the next model call starts with a clean slate and the normal max_tokens."""
@@ -107,8 +107,7 @@ class Recovery:
         self.compacted = False
 
 
-@dataclass
-class HookResult:
+class HookResult(NamedTuple):
     """What the stop hook said: whether it passed, and its output (the model reads it if not)."""
 
     passed: bool
@@ -163,13 +162,13 @@ def run_stop_hook(settings: "Settings", response) -> HookResult | None:
     try:
         output = truncate(bash(settings.workspace, settings.stop_hook))
     except ToolError as err:
-        return HookResult(False, f"the stop hook: {err}")
-    return HookResult(output.endswith("[exit code 0]"), output)
+        output = f"the stop hook: {err}"
+    hook = HookResult(output.endswith("[exit code 0]"), output)
+    display.show_hook(settings.stop_hook, output, hook.passed)
+    return hook
 
 
-def next_transition(
-    response, state: Recovery, messages: list, hook: HookResult | None = None
-) -> tuple[str, str]:
+def next_transition(response, state: Recovery, messages: list, hook: HookResult | None) -> tuple[str, str]:
     """(transition, why): what the loop does next, from how the call ended and what was tried already.
     `response` is None when the request was too long; `hook` is the stop hook's result, if it ran."""
     stop = response.stop_reason if response is not None else "prompt_too_long"
@@ -275,7 +274,9 @@ def continue_cut(messages: list, response) -> None:
     the model to go on. Answering keeps the reply verbatim and tells the model exactly what happened."""
     cut_by = response.stop_reason  # max_tokens, or model_context_window_exceeded
     answer = TRUNCATED_CALL.format(cut_by)
-    results = [conversation.tool_result(b.id, answer, True) for b in response.content if b.type == "tool_use"]
+    calls = [block for block in response.content if block.type == "tool_use"]
+    results = [conversation.tool_result(block.id, answer, True) for block in calls]
+    display.show_tools(calls, results, [])  # each cut call, and the error that answers it
     messages.append({"role": "user", "content": [*results, {"type": "text", "text": GO_ON[cut_by]}]})
 
 
@@ -440,8 +441,7 @@ def run_task(run: launch.Run, args) -> int:
     except KeyboardInterrupt:  # s05: a Ctrl-C during a model call, or a second one while tools ran
         s05.interrupted(messages, settings)
     code = s05.keep_the_work(run, messages, settings, saved)
-    log = settings.recovery.log
-    gave_up = bool(log) and log[-1][0] == "fail"
+    gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
     return 1 if code == 0 and gave_up else code
 
 

@@ -328,6 +328,13 @@ def show_transition(transition: str, why: str) -> None:
     say(f"→ {transition}  {why}", colour)
 
 
+def show_hook(command: str, output: str, passed: bool) -> None:
+    """s06: the stop hook as it ran, and what it said: whole if it failed (the model reads every word)."""
+    say(f"stop hook: $ {command}", "cyan")
+    text = printable(output)
+    console.out("\n".join(result_lines(text) if passed else error_lines(text)), highlight=False)
+
+
 def show_context(before: int, after: int) -> None:
     """s06: what collapse or compaction made of the context."""
     say(f"context {before:,} → {after:,} characters")
