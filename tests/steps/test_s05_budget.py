@@ -822,3 +822,15 @@ def test_live_a_recorded_stream_replays_offline_streamed(live, step, tmp_path, m
     monkeypatch.setattr(step, "console", Console(file=out, width=200))
     assert step.main(["--replay", str(recording)]) == 0, out.getvalue()
     assert "model: Two lines." in out.getvalue() and "stopped: the model ended its turn" in out.getvalue()
+
+
+def test_the_help_names_the_budgets_own_defaults(step, capsys):
+    """The limit flags leave a limit not given to Budget's default; --help names those defaults."""
+    with pytest.raises(SystemExit):
+        step.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    budget = step.Budget()
+    assert f"model calls (default {budget.max_steps})" in out
+    assert f"tokens in + out (default {budget.max_tokens_total:,})" in out
+    assert f"input, one request (default {budget.max_input_tokens:,})" in out
+    assert f"warned at 80% (default {budget.max_cost:.2f})" in out
