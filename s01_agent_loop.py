@@ -18,15 +18,17 @@ again, until it stops asking. The growing `messages` list is its memory.
            +------------------+
 
 Run: python s01_agent_loop.py          offline replay of its fixture, no key
-     python s01_agent_loop.py "task"   live, ANTHROPIC_API_KEY; bash runs here
+     python s01_agent_loop.py "task"   live, ANTHROPIC_API_KEY; bash runs
+                                       every command unasked, in this folder
 """
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
-from workbook import capture, display, launch, scrub, step_cli
-from workbook.replay import trust
+from workbook import display, launch, scrub, step_cli
 
 import anthropic
 
@@ -51,25 +53,24 @@ DEFAULT_FIXTURE = "fixtures/s01_hello_agent.json"
 # -- the tool ---------------------------------------------------------------------------------------
 
 
-def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT) -> str:
+def run_bash(command: str, workspace: Path) -> str:
     """Run one shell command in the workspace; report its output and exit code as text."""
-    with capture.Output() as output:  # read as it comes, head and tail kept: `cat` of a huge file is safe
-        with subprocess.Popen(
+    try:
+        done = subprocess.run(
             command,
             shell=True,
             cwd=workspace,
-            stdout=output.pipe,
-            stderr=output.pipe,
+            capture_output=True,
+            text=True,
+            errors="replace",  # a command may print bytes that are not UTF-8
+            timeout=BASH_TIMEOUT,
+            stdin=subprocess.DEVNULL,  # a command that waits for input gets none, at once
             env=scrub.tool_environment(),  # no ANTHROPIC_* variable: a command that prints env leaks no key
-            stdin=subprocess.DEVNULL,
-        ) as done:
-            output.started()
-            try:
-                done.wait(timeout)
-            except subprocess.TimeoutExpired:
-                done.kill()
-                return f"error: the command timed out after {timeout} s and was stopped"
-    return f"{output.text().strip() or '(no output)'}\n[exit code {done.returncode}]"
+        )
+    except subprocess.TimeoutExpired:
+        return f"error: the command timed out after {BASH_TIMEOUT} s and was stopped"
+    output = (done.stdout + done.stderr).strip() or "(no output)"
+    return f"{output}\n[exit code {done.returncode}]"
 
 
 def run_tool(block, workspace: Path) -> str:
@@ -77,22 +78,33 @@ def run_tool(block, workspace: Path) -> str:
     command = block.input.get("command") if isinstance(block.input, dict) else None
     if block.name != "bash" or not isinstance(command, str):
         return f"error: the only tool is bash, called as {{'command': '...'}}; got {block.name} {block.input}"
-    if trust.from_stranger(block, workspace):  # s01 has no gate to ask: a replay runs only trusted calls
-        return "error: not run: this fixture is not on the trust list, and s01 has no permission gate"
     return run_bash(command, workspace)
 
 
 # -- the loop --------------------------------------------------------------------------------------
 
 
-def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, model: str = MODEL) -> list:
+@dataclass
+class Settings:
+    """What the loop is given besides the conversation: where the tools act, and which model answers."""
+
+    workspace: Path
+    model: str = MODEL
+
+    @classmethod
+    def for_run(cls, run: launch.Run, args) -> Self:
+        """This run's settings: where it acts (a replay's temp copy, or --workspace), and its model."""
+        return cls(run.workspace, run.model)
+
+
+def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
         with display.waiting(len(turns) + 1):
             response = client.messages.create(
-                model=model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
+                model=settings.model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
             )
         turns.append(response)
         display.show_turn(len(turns), response)
@@ -109,21 +121,22 @@ def agent_loop(client: anthropic.Anthropic, messages: list, workspace: Path, mod
         results = []
         for block in response.content:
             if block.type == "tool_use":
-                output = run_tool(block, workspace)
+                output = run_tool(block, settings.workspace)
                 display.show_tool(block, output)
                 results.append({"type": "tool_result", "tool_use_id": block.id, "content": output})
         messages.append({"role": "user", "content": results})
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    args = step_cli.make_parser(__doc__, DEFAULT_FIXTURE).parse_args(argv)
-    return step_cli.run_step(args, MODEL, "s01_agent_loop", run_task)
+    """Replay the default fixture, or run a task live (--help: the flags every step shares)."""
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s01_agent_loop")
+    return step_cli.run_step(parser, argv, MODEL, run_task)
 
 
 def run_task(run: launch.Run, args) -> int:
-    """The task as the first message, the loop, then the summary (s01 has no flags of its own)."""
-    turns = agent_loop(run.client, [{"role": "user", "content": run.task}], run.workspace, run.model)
+    """The task as the first message, the loop, then a table of its turns."""
+    messages = [{"role": "user", "content": run.task}]
+    turns = agent_loop(run.client, messages, Settings.for_run(run, args))
     display.show_summary(turns)
     return 0
 

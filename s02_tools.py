@@ -28,14 +28,16 @@ Run: python s02_tools.py          offline replay of its fixture, no key needed
 import json
 import re
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
+from typing import Self
 
-from workbook import display, environment, launch, step_cli, workspace_files
+from workbook import capture, display, environment, launch, scrub, step_cli, workspace_files
 from workbook.asking import DANGEROUS, ask_person  # the gate's question at the terminal, its warnings
 from workbook.audit import log_call  # one JSON line per call in the run's folder
 from workbook.replay import trust
@@ -43,10 +45,10 @@ from workbook.replay import trust
 import anthropic
 import fastjsonschema
 
-from s01_agent_loop import MAX_TOKENS, MODEL, run_bash
-from s01_agent_loop import TOOLS as BASH
+import s01_agent_loop as s01
+from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
 
-TOOLS = BASH + [
+TOOLS = s01.TOOLS + [
     {
         "name": "read_file",
         "description": "Read a text file. Paths are relative to the workspace.",
@@ -112,25 +114,18 @@ def constitution(workspace: Path, facts: dict | None) -> str:
     lines = [f"- {label}: {facts[key]}" for key, label in environment.LABELS.items() if facts.get(key)]
     parts = [SYSTEM, "Environment:\n" + "\n".join(lines), "Rules:\n" + "\n".join(f"- {r}" for r in RULES)]
     found = environment.instructions(workspace)  # the project's own memory file, if it keeps one
-    parts += [f"Project instructions, from {found[0]} (follow them):\n{found[1]}"] if found else []
+    if found:
+        name, text = found
+        parts.append(f"Project instructions, from {name} (follow them):\n{text}")
     return "\n\n".join(parts)
 
 
-def system_for(run: launch.Run) -> str:
-    """This run's constitution: live, from this machine; in replay, from what the fixture recorded."""
-    return constitution(run.workspace, environment.for_run(run))
+# -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox ----------------------
 
-
-# -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox, a permission gate ---
-
-PERMISSIONS = ("ask", "auto", "deny", "all")  # --permission: ask, decide alone, reads only, allow all
-# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs); an
-# allowlist, since the denylist it replaced let `rm --recursive --force ../dir` and `find . -delete` pass.
-READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
-SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
 MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
 MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
-GREP_CPU_SECONDS, MAX_MATCHES = 5.0, 500  # a pattern can backtrack for ever (ReDoS); lines can be many
+GREP_CPU_SECONDS = 5.0  # a pattern can backtrack for ever (ReDoS): the search stops after this
+MAX_MATCHES = 500  # grep's lines, at most
 
 
 class ToolError(Exception):
@@ -157,7 +152,19 @@ def matching(workspace: Path, glob: str) -> list[Path]:
 
 
 def bash(workspace: Path, command: str) -> str:
-    return run_bash(command, workspace)
+    """Unlike s01's run_bash: the output is kept bounded while the command runs (its head and tail, the
+    middle counted), so `cat` of a huge file cannot fill memory before truncate() sees it; all that the
+    command started ends with it; and a timeout is a ToolError, saying what it printed first.
+    capture.run is subprocess.run(capture_output=True) with those bounds."""
+    try:
+        done = capture.run(command, workspace, BASH_TIMEOUT, env=scrub.tool_environment())
+    except subprocess.TimeoutExpired as err:
+        stopped = f"the command timed out after {BASH_TIMEOUT} s; it and every process it started were killed"
+        said = truncate(err.output.strip(), 2000)
+        raise ToolError(
+            stopped + (f". Output before that:\n{said}" if said else " (no output before that)")
+        ) from None
+    return f"{done.stdout.strip() or '(no output)'}\n[exit code {done.returncode}]"
 
 
 def read_file(workspace: Path, path: str) -> str:
@@ -190,7 +197,8 @@ def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
     import regex  # not `re`, which has no timeout: (a|aa)+$ would run for ever (imported only to grep)
 
     try:
-        compiled, deadline = regex.compile(pattern), time.process_time() + GREP_CPU_SECONDS
+        compiled = regex.compile(pattern)
+        deadline = time.process_time() + GREP_CPU_SECONDS
         hits = (
             f"{file.relative_to(workspace)}:{n}: {line[: MAX_OUTPUT // 10]}"
             for file in matching(workspace, glob)
@@ -222,12 +230,26 @@ class Tool:
         self.validate = fastjsonschema.compile(schema, use_default=False)  # never rewrite the model's input
 
 
-HANDLERS = {"bash": bash, "read_file": read_file, "write_file": write_file, "edit_file": edit_file}
-HANDLERS |= {"grep": grep, "list_files": list_files}  # the dispatch map: tool name -> handler
-READ_ONLY = {"read_file", "grep", "list_files"}  # these pass the gate (and in s04 run in parallel)
+HANDLERS = {  # the dispatch map: tool name -> handler
+    "bash": bash,
+    "read_file": read_file,
+    "write_file": write_file,
+    "edit_file": edit_file,
+    "grep": grep,
+    "list_files": list_files,
+}
+READ_ONLY = {"read_file", "grep", "list_files"}  # these pass the gate unasked
 REGISTRY = {
     t["name"]: Tool(**t, handler=HANDLERS[t["name"]], read_only=t["name"] in READ_ONLY) for t in TOOLS
 }
+
+
+# -- new in s02: the permission gate — who says yes before a write or a command runs -----------------
+
+# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs); an
+# allowlist, since the denylist it replaced let `rm --recursive --force ../dir` and `find . -delete` pass.
+READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
+SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
 
 
 def not_read_only(command: str) -> str | None:
@@ -253,28 +275,55 @@ def leaves_workspace(word: str) -> bool:
 
 
 def gate(tool: Tool, data: dict, permission: str, recorded: bool = False) -> tuple[str, str | None]:
-    """(decision, refusal or None): reads pass; the rest follow --permission. Under auto a command runs
-    unasked if read-only or `recorded` (see workbook/replay/trust.py); any other asks, or is refused."""
-    command = data.get("command", "") if tool.name == "bash" else None
-    danger = next((why for rx, why in DANGEROUS.items() if re.search(rx, command or "")), None)
-    if tool.read_only or permission == "all":
-        return ("read-only" if tool.read_only else "allowed"), None
+    """(decision, refusal or None) for a call whose input is valid. Reads always pass; then --permission
+    decides: all runs everything, deny nothing, ask asks a person every time, and auto decides alone."""
+    if tool.read_only:
+        return "read-only", None
+    if permission == "all":
+        return "allowed", None
     if permission == "deny":
         return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    why = not_read_only(command) if command is not None and not recorded else None
-    if why and permission == "auto" and not sys.stdin.isatty():
-        return "refused", (
-            f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
-            "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
-        )
-    if danger and permission == "auto" and recorded:  # a trusted recording had it denied
+    if permission == "ask":
+        return asked(tool, data)
+    if tool.name != "bash":
+        return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
+    return auto_command(tool, data, recorded)
+
+
+def auto_command(tool: Tool, data: dict, recorded: bool) -> tuple[str, str | None]:
+    """auto on a command: a trusted recording's own call runs unasked (`recorded`), unless it needs a
+    person's yes; a read-only one runs; any other asks a person, or is refused when nobody is there."""
+    danger = dangerous(data["command"])
+    if recorded and danger:
         return "denied", (
             f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
             "(--permission auto). Do without it, or leave it to the user."
         )
-    if (permission == "ask" or why) and not ask_person(tool, data, danger):
-        return "denied", "denied: the user said no to this call. Do not retry it; do something else."
-    return ("approved" if permission == "ask" or why else "allowed"), None
+    why = None if recorded else not_read_only(data["command"])
+    if why is None:
+        return "allowed", None
+    if not sys.stdin.isatty():
+        return "refused", (
+            f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
+            "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
+        )
+    return asked(tool, data)
+
+
+def asked(tool: Tool, data: dict) -> tuple[str, str | None]:
+    """A person at the terminal decides, warned of a dangerous command; anything but yes is a no."""
+    danger = dangerous(data["command"]) if tool.name == "bash" else None
+    if ask_person(tool, data, danger):
+        return "approved", None
+    return "denied", "denied: the user said no to this call. Do not retry it; do something else."
+
+
+def dangerous(command: str) -> str | None:
+    """Why a command needs a person's yes (it deletes, acts as root, publishes...), or None."""
+    return next((why for rx, why in DANGEROUS.items() if re.search(rx, command)), None)
+
+
+# -- new in s02: execute() — every call checked, run, cut to size and logged --------------------------
 
 
 def admit(block, permission: str, workspace: Path) -> tuple[str, str | None]:
@@ -288,7 +337,8 @@ def admit(block, permission: str, workspace: Path) -> tuple[str, str | None]:
         problem = err.message.replace("data", "input", 1)
         wanted = json.dumps(tool.input_schema.get("properties"))
         return "invalid input", f"error: invalid input for {tool.name}: {problem}. It takes {wanted}"
-    return gate(tool, block.input, permission, trust.unasked(block, workspace))
+    recorded = trust.unasked(block, workspace)  # in a replay: a trusted fixture's own recorded call
+    return gate(tool, block.input, permission, recorded)
 
 
 def truncate(text: str, limit: int = MAX_OUTPUT) -> str:
@@ -299,55 +349,60 @@ def truncate(text: str, limit: int = MAX_OUTPUT) -> str:
     return f"{text[:half]}\n… [{len(text) - 2 * half} characters cut from the middle] …\n{text[-half:]}"
 
 
-def execute(
-    block,
-    workspace: Path,
-    permission: str = "auto",
-    audit: Path | None = None,
-    registry=REGISTRY,
-    failure=None,
-) -> tuple[str, bool]:
-    """One tool call: known? valid? allowed? then its handler. Returns (output, is_error).
-    `registry` and `failure` are for later steps: their own bash, and their own way to report errors."""
-    started, workspace = time.monotonic(), workspace.resolve()
+def execute(block, workspace: Path, permission: str = "auto", audit: Path | None = None) -> tuple[str, bool]:
+    """One tool call: known? valid? allowed? then its handler. Returns (output, is_error). A refusal,
+    or a sandbox or file error, is an is_error result the model reads; any other exception is a bug."""
+    started = time.monotonic()
+    workspace = workspace.resolve()
     decision, refusal = admit(block, permission, workspace)
-    output, is_error = refusal, refusal is not None
+    output = refusal
+    is_error = refusal is not None
     if not is_error:
         try:
-            output = registry[block.name].handler(workspace, **block.input)
-        except Exception as err:
-            output, is_error = (failure or refused)(err, workspace), True
+            output = REGISTRY[block.name].handler(workspace, **block.input)
+        except (ToolError, OSError, ValueError) as err:
+            output = "error: " + str(err).replace(f"{workspace}/", "")  # paths as the model wrote them
+            is_error = True
     output = truncate(output)
     log_call(audit, block, decision, output, is_error, started)
     return output, is_error
 
 
-def refused(err: Exception, workspace: Path) -> str:
-    """What the model reads when a handler refuses: a sandbox or file error. s03 makes any error data."""
-    if not isinstance(err, ToolError | OSError | ValueError):
-        raise err
-    return "error: " + str(err).replace(f"{workspace}/", "")  # paths as the model wrote them
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
-def agent_loop(
-    client: anthropic.Anthropic,
-    messages: list,
-    workspace: Path,
-    model: str = MODEL,
-    permission: str = "auto",
-    audit: Path | None = None,
-    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
-) -> list:
+@dataclass
+class Settings(s01.Settings):
+    """s01's settings, and what s02 adds: who says yes to a call, where each call is logged, and the
+    system prompt built for this run."""
+
+    permission: str = "auto"  # --permission: ask, auto, deny or all
+    audit: Path | None = None  # the audit log, one JSON line per call (None: no log)
+    system: str = SYSTEM  # the constitution, built for this run
+
+    @classmethod
+    def for_run(cls, run: launch.Run, args) -> Self:
+        """s01's, with --permission (default: ask at a terminal, live; else auto), the audit log in the
+        run's folder, and the constitution from this machine (live) or from the fixture (replay)."""
+        settings = super().for_run(run, args)
+        settings.permission = step_cli.permission(args, run)
+        settings.audit = step_cli.run_files(run) / "audit.jsonl"
+        settings.system = constitution(run.workspace, environment.for_run(run))
+        return settings
+
+
+def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
         with display.waiting(len(turns) + 1):
             response = client.messages.create(
-                model=model, system=system, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
+                model=settings.model,
+                system=settings.system,
+                tools=TOOLS,
+                messages=messages,
+                max_tokens=MAX_TOKENS,
             )
         turns.append(response)
         display.show_turn(len(turns), response)
@@ -361,12 +416,12 @@ def agent_loop(
             return turns
 
         # 4. Run every tool_use and answer each id exactly once, all in one user message.
-        #    execute() never raises on what the model sent: a refusal is an is_error result.
+        #    (new in s02) execute() never raises on what the model sent: a refusal is an is_error result.
         results = []
         for block in response.content:
             if block.type == "tool_use":
-                output, is_error = execute(block, workspace, permission, audit)
-                display.show_tool(block, output)
+                output, is_error = execute(block, settings.workspace, settings.permission, settings.audit)
+                display.show_tool(block, output, is_error)
                 results.append(
                     {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}
                 )
@@ -374,20 +429,17 @@ def agent_loop(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
-    step_cli.add_permission_flag(parser, PERMISSIONS)
-    args = parser.parse_args(argv)
-    return step_cli.run_step(args, MODEL, "s02_tools", run_task)
+    """Replay the default fixture, or run a task live (--help: the flags)."""
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s02_tools")
+    step_cli.add_permission_flag(parser)  # s02's own: --permission
+    return step_cli.run_step(parser, argv, MODEL, run_task)
 
 
 def run_task(run: launch.Run, args) -> int:
-    """The loop with the gate this run asked for, then the summary and where the audit log went."""
-    settings = step_cli.settings(args, run, "s02")
+    """s01's run, with this step's settings; then the summary, and where the audit log went."""
     messages = [{"role": "user", "content": run.task}]
-    turns = agent_loop(
-        run.client, messages, run.workspace, run.model, settings.permission, settings.audit, system_for(run)
-    )
+    settings = Settings.for_run(run, args)
+    turns = agent_loop(run.client, messages, settings)
     display.show_summary(turns)
     display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
     return 0

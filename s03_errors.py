@@ -1,7 +1,7 @@
 """s03_errors.py — Errors are data: a failure is read by the model, or reported.
 
-Adds over s02: whatever a tool raises, and a command that times out (its
-process group killed), is an `is_error` result the model reads. Model calls go
+Adds over s02: whatever a tool raises is an `is_error` result the model reads,
+where s02 let all but a refusal or a file error crash the run. Model calls go
 through one retry layer, `call_model()`; a failed tool call is never re-run.
 What retrying cannot fix stops the run: one line saying what to do, the
 conversation saved, exit 1; so does a broken harness (the workspace gone).
@@ -18,9 +18,9 @@ conversation saved, exit 1; so does a broken harness (the workspace gone).
         |      v             403, 404, 413 or attempts spent: exit 1
         |  +==================================+
         +--| execute() each tool_use, as in   |  new in s03: nothing a
-           | s02; whatever a handler raises,  |  tool does escapes the
-           | and a timeout (process group     |  loop; a non-zero exit
-           | killed), is an is_error result   |  code is shown as
+           | s02; whatever a handler raises   |  tool does escapes the
+           | is an is_error result, named by  |  loop; a non-zero exit
+           | its type                         |  code is shown as
            +==================================+  information
 
 Run: python s03_errors.py     replay: a 529 and a 429 retried, a test fixed
@@ -32,66 +32,27 @@ Run: python s03_errors.py     replay: a 529 and a 429 retried, a test fixed
 
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
-from workbook import capture, conversation, display, launch, scrub, step_cli
+from workbook import conversation, display, launch, step_cli
 from workbook.api.retry_after import server_wait  # the pause a 429 or 529 asks for, from its headers
+from workbook.audit import log_call  # s02's audit log: one JSON line per call
 
 import anthropic
 
 import s02_tools as s02
-from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
-from s02_tools import SYSTEM, TOOLS, ToolError, truncate
+from s01_agent_loop import MAX_TOKENS, MODEL
+from s02_tools import TOOLS, truncate
 
 DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
 
 
-# -- new in s03: errors are data — tool failures as results, one visible retry layer, clean stops ---
-
-
-def run_bash(command: str, workspace: Path, timeout: int = BASH_TIMEOUT, wait=None) -> str:
-    """Run one shell command in the workspace; report its output and exit code as text.
-
-    A session of its own, so a timeout stops everything the command started (`a & b`, pipes, servers),
-    not just the shell; no stdin, so a command waiting for input gets EOF, not a hang. Its output is
-    read as it comes, head and tail kept (workbook/capture.py). `wait(process, timeout)` is how it
-    waits: s05 passes one that a Ctrl-C can cut short."""
-    with capture.Output() as output:
-        with subprocess.Popen(
-            command,
-            shell=True,
-            cwd=workspace,
-            start_new_session=True,
-            env=scrub.tool_environment(),  # as in s01: the key stays in this process
-            stdin=subprocess.DEVNULL,
-            stdout=output.pipe,
-            stderr=output.pipe,
-        ) as done:
-            output.started()
-            try:
-                (wait or communicate)(done, timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(done.pid, signal.SIGKILL)  # the whole group: children would keep the pipe open
-                done.wait()
-                raise ToolError(timed_out(timeout, output.text(), "")) from None
-    return f"{output.text().strip() or '(no output)'}\n[exit code {done.returncode}]"
-
-
-def communicate(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
-    return process.communicate(timeout=timeout)
-
-
-def bash(workspace: Path, command: str) -> str:
-    return run_bash(command, workspace)
-
-
-REGISTRY = s02.REGISTRY | {"bash": replace(s02.REGISTRY["bash"], handler=bash)}  # s03's run_bash
+# -- new in s03: a tool's failure is data — whatever a handler raises, the model reads ---------------
 
 
 class HarnessError(Exception):
@@ -99,53 +60,45 @@ class HarnessError(Exception):
     Every tool error is data; only the API's errors and this one end a run."""
 
 
-def execute(
-    block, workspace: Path, permission: str = "auto", audit: Path | None = None, registry: dict = REGISTRY
-) -> tuple[str, bool]:
-    """s02's execute(), with s03's bash, and whatever a handler raises comes back as a result."""
-    if not workspace.is_dir():  # every call would fail the same way, and the model cannot bring it back
+def execute(block, workspace: Path, permission: str = "auto", audit: Path | None = None) -> tuple[str, bool]:
+    """Unlike s02's: whatever a handler raises is an is_error result, named by its type (s02 answered
+    only a refusal or a file error, and let a bug crash the run); and a workspace that is gone stops the
+    run: every call would fail the same way, and the model cannot bring it back."""
+    if not workspace.is_dir():
         raise HarnessError(f"the workspace {workspace} is gone (deleted or moved): nothing left to act in")
-    return s02.execute(block, workspace, permission, audit, registry, failure=error_text)
+    started = time.monotonic()
+    workspace = workspace.resolve()
+    decision, refusal = s02.admit(block, permission, workspace)
+    output = refusal
+    is_error = refusal is not None
+    if not is_error:
+        try:
+            output = s02.REGISTRY[block.name].handler(workspace, **block.input)
+        except Exception as err:  # a file it cannot decode, a bug in a handler...: the model reads it
+            output = error_text(err, workspace)
+            is_error = True
+    output = truncate(output)
+    log_call(audit, block, decision, output, is_error, started)
+    return output, is_error
 
 
 def error_text(err: Exception, workspace: Path) -> str:
     """An exception as the model reads it: type and message (no traceback), paths as it knows them."""
-    kind = "" if isinstance(err, ToolError) else f"{type(err).__name__}: "
+    kind = "" if isinstance(err, s02.ToolError) else f"{type(err).__name__}: "
     return f"error: {kind}{err}".replace(f"{workspace}/", "")
 
 
-def timed_out(timeout: float, stdout: str, stderr: str) -> str:
-    """A timeout, and whatever the command printed before it was stopped."""
-    said = truncate((stdout + stderr).strip(), 2000)
-    return f"the command timed out after {timeout} s; it and every process it started were killed" + (
-        f". Output before that:\n{said}" if said else " (no output before that)"
-    )
-
+# -- new in s03: one retry layer for model calls, every attempt shown ---------------------------------
 
 # The SDK retries by itself (2 retries by default). This step owns retrying instead and builds the
 # client with max_retries=0: retry layers multiply (5 attempts of ours over the SDK's 3 would be 15
 # requests to an API that is already overloaded), and only one layer can show each attempt.
 CLIENT_OPTIONS = {"max_retries": 0}
 MAX_ATTEMPTS = 5  # requests per model call, the first included
-BASE_WAIT, MAX_WAIT = 0.5, 16.0  # seconds: the first backoff, and the cap on any one backoff
+BASE_WAIT = 0.5  # seconds: the first backoff
+MAX_WAIT = 16.0  # seconds: the cap on any one backoff
 MAX_SERVER_WAIT = 60.0  # a server asking for a longer pause than this ends the run instead
 REASONS = {408: "request timeout", 409: "conflict", 429: "rate limited", 529: "overloaded"}
-WHAT_TO_DO = {  # status -> what the reader should do; none of these can pass by waiting
-    400: "the request was invalid: {message} — a bug in the loop; the conversation is saved to look at",
-    401: "the API refused the key (401: {message}) — check ANTHROPIC_API_KEY",
-    403: "the key may not do this (403: {message}) — check its workspace and permissions in the Console",
-    404: "not found (404: {message}) — check the model id (--model, MODEL_ID) and ANTHROPIC_BASE_URL",
-    413: "the request is too large (413: {message}) — the conversation outgrew the limit; start afresh",
-}
-
-
-@dataclass
-class Retry:
-    """How the retry layer waits: injectable, so that replays, notebooks and tests never wait."""
-
-    sleep: Callable[[float], None] = time.sleep
-    rand: Callable[[], float] = random.random  # the jitter's source of randomness
-    attempts: int = MAX_ATTEMPTS
 
 
 class GaveUp(Exception):
@@ -168,33 +121,53 @@ def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
     return ceiling / 2 + rand() * ceiling / 2
 
 
-def api_message(err: anthropic.APIError) -> str:
-    """The API's own one-line explanation, when the body has one."""
-    body = err.body if isinstance(err.body, dict) else {}
-    return str((body.get("error") or {}).get("message") or err.message)
+@dataclass
+class Retry:
+    """The retry layer's policy: how it waits (sleep and rand, swapped in a replay so that it says each
+    wait instead of spending it), how many attempts, and what may pass if sent again."""
+
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random  # the jitter's source of randomness
+    attempts: int = MAX_ATTEMPTS
+
+    def reason(self, err: anthropic.APIError) -> str | None:
+        """Why a failed call may pass if sent again, in a few words; None when it cannot. An
+        `x-should-retry: true|false` header decides first, whatever the status (the SDK obeys it too)."""
+        status = status_of(err)
+        if status is None:
+            return "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
+        told = err.response.headers.get("x-should-retry")  # the API's own word wins, as in the SDK
+        if told in ("true", "false"):
+            return f"the API says retry ({status})" if told == "true" else None
+        return (REASONS.get(status) or f"server error {status}") if retryable(status) else None
+
+    @classmethod
+    def for_run(cls, run: launch.Run) -> Self:
+        """Waits really; in a replay (or with WORKBOOK_NO_SLEEP=1) says each wait, with a fixed jitter."""
+        if run.mode == "replay" or os.environ.get("WORKBOOK_NO_SLEEP"):
+            return cls(skip_wait, random.Random(0).random)
+        return cls()
 
 
-def fatal_line(err: Exception) -> str:
-    """One line for a stop the loop cannot fix: what happened and what to do."""
-    if not isinstance(err, anthropic.APIError):
-        return str(err)
-    status = status_of(err)
-    advice = WHAT_TO_DO.get(status, "the API answered {status}: {message}")
-    return advice.format(status=status, message=api_message(err))
+def skip_wait(seconds: float) -> None:
+    """The sleep used in replay (and with WORKBOOK_NO_SLEEP=1): say the wait, don't spend it."""
+    display.say(f"(not waiting {seconds:.1f} s: replay or WORKBOOK_NO_SLEEP)")
 
 
-def call_model(client: anthropic.Anthropic, retry: Retry | None, send=None, **request):
-    """client.messages.create(**request), retried on what may pass, every retry shown on screen.
-    `send(**request)` makes one attempt instead: s05 passes its streamed call.
+def call_model(
+    send: Callable[..., anthropic.types.Message], retry: Retry, **request
+) -> anthropic.types.Message:
+    """send(**request), where send calls the model (client.messages.create), sent again after a wait
+    each time it fails in a way that may pass, every retry shown; what cannot pass is raised.
 
     Only model calls are retried (asking again changes nothing). A failed tool call is reported, never
     re-run: it may have deleted something before it failed, and a rerun would delete it twice."""
-    retry, send = retry or Retry(), send or client.messages.create
     for attempt in range(1, retry.attempts + 1):
         try:
             return send(**request)
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as err:
-            why, status = retry_reason(err), status_of(err)
+            why = retry.reason(err)
+            status = status_of(err)
             if why is None:
                 raise  # 400, 401, 403, 404, 413...: the same request would fail the same way
             if attempt == retry.attempts:
@@ -214,22 +187,6 @@ def call_model(client: anthropic.Anthropic, retry: Retry | None, send=None, **re
     raise GaveUp("no attempts allowed (attempts < 1)")
 
 
-def retry_reason(err: anthropic.APIError) -> str | None:
-    """Why a failed call may pass if sent again, in a few words; None when it cannot. An
-    `x-should-retry: true|false` header decides first, whatever the status (the SDK obeys it too)."""
-    status = status_of(err)
-    if status is None:
-        return "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
-    if status == 200:  # an `error` event inside a streamed reply (s05 streams): treated as a 529
-        body = err.body if isinstance(err.body, dict) else {}
-        kind = (body.get("error") or {}).get("type")
-        return "an error inside the stream" if kind in ("overloaded_error", "api_error") else None
-    told = err.response.headers.get("x-should-retry")  # the API's own word wins, as in the SDK
-    if told in ("true", "false"):
-        return f"the API says retry ({status})" if told == "true" else None
-    return (REASONS.get(status) or f"server error {status}") if retryable(status) else None
-
-
 def given_up(why: str, status: int | None, attempts: int) -> str:
     """The one line for retries spent: what kept failing, and what the reader can do about it."""
     if status is None:
@@ -239,41 +196,70 @@ def given_up(why: str, status: int | None, attempts: int) -> str:
     )
 
 
-def skip_wait(seconds: float) -> None:
-    """The sleep used in replay (and with WORKBOOK_NO_SLEEP=1): say the wait, don't spend it."""
-    display.say(f"(not waiting {seconds:.1f} s: replay or WORKBOOK_NO_SLEEP)")
+# -- new in s03: a clean stop for what retrying cannot fix --------------------------------------------
+
+FATAL = (anthropic.APIError, GaveUp, HarnessError)  # what ends a run: one line, the conversation saved
+WHAT_TO_DO = {  # status -> what the reader should do; none of these can pass by waiting
+    400: "the request was invalid: {message} — a bug in the loop; the conversation is saved to look at",
+    401: "the API refused the key (401: {message}) — check ANTHROPIC_API_KEY",
+    403: "the key may not do this (403: {message}) — check its workspace and permissions in the Console",
+    404: "not found (404: {message}) — check the model id (--model, MODEL_ID) and ANTHROPIC_BASE_URL",
+    413: "the request is too large (413: {message}) — the conversation outgrew the limit; start afresh",
+}
 
 
-def retry_policy(run: launch.Run) -> Retry:
-    """Replays (and WORKBOOK_NO_SLEEP=1) say each wait instead of spending it, with a fixed jitter."""
-    no_sleep = run.mode == "replay" or os.environ.get("WORKBOOK_NO_SLEEP")
-    return Retry(skip_wait, random.Random(0).random) if no_sleep else Retry()
+def api_message(err: anthropic.APIError) -> str:
+    """The API's own one-line explanation, when the body has one."""
+    body = err.body if isinstance(err.body, dict) else {}
+    return str((body.get("error") or {}).get("message") or err.message)
+
+
+def fatal_line(err: Exception) -> str:
+    """One line for a stop the loop cannot fix: what happened and what to do."""
+    if not isinstance(err, anthropic.APIError):
+        return str(err)
+    status = status_of(err)
+    advice = WHAT_TO_DO.get(status, "the API answered {status}: {message}")
+    return advice.format(status=status, message=api_message(err))
+
+
+def stop_cleanly(err: Exception, messages: list, path: Path) -> int:
+    """What retrying cannot fix: one line saying what to do, the conversation saved to look at, exit 1."""
+    display.error("stopped", fatal_line(err))
+    saved = conversation.save_conversation(messages, path)
+    display.say(f"conversation so far ({len(messages)} messages) saved to {saved}")
+    return 1
 
 
 # -- the loop --------------------------------------------------------------------------------------
 
 
-def agent_loop(
-    client: anthropic.Anthropic,
-    messages: list,
-    workspace: Path,
-    model: str = MODEL,
-    permission: str = "auto",
-    audit: Path | None = None,
-    retry: Retry | None = None,  # s03: how call_model waits between attempts (default: really)
-    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
-) -> list:
+@dataclass
+class Settings(s02.Settings):
+    """s02's settings, and how s03's retry layer waits."""
+
+    retry: Retry = field(default_factory=Retry)
+
+    @classmethod
+    def for_run(cls, run: launch.Run, args) -> Self:
+        """s02's, with a retry policy that, in a replay, says each wait instead of spending it."""
+        settings = super().for_run(run, args)
+        settings.retry = Retry.for_run(run)
+        return settings
+
+
+def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
-        #    call_model() retries what may pass and raises what cannot (s03).
+        #    (new in s03) call_model() retries what may pass and raises what cannot.
         with display.waiting(len(turns) + 1):
             response = call_model(
-                client,
-                retry,
-                model=model,
-                system=system,
+                client.messages.create,
+                settings.retry,
+                model=settings.model,
+                system=settings.system,
                 tools=TOOLS,
                 messages=messages,
                 max_tokens=MAX_TOKENS,
@@ -294,8 +280,8 @@ def agent_loop(
         results = []
         for block in response.content:
             if block.type == "tool_use":
-                output, is_error = execute(block, workspace, permission, audit)
-                display.show_tool(block, output)
+                output, is_error = execute(block, settings.workspace, settings.permission, settings.audit)
+                display.show_tool(block, output, is_error)
                 results.append(
                     {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}
                 )
@@ -303,34 +289,22 @@ def agent_loop(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
-    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
-    args = parser.parse_args(argv)
-    return step_cli.run_step(args, MODEL, "s03_errors", run_task, **CLIENT_OPTIONS)
+    """Replay the default fixture, or run a task live (--help: the flags)."""
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s03_errors")  # s02's --permission too
+    return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
-    """s02's run, with the retry policy; what retrying cannot fix stops the run, the conversation kept."""
-    settings = step_cli.settings(args, run, "s03", retry_policy(run))
-    permission, audit, retry = settings.permission, settings.audit, settings.retry
+    """s02's run, with this step's settings; what retrying cannot fix stops it, the conversation kept."""
     messages = [{"role": "user", "content": run.task}]
+    settings = Settings.for_run(run, args)
     try:
-        system = s02.system_for(run)
-        turns = agent_loop(run.client, messages, run.workspace, run.model, permission, audit, retry, system)
-    except (anthropic.APIError, GaveUp, HarnessError) as err:
-        return stop_cleanly(err, messages, settings.folder / "conversation.json")
+        turns = agent_loop(run.client, messages, settings)
+    except FATAL as err:
+        return stop_cleanly(err, messages, step_cli.run_files(run) / "conversation.json")
     display.show_summary(turns)
-    display.say(f"permission {permission}\naudit log: {audit}")
+    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
     return 0
-
-
-def stop_cleanly(err: Exception, messages: list, path: Path) -> int:
-    """What retrying cannot fix: one line saying what to do, the conversation saved to look at, exit 1."""
-    display.error("stopped", fatal_line(err))
-    saved = conversation.save_conversation(messages, path)
-    display.say(f"conversation so far ({len(messages)} messages) saved to {saved}")
-    return 1
 
 
 if __name__ == "__main__":

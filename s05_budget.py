@@ -23,28 +23,27 @@ Run: python s05_budget.py   replay: a streamed run that ends normally
      python s05_budget.py "task" --max-cost 0.50   live, ANTHROPIC_API_KEY
 """
 
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple, Self
 
 from workbook import conversation, display, errors, launch, prices, step_cli, tracing
 
 import anthropic
+from anthropic.types import Message
 
-import s02_tools as s02
 import s03_errors as s03
 import s04_parallel as s04
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s02_tools import SYSTEM, TOOLS
-from s03_errors import CLIENT_OPTIONS, GaveUp, HarnessError, Retry, fatal_line
-from s04_parallel import RepeatGuard, Schedule
+from s02_tools import TOOLS
+from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, call_model, fatal_line, stop_cleanly
+from s04_parallel import RepeatBrake, run_tools
 
 DEFAULT_FIXTURE = "fixtures/s05_streamed.json"
 
@@ -56,9 +55,6 @@ MAX_TOKENS_TOTAL = 200_000  # input + output tokens summed over the run, cached 
 MAX_INPUT_TOKENS = 150_000  # one request's input: history only grows, so the next request is larger
 MAX_COST = 5.00  # dollars, estimated (--max-cost) from list prices dated prices.PRICES_AS_OF; warned at 80%
 COST_WARNING = 0.8
-INTERRUPTED = "error: interrupted by the user"  # how every answer to a call cut short by Ctrl-C begins
-INTERRUPT = threading.Event()  # set by a first Ctrl-C while tools run: they finish, then the run stops
-CTRL_C_IN_TOOLS = "interrupted by the user (Ctrl-C while tools ran: each ran to its end, all answered)"
 
 
 def tokens_in(usage) -> int:
@@ -77,9 +73,17 @@ def cost(usage, model: str = MODEL) -> float:
     weighted_in = usage.input_tokens + minutes * prices.CACHE_WRITE_5M + hour * prices.CACHE_WRITE_1H
     weighted_in += (usage.cache_read_input_tokens or 0) * prices.CACHE_READ
     searches = (usage.server_tool_use.web_search_requests or 0) if usage.server_tool_use else 0
-    return (
-        weighted_in * price_in + usage.output_tokens * price_out
-    ) / 1_000_000 + searches * prices.WEB_SEARCH
+    tokens = weighted_in * price_in + usage.output_tokens * price_out
+    return tokens / 1_000_000 + searches * prices.WEB_SEARCH
+
+
+class Row(NamedTuple):
+    """One model call in the run's account."""
+
+    stop_reason: str
+    tokens_in: int
+    tokens_out: int
+    dollars: float
 
 
 @dataclass
@@ -90,21 +94,20 @@ class Budget:
     max_tokens_total: int = MAX_TOKENS_TOTAL
     max_input_tokens: int = MAX_INPUT_TOKENS
     max_cost: float = MAX_COST
-    model: str = MODEL
-    rows: list = field(default_factory=list)  # per model call: (stop_reason, tokens in, tokens out, dollars)
+    rows: list[Row] = field(default_factory=list)  # one per model call
     tokens: int = 0  # in and out, over the run so far (kept as it goes: the rows only grow)
     cost: float = 0.0  # dollars, estimated, over the run so far
     warned: bool = False
-    reason: str = (
-        ""  # why the run ended, whatever ended it (a limit, the model, the brake, Ctrl-C): stopped()
-    )
+    reason: str = ""  # why the run ended, whatever ended it (a limit, the model, the brake, Ctrl-C)
 
-    def spend(self, response) -> str | None:
+    def spend(self, response: Message) -> str | None:
         """Count one response; the first time the cost passes COST_WARNING of the cap, say so."""
-        usage = response.usage
-        row = (response.stop_reason, tokens_in(usage), usage.output_tokens, cost(usage, self.model))
-        self.rows.append(row)
-        self.tokens, self.cost = self.tokens + row[1] + row[2], self.cost + row[3]
+        sent = tokens_in(response.usage)
+        received = response.usage.output_tokens
+        dollars = cost(response.usage, response.model)
+        self.rows.append(Row(response.stop_reason, sent, received, dollars))
+        self.tokens += sent + received
+        self.cost += dollars
         if self.warned or self.cost < COST_WARNING * self.max_cost:
             return None
         self.warned = True
@@ -114,7 +117,7 @@ class Budget:
 
     def exceeded(self) -> str:
         """The first limit reached, named with its flag; "" while there is room for another call."""
-        last_in = self.rows[-1][1] if self.rows else 0
+        last_in = self.rows[-1].tokens_in if self.rows else 0
         if len(self.rows) >= self.max_steps:
             return f"max steps: {len(self.rows)} model calls made (--max-steps {self.max_steps})"
         if self.tokens >= self.max_tokens_total:
@@ -133,41 +136,43 @@ class Budget:
         return {"steps": len(self.rows), "tokens": self.tokens, "cost": round(self.cost, 6)}
 
 
+# -- new in s05: replies stream — the text shows as it comes ------------------------------------------
+
+
+def stream_reply(client: anthropic.Anthropic, **request) -> Message:
+    """The reply, streamed: its text shows as it comes, a tool call once its input is whole (with its
+    result). A Ctrl-C meanwhile raises KeyboardInterrupt, and the partial reply goes with the stream."""
+    with client.messages.stream(**request) as events:
+        for event in events:
+            display.show_event(event)
+        return events.get_final_message()
+
+
+class Retry(s03.Retry):
+    """Unlike s03's: an `error` event inside a streamed reply (HTTP said 200 before it began) is
+    retried when it is one that may pass, overloaded or a server error, as a 529 or a 500 would be."""
+
+    def reason(self, err: anthropic.APIError) -> str | None:
+        if s03.status_of(err) != 200:
+            return super().reason(err)
+        body = err.body if isinstance(err.body, dict) else {}
+        kind = (body.get("error") or {}).get("type")
+        return "an error inside the stream" if kind in ("overloaded_error", "api_error") else None
+
+
 # -- new in s05: a Ctrl-C keeps the work — the turn's tools finish, every call is answered ------------
 
-
-def wait_for(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
-    """s03's run_bash waits with this. A first Ctrl-C changes nothing here: the command runs to its end
-    (or its own timeout). A second raises KeyboardInterrupt, and the command's process group goes too."""
-    try:
-        return process.communicate(timeout=timeout)
-    except KeyboardInterrupt:  # a second Ctrl-C: the command goes at once, with the run
-        os.killpg(process.pid, signal.SIGKILL)
-        raise
-
-
-def bash(workspace: Path, command: str) -> str:
-    return s03.run_bash(command, workspace, wait=wait_for)
-
-
-REGISTRY = s03.REGISTRY | {"bash": replace(s03.REGISTRY["bash"], handler=bash)}  # a bash Ctrl-C can stop
-
-
-def execute(block, workspace: Path, permission: str = "auto", audit: Path | None = None) -> tuple[str, bool]:
-    """s03's execute(), with the bash that a second Ctrl-C stops."""
-    return s03.execute(block, workspace, permission, audit, REGISTRY)
-
-
-def run_tools(blocks: list, workspace: Path, *args, **kwargs) -> list[dict]:
-    """s04's run_tools(), each call through this step's execute()."""
-    return s04.run_tools(blocks, workspace, *args, execute=execute, **kwargs)
+INTERRUPTED = "error: interrupted by the user"  # how every answer to a call cut short by Ctrl-C begins
+INTERRUPT = threading.Event()  # set by a first Ctrl-C while tools run: they finish, then the run stops
+CTRL_C_IN_TOOLS = "interrupted by the user (Ctrl-C while tools ran: each ran to its end, all answered)"
 
 
 @contextmanager
 def ctrl_c_lets_tools_finish():
     """While tools run, a first Ctrl-C only sets INTERRUPT: every call of this turn still runs to its
-    end, each within its own timeout (the state stays whole: no half-run turn), every call is answered,
-    and the loop stops after the turn, the work saved. A second Ctrl-C raises KeyboardInterrupt at once."""
+    end, each within its own timeout (each command has a process group of its own, which the terminal's
+    Ctrl-C does not reach), every call is answered, and the loop stops after the turn, the work saved.
+    A second Ctrl-C raises KeyboardInterrupt at once, and the running command's group ends with it."""
     INTERRUPT.clear()  # a new turn of tools: no Ctrl-C yet
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may handle signals; elsewhere Ctrl-C keeps its default
@@ -188,19 +193,6 @@ def first_ctrl_c(signum, frame) -> None:
     )
 
 
-def call_model(client: anthropic.Anthropic, retry: Retry | None, stream: bool = False, **request):
-    """s03's call_model(), streamed: the text shows as it comes, a tool call once its input is whole.
-    A Ctrl-C meanwhile raises KeyboardInterrupt, and the partial reply is dropped with the stream."""
-    return s03.call_model(client, retry, partial(streamed, client) if stream else None, **request)
-
-
-def streamed(client: anthropic.Anthropic, **request) -> anthropic.types.Message:
-    with client.messages.stream(**request) as events:
-        for event in events:
-            display.show_event(event)
-        return events.get_final_message()
-
-
 def answer_open_calls(messages: list) -> bool:
     """After a stop mid-turn, give every tool_use of the last assistant message an is_error result, so
     that the conversation obeys the API's rules again; whether there were any to answer."""
@@ -213,107 +205,34 @@ def answer_open_calls(messages: list) -> bool:
     return True
 
 
-def start_trace(
-    path: Path | None, script: str, request: dict, stream: bool, budget: Budget, about=None
-) -> None:
-    """The trace's first line: what every request of the run shares (`request`: model, system, tools),
-    and the run's limits."""
-    shared = request | dict(max_tokens=MAX_TOKENS, stream=stream)
-    tracing.trace_start(path, script, shared, budget, about)
+# -- new in s05: every way a run ends is named, on screen and as the trace's last line ----------------
 
 
-def stopped(turns: list, budget: Budget, trace_path: Path | None, reason: str = "") -> list:
-    """The end of a run, whatever ended it: the reason on screen and as the trace's last line."""
-    budget.reason = reason or budget.reason
-    display.say(f"stopped: {budget.reason}", "bold")
-    tracing.trace(trace_path, "stop", reason=budget.reason, **budget.spent())
-    return turns
+def stopped(settings: "Settings", reason: str) -> None:
+    """The end of a run, whatever ended it: the reason on screen, in the budget, and in the trace."""
+    settings.budget.reason = reason
+    display.show_stop(reason)
+    settings.trace.stop(reason, settings.budget)
 
 
-def interrupted(messages: list, budget: Budget, trace_path: Path | None) -> None:
-    """A Ctrl-C that ended the run at once: answer what was open, and say where it came."""
-    where = "a second Ctrl-C while tools ran: open calls answered"
-    where = where if answer_open_calls(messages) else "during a model call: its partial reply was dropped"
-    stopped([], budget, trace_path, f"interrupted by the user ({where})")
+def interrupted(messages: list, settings: "Settings") -> None:
+    """A Ctrl-C that ended the run at once: answer the calls still open, and say where it came."""
+    if answer_open_calls(messages):
+        where = "a second Ctrl-C while tools ran: open calls answered"
+    else:
+        where = "during a model call: its partial reply was dropped"
+    stopped(settings, f"interrupted by the user ({where})")
 
 
-def failed(budget: Budget, trace_path: Path | None, err: Exception) -> None:
-    """A fatal error, the last of the six ways a run ends: named, and kept in the trace."""
-    budget.reason = f"fatal error: {fatal_line(err)}"
+def failed(settings: "Settings", err: Exception) -> None:
+    """A fatal error (s03 says it on screen): the failed call and the stop, as the trace's last lines."""
     cause = err.__cause__ if isinstance(err, GaveUp) else err
-    tracing.trace_error(trace_path, len(budget.rows) + 1, cause, str(err))
-    tracing.trace(trace_path, "stop", reason=budget.reason, **budget.spent())
+    settings.trace.error(len(settings.budget.rows) + 1, cause, str(err))
+    settings.budget.reason = f"fatal error: {fatal_line(err)}"
+    settings.trace.stop(settings.budget.reason, settings.budget)
 
 
-# -- the loop --------------------------------------------------------------------------------------
-
-
-def agent_loop(
-    client: anthropic.Anthropic,
-    messages: list,
-    workspace: Path,
-    model: str = MODEL,
-    permission: str = "auto",
-    audit: Path | None = None,
-    retry: Retry | None = None,  # s03: how call_model waits between attempts (default: really)
-    read_latency: float = 0.0,  # s04: seconds added to each read-only call (--read-latency)
-    budget: Budget | None = None,  # s05: the limits, and what the run spent; budget.reason: why it ended
-    trace_path: Path | None = None,  # s05: where the JSON-lines trace goes (None: no trace)
-    stream: bool = True,  # s05: stream each reply; False waits for it whole, as s01-s04 do
-    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
-) -> list:
-    """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or a
-    limit, the repeat brake or a Ctrl-C stops it (budget.reason says which). A Ctrl-C during a model
-    call raises KeyboardInterrupt, the conversation as it was: main keeps it."""
-    turns, guard, trace = [], RepeatGuard(), tracing.Trace(trace_path)  # responses; the brake; the trace
-    budget, request = budget or Budget(model=model), dict(model=model, system=system, tools=TOOLS)
-    start_trace(trace_path, "s05_budget", request, stream, budget)
-    while True:
-        # 0. (new in s05) Before paying for another call, check every limit: the first one reached
-        #    ends the run, and the conversation is whole (it ends on the last turn's tool results).
-        if budget.exceeded():
-            return stopped(turns, budget, trace_path, budget.exceeded())
-
-        # 1. Send the whole history: the model has no memory of its own between calls.
-        #    call_model() retries what may pass, raises what cannot (s03), and streams (s05).
-        started = time.monotonic()
-        with display.waiting(len(turns) + 1, stream):
-            response = call_model(client, retry, stream, messages=messages, max_tokens=MAX_TOKENS, **request)
-        turns.append(response)
-        display.show_turn(len(turns), response, stream)
-        display.show_spend(budget, budget.spend(response))
-        trace.call(len(turns), messages, response, started, budget)
-
-        # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
-        messages.append({"role": "assistant", "content": response.content})
-
-        # 3. Any stop but tool_use ends the loop. That includes max_tokens: a reply cut off there may
-        #    hold a tool_use whose input is incomplete, and it must never be executed.
-        if response.stop_reason != "tool_use":
-            return stopped(
-                turns, budget, trace_path, f"the model ended its turn (stop_reason {response.stop_reason})"
-            )
-
-        # 4. Run the tool calls as s04 does: reads side by side, the repeat brake, each id answered once,
-        #    in order, in one user message. (new in s05) A first Ctrl-C lets every call of this turn
-        #    run to its end, and ends the run after it; a second cuts them short (main answers them).
-        calls = [block for block in response.content if block.type == "tool_use"]
-        schedule, allowed, started = Schedule(read_latency), guard.screen(calls), time.monotonic()
-        with ctrl_c_lets_tools_finish():
-            ran = run_tools(allowed, workspace, permission, audit, schedule)
-        results = guard.merge(calls, ran)
-        display.show_tools(calls, results, schedule.timeline)
-        messages.append({"role": "user", "content": results})
-        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop  # a Ctrl-C, or s04's repeat brake
-        trace.tools(len(turns), calls, results, started, stop)
-        if stop:
-            return stopped(turns, budget, trace_path, stop)
-
-
-# -- new in s05: the command line — limits, a saved conversation to resume, the trace, streaming ----
-
-RESUME_INSTRUCTION = "Continue where you left off."  # what a live --resume adds when given no instruction
-RESUME_FIXTURE = "fixtures/s05_resume.json"  # what --resume replays offline
+# -- new in s05: --resume — a saved conversation, and a new instruction after it ----------------------
 
 
 def first_messages(run: launch.Run, resume: str | None) -> list:
@@ -338,48 +257,123 @@ def continued(messages: list, instruction: str) -> list:
     return messages + [{"role": "user", "content": instruction}]
 
 
+# -- the loop --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings(s04.Settings):
+    """s04's settings, and what s05 adds: the run's limits and what it has spent, the trace, streaming;
+    and a retry layer that also retries an error inside a stream."""
+
+    retry: Retry = field(default_factory=Retry)
+    budget: Budget = field(default_factory=Budget)
+    trace: tracing.Trace = field(default_factory=tracing.Trace)  # Trace(None): no trace file
+    stream: bool = True  # False: wait for each reply whole, as s01-s04 do (--no-stream)
+
+    @classmethod
+    def for_run(cls, run: launch.Run, args) -> Self:
+        """s04's, with the limits the flags set, a trace file (--trace, or in the run's folder), and
+        streaming unless --no-stream or a replayed fixture was recorded without it."""
+        settings = super().for_run(run, args)
+        settings.retry = Retry.for_run(run)
+        settings.budget = Budget(**step_cli.limits(args))
+        trace_file = args.trace or step_cli.run_files(run) / "trace.jsonl"
+        settings.trace = tracing.Trace(Path(trace_file), run.script)
+        settings.stream = step_cli.streaming(args, run)
+        return settings
+
+
+def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
+    """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or a
+    limit, the repeat brake or a Ctrl-C stops it (settings.budget.reason says which). A Ctrl-C during
+    a model call raises KeyboardInterrupt, the conversation as it was: run_task keeps it."""
+    turns = []  # every response, in order
+    brake = RepeatBrake()  # s04's
+    budget = settings.budget
+    request = dict(model=settings.model, system=settings.system, tools=TOOLS, max_tokens=MAX_TOKENS)
+    send = partial(stream_reply, client) if settings.stream else client.messages.create
+    settings.trace.start(request | {"stream": settings.stream}, budget)
+    while True:
+        # 0. (new in s05) Before paying for another call, check every limit: the first one reached
+        #    ends the run, and the conversation is whole (it ends on the last turn's tool results).
+        reason = budget.exceeded()
+        if reason:
+            stopped(settings, reason)
+            return turns
+
+        # 1. Send the whole history: the model has no memory of its own between calls.
+        #    call_model() retries what may pass, raises what cannot (s03); (new in s05) it streams.
+        started = time.monotonic()
+        with display.waiting(len(turns) + 1, settings.stream):
+            response = call_model(send, settings.retry, messages=messages, **request)
+        turns.append(response)
+        display.show_turn(len(turns), response, settings.stream)
+        display.show_spend(budget, budget.spend(response))
+        settings.trace.call(len(turns), messages, response, started, budget)
+
+        # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
+        messages.append({"role": "assistant", "content": response.content})
+
+        # 3. Any stop but tool_use ends the loop. That includes max_tokens: a reply cut off there may
+        #    hold a tool_use whose input is incomplete, and it must never be executed.
+        if response.stop_reason != "tool_use":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
+            return turns
+
+        # 4. Run the tool calls as s04 does: reads side by side, the repeat brake, each id answered once,
+        #    in order, in one user message. (new in s05) A first Ctrl-C lets every call of this turn
+        #    run to its end, and ends the run after it; a second cuts them short (run_task answers them).
+        calls = [block for block in response.content if block.type == "tool_use"]
+        held = brake.hold_back(calls)
+        started = time.monotonic()
+        with ctrl_c_lets_tools_finish():
+            results, timeline = run_tools(calls, settings, held)
+        brake.remember(results)
+        display.show_tools(calls, results, timeline)
+        messages.append({"role": "user", "content": results})
+        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else brake.stop  # a Ctrl-C, or s04's repeat brake
+        settings.trace.tools(len(turns), calls, results, started, stop)
+        if stop:
+            stopped(settings, stop)
+            return turns
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
-    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
-    step_cli.add_latency_flag(parser)
-    step_cli.add_budget_flags(parser, Budget())
-    flags = step_cli.Flags(parser, argv)  # in replay, the fixture's own flags apply too
-    args = step_cli.resume_mode(flags.parse(), RESUME_FIXTURE, RESUME_INSTRUCTION)
-    return step_cli.run_step(args, MODEL, "s05_budget", run_task, flags, **CLIENT_OPTIONS)
+    """Replay the default fixture, or run a task live (--help: the flags)."""
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s05_budget")  # s02's and s04's flags too
+    step_cli.add_budget_flags(parser)  # s05's own: the limits, --resume, --save, --trace, --no-stream
+    return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 
-def run_task(run: launch.Run, args, loop=agent_loop, script: str = "s05_budget", **options) -> int:
-    """Run `loop` (s06 passes its own) within the flags' limits; whatever ends it, keep the conversation."""
-    settings = step_cli.settings(args, run, script[:3], s03.retry_policy(run))
-    trace_path = Path(args.trace or settings.folder / "trace.jsonl")
-    saved = Path(args.save or settings.folder / "conversation.json")
-    budget = Budget(args.max_steps, args.max_tokens_total, args.max_input_tokens, args.max_cost, run.model)
+def run_task(run: launch.Run, args) -> int:
+    """The loop within this run's limits; however it ends, the conversation is saved, to resume."""
+    settings = Settings.for_run(run, args)
     messages = first_messages(run, args.resume)
+    saved = saved_path(run, args)
     try:
-        loop(
-            run.client,
-            messages,
-            run.workspace,
-            run.model,
-            **settings.for_the_loop(),
-            budget=budget,
-            trace_path=trace_path,
-            stream=step_cli.streaming(args, run),
-            system=s02.system_for(run),
-            **options,
-        )
-    except (anthropic.APIError, GaveUp, HarnessError) as err:  # s03: what retrying cannot fix
-        failed(budget, trace_path, err)
-        return s03.stop_cleanly(err, messages, saved)
-    except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one: keep the work
-        interrupted(messages, budget, trace_path)
-    display.show_budget(budget)
+        agent_loop(run.client, messages, settings)
+    except FATAL as err:  # s03: what retrying cannot fix
+        failed(settings, err)
+        return stop_cleanly(err, messages, saved)
+    except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran
+        interrupted(messages, settings)
+    return keep_the_work(run, messages, settings, saved)
+
+
+def saved_path(run: launch.Run, args) -> Path:
+    """Where the conversation is saved: --save, or the run's folder."""
+    return Path(args.save or step_cli.run_files(run) / "conversation.json")
+
+
+def keep_the_work(run: launch.Run, messages: list, settings: Settings, saved: Path) -> int:
+    """However the run ended: the summary, every open call answered, the conversation saved, and how
+    to go on from it. Exit code 130 if a Ctrl-C ended it, else 0."""
+    display.show_budget(settings.budget)
     answer_open_calls(messages)  # a conversation to resume must answer every tool_use
     conversation.save_conversation(messages, saved)
-    display.say(f"audit log: {settings.audit}\ntrace: {trace_path}\nconversation saved: {saved}")
-    display.say("\n".join(step_cli.resume_hint(script, saved, RESUME_FIXTURE)))
-    return 130 if budget.reason.startswith("interrupted") else 0
+    display.say(f"audit log: {settings.audit}\ntrace: {settings.trace.path}\nconversation saved: {saved}")
+    display.say("\n".join(step_cli.resume_hint(run.script, saved)))
+    return 130 if settings.budget.reason.startswith("interrupted") else 0
 
 
 if __name__ == "__main__":

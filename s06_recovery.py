@@ -23,21 +23,22 @@ Run: python s06_recovery.py --replay fixtures/s06_stop_hook.json   hook_retry
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
+from typing import NamedTuple, Self
 
-from workbook import conversation, display, launch, step_cli, tracing
+from workbook import conversation, display, launch, step_cli
 from workbook.conversation import blocks, context_chars, result_text  # a message's blocks, its size
 
 import anthropic
+from anthropic.types import Message
 
 import s02_tools as s02
-import s03_errors as s03
 import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s02_tools import SYSTEM, TOOLS, ToolError, truncate
-from s03_errors import CLIENT_OPTIONS, Retry, api_message
-from s04_parallel import Schedule
-from s05_budget import CTRL_C_IN_TOOLS, INTERRUPT, Budget, RepeatGuard, call_model, run_tools, stopped
+from s02_tools import TOOLS, ToolError, bash, truncate
+from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
+from s04_parallel import RepeatBrake, run_tools
+from s05_budget import CTRL_C_IN_TOOLS, INTERRUPT, ctrl_c_lets_tools_finish, stopped, stream_reply
 
 DEFAULT_FIXTURE = "fixtures/s06_truncated_tool_use.json"
 
@@ -81,50 +82,95 @@ TRANSITIONS = {  # every iteration ends in exactly one of these; Claude Code's q
 KEEPS_REPLY = ("next_turn", "continue", "make_room", "resume_pause", "hook_retry", "done")  # others drop it
 
 
+# The recovery chain's state, and the stop hook's result.
 @dataclass
 class Recovery:
-    """What the recovery chain has tried in this turn (reset when tools run), and its whole record."""
+    """What the recovery chain may still try in this turn, what it has tried (reset when tools run), and
+    the run's record of transitions."""
 
-    stop_hook: str | None = None  # --stop-hook: a shell command that must pass before the loop may stop
-    hook_retries: int = STOP_HOOK_RETRIES
-    web_search: bool = False  # --web-search: the API's server-side search tool, the usual cause of pause_turn
+    hook_retries: int = STOP_HOOK_RETRIES  # --stop-hook-retries: a failing hook is fed back this often
     max_tokens: int = MAX_TOKENS
     continuations: int = 0
     pauses: int = 0
     collapsed: bool = False
     compacted: bool = False
     hook_failures: int = 0  # for the whole run, not per turn
-    about: dict | None = None  # the trace's `run` line: what replaying this run's trace needs
     too_long: dict | None = None  # the last call's 400 "prompt is too long", as the trace keeps it
-    log: list = field(default_factory=list)  # (transition, why), in order
-    system: str = SYSTEM  # s02's constitution for this run
-
-    def tools(self) -> list:
-        return TOOLS + SERVER_TOOLS if self.web_search else TOOLS
-
-    def differs(self) -> dict:
-        """What this call's request has that the trace's start line does not: the trace logs it too."""
-        fields = {"max_tokens": self.max_tokens, "stream": True} if self.max_tokens != MAX_TOKENS else {}
-        return fields | ({"tools": self.tools()} if self.web_search else {})
-
-    def sending(self, system: str):
-        """This state, set to send `system` (s02's constitution) with every request, a compaction's too."""
-        self.system = system
-        return self
-
-    def request(self, model: str) -> dict:
-        """What every request of this run shares: the model, the system prompt, the tools."""
-        return dict(model=model, system=self.system, tools=self.tools())
+    log: list = field(default_factory=list)  # (transition, why) of every iteration, in order
 
     def new_turn(self) -> None:
         """Tools ran: the next model call starts with a clean slate and the normal max_tokens."""
-        self.max_tokens, self.continuations, self.pauses = MAX_TOKENS, 0, 0
-        self.collapsed = self.compacted = False
+        self.max_tokens = MAX_TOKENS
+        self.continuations = 0
+        self.pauses = 0
+        self.collapsed = False
+        self.compacted = False
 
 
-def next_transition(response, state: Recovery, messages: list, hook: tuple | None = None) -> tuple[str, str]:
+class HookResult(NamedTuple):
+    """What the stop hook said: whether it passed, and its output (the model reads it if not)."""
+
+    passed: bool
+    output: str
+
+
+# 1. The call: recovery's max_tokens and tools; a prompt too long is an outcome, not a crash.
+def shared_request(settings: "Settings") -> dict:
+    """What every request of the run shares: the model, the system prompt, the tools (s02's, and with
+    --web-search the API's own search tool, the usual cause of pause_turn)."""
+    tools = TOOLS + SERVER_TOOLS if settings.web_search else TOOLS
+    return dict(model=settings.model, system=settings.system, tools=tools)
+
+
+def call_unless_too_long(client, messages: list, settings: "Settings", streamed: bool) -> Message | None:
+    """s05's model call, with the max_tokens recovery asks for. A 400 "prompt is too long" is not
+    raised: the reply is None, and the error is kept in recovery.too_long, for the loop to recover."""
+    state = settings.recovery
+    state.too_long = None
+    send = partial(stream_reply, client) if streamed else client.messages.create
+    request = shared_request(settings) | {"max_tokens": state.max_tokens}
+    try:
+        return call_model(send, settings.retry, messages=messages, **request)
+    except anthropic.BadRequestError as err:
+        if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
+            raise
+        display.say(f"400 {api_message(err)}", "yellow")
+        state.too_long = {"status": 400, "body": err.body}
+        return None
+
+
+def escalated(state: Recovery) -> dict:
+    """What an escalated request has that the trace's start line does not: the trace logs it too."""
+    if state.max_tokens == MAX_TOKENS:
+        return {}
+    return {"max_tokens": state.max_tokens, "stream": True}
+
+
+def count_turn(turns: list, response: Message, settings: "Settings", streamed: bool) -> None:
+    """A reply is a turn: shown, and its tokens and cost spent (s05)."""
+    turns.append(response)
+    display.show_turn(len(turns), response, streamed)
+    display.show_spend(settings.budget, settings.budget.spend(response))
+
+
+# 2. The transition: how the call ended, what recovery has tried, what the stop hook said.
+def run_stop_hook(settings: "Settings", response) -> HookResult | None:
+    """Once the model has ended its turn, run the stop hook (if there is one) in the workspace, as s02
+    runs bash: whether it passed, and what it printed. None: no hook, or the turn did not end."""
+    if not settings.stop_hook or response is None or response.stop_reason != "end_turn":
+        return None
+    try:
+        output = truncate(bash(settings.workspace, settings.stop_hook))
+    except ToolError as err:
+        output = f"the stop hook: {err}"
+    hook = HookResult(output.endswith("[exit code 0]"), output)
+    display.show_hook(settings.stop_hook, output, hook.passed)
+    return hook
+
+
+def next_transition(response, state: Recovery, messages: list, hook: HookResult | None) -> tuple[str, str]:
     """(transition, why): what the loop does next, from how the call ended and what was tried already.
-    `response` is None when the request was too long; `hook` is (passed, output) if the stop hook ran."""
+    `response` is None when the request was too long; `hook` is the stop hook's result, if it ran."""
     stop = response.stop_reason if response is not None else "prompt_too_long"
     if stop in ("prompt_too_long", "model_context_window_exceeded"):  # the second is a reply: kept
         room = "make_room" if stop == "model_context_window_exceeded" else None
@@ -148,11 +194,97 @@ def next_transition(response, state: Recovery, messages: list, hook: tuple | Non
     if stop == "refusal":  # stop_details (SDK): the category and explanation, when the API gives them
         said = conversation.refusal_reason(conversation.plain(getattr(response, "stop_details", None)))
         return "done", f"refusal{said}: the model declined to go on, so the loop stops here"
-    if hook and not hook[0] and state.hook_failures < state.hook_retries:
+    if hook and not hook.passed and state.hook_failures < state.hook_retries:
         return "hook_retry", f"stop hook failed ({state.hook_failures + 1} of {state.hook_retries} retries)"
-    if hook and not hook[0]:
+    if hook and not hook.passed:
         return "fail", f"the stop hook still fails after {state.hook_retries} retries"
     return "done", stop + (" and the stop hook passed" if hook else "")
+
+
+def log_transition(transition: str, why: str, settings: "Settings") -> None:
+    """A transition, in the run's record (recovery.log), in the trace and on screen."""
+    settings.recovery.log.append((transition, why))
+    settings.trace.write("transition", name=transition, why=why)
+    display.show_transition(transition, why)
+
+
+# 3. The reply, kept or dropped.
+def append_reply(messages: list, response, transition: str) -> None:
+    """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
+    paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
+    if transition not in KEEPS_REPLY:
+        return
+    content = conversation.plain(response.content)  # as JSON: the SDK re-dumps its objects on every call
+    if messages and messages[-1]["role"] == "assistant":
+        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
+    else:
+        messages.append({"role": "assistant", "content": content})
+    if response.stop_reason == "refusal":
+        messages[-1][conversation.REFUSED] = conversation.plain(response.stop_details) or {}
+
+
+# 4. Recovering: each transition's repair of the conversation, before it is sent again.
+def ended_because(transition: str, why: str, response) -> str:
+    """Why the run ended: the model's own stop, or recovery giving up."""
+    if transition == "done":
+        return f"the model ended its turn (stop_reason {response.stop_reason})"
+    return f"recovery gave up: {why}"
+
+
+def recover(
+    transition: str,
+    messages: list,
+    response,
+    hook: HookResult | None,
+    client: anthropic.Anthropic,
+    settings: "Settings",
+) -> Message | None:
+    """Carry out a recovery transition on the conversation, which is then sent again. Returns the reply
+    of compaction's request for a summary (a model call of its own), else None."""
+    state = settings.recovery
+    if transition == "escalate":
+        state.max_tokens = ESCALATED_MAX_TOKENS
+    elif transition == "continue":
+        state.continuations += 1
+        continue_cut(messages, response)
+    elif transition == "resume_pause":
+        state.pauses += 1
+    elif transition == "hook_retry":
+        hook_feedback(messages, settings, hook)
+    elif transition == "make_room":  # the kept reply's cut calls answered; then collapse, else compact
+        continue_cut(messages, response)
+        transition = "collapse" if not state.collapsed and collapsible(messages) else "compact"
+    if transition not in ("collapse", "compact"):
+        return None
+    before = context_chars(messages)
+    summary = None
+    if transition == "collapse":
+        state.collapsed = True
+        collapse(messages)
+    else:
+        state.compacted = True
+        summary = compact(client, messages, settings)
+    settings.trace.write("context", transition=transition, before=before, after=context_chars(messages))
+    display.show_context(before, context_chars(messages))
+    return summary
+
+
+def continue_cut(messages: list, response) -> None:
+    """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
+    the model to go on. Answering keeps the reply verbatim and tells the model exactly what happened."""
+    cut_by = response.stop_reason  # max_tokens, or model_context_window_exceeded
+    answer = TRUNCATED_CALL.format(cut_by)
+    calls = [block for block in response.content if block.type == "tool_use"]
+    results = [conversation.tool_result(block.id, answer, True) for block in calls]
+    display.show_tools(calls, results, [])  # each cut call, and the error that answers it
+    messages.append({"role": "user", "content": [*results, {"type": "text", "text": GO_ON[cut_by]}]})
+
+
+def hook_feedback(messages: list, settings: "Settings", hook: HookResult) -> None:
+    """The stop hook's failure, as the next user message: the model reads it and fixes what it says."""
+    settings.recovery.hook_failures += 1
+    text = f"The stop hook `{settings.stop_hook}` failed, so the task is not finished yet. Its output:\n"
+    messages.append({"role": "user", "content": text + hook.output + "\nFix what it reports, then finish."})
 
 
 def old_results(messages: list, keep: int = KEEP_RECENT_RESULTS) -> list[int]:
@@ -184,15 +316,18 @@ def split_point(messages: list) -> int | None:
     return next((i for i in range(len(messages) - 1, 0, -1) if messages[i]["role"] == "assistant"), None)
 
 
-def compact(client, retry, model: str, messages: list, state: Recovery, trace_path):
-    """Ask the model to summarize the history before the last turn; keep summary + last turn only."""
+def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -> Message:
+    """Ask the model to summarize the history before the last turn; keep summary + last turn only. The
+    summary's request is a model call of its own: its reply is returned, to be counted."""
     cut = split_point(messages)
-    older, recent = messages[:cut], messages[cut:]
+    older = messages[:cut]
+    recent = messages[cut:]
     last = {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
     ask = older[:-1] + [last]
-    request = state.request(model) | {"tool_choice": {"type": "none"}}
-    response = call_model(client, retry, False, messages=ask, max_tokens=MAX_TOKENS, **request)
-    tracing.Trace(trace_path).call(0, ask, response, 0, None, tool_choice={"type": "none"}, stream=False)
+    no_tools = {"type": "none"}  # a summary in prose: no tool call
+    request = shared_request(settings) | {"max_tokens": MAX_TOKENS, "tool_choice": no_tools}
+    response = call_model(client.messages.create, settings.retry, messages=ask, **request)
+    settings.trace.side_call(ask, response, tool_choice=no_tools, stream=False)
     summary = "".join(b.text for b in response.content if b.type == "text").strip()
     task = messages[0]["content"] if isinstance(messages[0]["content"], str) else "(see the summary)"
     opening = f"{task}\n\n[The earlier part of this session was compacted into this summary:]\n{summary}"
@@ -200,200 +335,114 @@ def compact(client, retry, model: str, messages: list, state: Recovery, trace_pa
     return response
 
 
-def continue_cut(messages: list, response) -> None:
-    """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
-    the model to go on. Answering keeps the reply verbatim and tells the model exactly what happened."""
-    cut_by = response.stop_reason  # max_tokens, or model_context_window_exceeded
-    answer = TRUNCATED_CALL.format(cut_by)
-    results = [conversation.tool_result(b.id, answer, True) for b in response.content if b.type == "tool_use"]
-    messages.append({"role": "user", "content": [*results, {"type": "text", "text": GO_ON[cut_by]}]})
-
-
-def hook_feedback(messages: list, state: Recovery, output: str) -> None:
-    """The stop hook's failure, as the next user message: the model reads it and fixes what it says."""
-    state.hook_failures += 1
-    text = f"The stop hook `{state.stop_hook}` failed, so the task is not finished yet. Its output:\n{output}"
-    messages.append({"role": "user", "content": text + "\nFix what it reports, then finish."})
-
-
-def run_stop_hook(command: str, workspace: Path) -> tuple[bool, str]:
-    """Run the stop hook in the workspace, as s03 runs bash: (passed, output)."""
-    try:
-        output = truncate(s03.run_bash(command, workspace))
-    except ToolError as err:
-        return False, f"the stop hook: {err}"
-    return output.endswith("[exit code 0]"), output
-
-
-def append_reply(messages: list, response, transition: str) -> None:
-    """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
-    paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
-    if transition not in KEEPS_REPLY:
-        return
-    content = conversation.plain(response.content)  # as JSON: the SDK re-dumps its objects on every call
-    if messages and messages[-1]["role"] == "assistant":
-        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
-    else:
-        messages.append({"role": "assistant", "content": content})
-    if response.stop_reason == "refusal":
-        messages[-1][conversation.REFUSED] = conversation.plain(response.stop_details) or {}
-
-
-def call_unless_too_long(client, retry, stream: bool, messages: list, model: str, state: Recovery):
-    """s05's call_model() with the recovery state's max_tokens and tools. A 400 "prompt is too long" is
-    not raised: the reply is None, and the error is kept in state.too_long, for the loop to recover."""
-    request = state.request(model) | {"max_tokens": state.max_tokens}
-    state.too_long = None
-    try:
-        return call_model(client, retry, stream, messages=messages, **request)
-    except anthropic.BadRequestError as err:
-        if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
-            raise
-        display.say(f"400 {api_message(err)}", "yellow")
-        state.too_long = {"status": 400, "body": err.body}
-        return None
-
-
-def tally(turns: list, response, budget: Budget, streamed: bool) -> None:
-    """A reply is a turn: shown, and its tokens and cost spent (s05). None (too long) is not."""
-    if response is not None:
-        turns.append(response)
-        display.show_turn(len(turns), response, streamed)
-        display.show_spend(budget, budget.spend(response))
-
-
-def ended(response) -> bool:
-    return response is not None and response.stop_reason == "end_turn"
-
-
-def ended_because(transition: str, why: str, response) -> str:
-    """Why the run ended, for budget.reason: the model's own stop, or recovery giving up."""
-    stop = f"the model ended its turn (stop_reason {response.stop_reason})" if transition == "done" else ""
-    return stop or f"recovery gave up: {why}"
-
-
-@dataclass
-class Caller:
-    """What recovery needs to call the model itself (compaction asks it for a summary)."""
-
-    client: anthropic.Anthropic
-    retry: Retry | None
-    model: str
-    trace_path: Path | None
-
-
-def recover(transition: str, messages: list, response, state: Recovery, hook: tuple | None, caller: Caller):
-    """Carry out a recovery transition on the conversation (then sent again): a compaction's summary."""
-    if transition == "escalate":
-        state.max_tokens = ESCALATED_MAX_TOKENS
-    elif transition == "continue":
-        state.continuations += 1
-        continue_cut(messages, response)
-    elif transition == "resume_pause":
-        state.pauses += 1
-    elif transition == "hook_retry":
-        hook_feedback(messages, state, hook[1])
-    elif transition == "make_room":  # the kept reply's cut calls answered; then collapse, else compact
-        continue_cut(messages, response)
-        transition = "collapse" if not state.collapsed and collapsible(messages) else "compact"
-    if transition in ("collapse", "compact"):
-        before, summary = context_chars(messages), None
-        if transition == "collapse":
-            state.collapsed = True
-            collapse(messages)
-        else:
-            state.compacted = True
-            summary = compact(caller.client, caller.retry, caller.model, messages, state, caller.trace_path)
-        tracing.show_context(transition, before, context_chars(messages), caller.trace_path)
-        return summary
-    return None
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
-def agent_loop(
-    client: anthropic.Anthropic,
-    messages: list,
-    workspace: Path,
-    model: str = MODEL,
-    permission: str = "auto",
-    audit: Path | None = None,
-    retry: Retry | None = None,  # s03: how call_model waits between attempts (default: really)
-    read_latency: float = 0.0,  # s04: seconds added to each read-only call (--read-latency)
-    budget: Budget | None = None,  # s05: the limits, and what the run spent; budget.reason: why it ended
-    trace_path: Path | None = None,  # s05: where the JSON-lines trace goes (None: no trace)
-    stream: bool = True,  # s05: stream each reply; False waits for it whole, as s01-s04 do
-    system: str = SYSTEM,  # s02: the constitution, built for this run (system_for)
-    recovery: Recovery | None = None,  # s06: the stop hook, --web-search, and the transitions taken
-) -> list:
+@dataclass
+class Settings(s05.Settings):
+    """s05's settings, and what s06 adds: a stop hook that must pass before the loop may stop, the API's
+    web search, and the recovery chain's state and record."""
+
+    stop_hook: str | None = None  # --stop-hook: a shell command run in the workspace
+    web_search: bool = False  # --web-search: the API's server-side search tool
+    recovery: Recovery = field(default_factory=Recovery)
+
+    @classmethod
+    def for_run(cls, run: launch.Run, args) -> Self:
+        """s05's, with --stop-hook (a replayed fixture's own hook meets s02's gate first, as a bash call
+        would), --stop-hook-retries and --web-search; and the trace's `run` line, all that replaying
+        the trace as a fixture needs besides its requests."""
+        settings = super().for_run(run, args)
+        settings.trace.write("run", **step_cli.run_line(run, args))
+        settings.stop_hook = step_cli.stop_hook(run, args, s02.gate, s02.REGISTRY["bash"])
+        settings.web_search = args.web_search
+        settings.recovery = Recovery(hook_retries=args.stop_hook_retries)
+        return settings
+
+
+def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """s05's loop, each iteration ending in a named transition: recovery repairs what it can, goes on."""
-    turns, guard, trace = [], RepeatGuard(), tracing.Trace(trace_path)  # responses; the brake; the trace
-    budget, state = budget or Budget(model=model), (recovery or Recovery()).sending(system)  # what it tried
-    caller = Caller(client, retry, model, trace_path)  # how recovery calls the model itself (compaction)
-    s05.start_trace(trace_path, "s06_recovery", state.request(model), stream, budget, state.about)
+    turns = []  # every response, in order
+    brake = RepeatBrake()  # s04's
+    budget = settings.budget
+    state = settings.recovery  # what recovery has tried, and its record
+    settings.trace.start(
+        shared_request(settings) | {"max_tokens": MAX_TOKENS, "stream": settings.stream}, budget
+    )
     while True:
         # 0. Before paying for another call, check every limit (s05).
-        if budget.exceeded():
-            return stopped(turns, budget, trace_path, budget.exceeded())
+        reason = budget.exceeded()
+        if reason:
+            stopped(settings, reason)
+            return turns
 
-        # 1. Send the whole history. (new in s06) Recovery sets max_tokens and tools; too long is no crash.
-        started, live = time.monotonic(), stream or state.max_tokens > MAX_TOKENS  # 64k must stream
-        with display.waiting(len(turns) + 1, live):
-            response = call_unless_too_long(client, retry, live, messages, model, state)  # None: too long
-        tally(turns, response, budget, live)
-        trace.call(len(turns), messages, response or state.too_long, started, budget, **state.differs())
+        # 1. Send the whole history. (new in s06) Recovery sets max_tokens; too long is no crash.
+        started = time.monotonic()
+        streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
+        with display.waiting(len(turns) + 1, streamed):
+            response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
+        if response is not None:
+            count_turn(turns, response, settings, streamed)
+        outcome = response or state.too_long  # the reply, or the 400 that took its place
+        settings.trace.call(len(turns), messages, outcome, started, budget, **escalated(state))
 
         # 2. (new in s06) Name the transition: how the call ended, what recovery tried, the stop hook.
-        hook = run_stop_hook(state.stop_hook, workspace) if state.stop_hook and ended(response) else None
+        hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
         transition, why = next_transition(response, state, messages, hook)
-        tracing.show_transition(state.log, transition, why, trace_path)
+        log_transition(transition, why, settings)
 
         # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
         append_reply(messages, response, transition)
 
         # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
         if transition in ("done", "fail"):
-            return stopped(turns, budget, trace_path, ended_because(transition, why, response))
+            stopped(settings, ended_because(transition, why, response))
+            return turns
         if transition != "next_turn":
-            summary = recover(transition, messages, response, state, hook, caller)
-            tally(turns, summary, budget, False)  # a compaction's summary is a model call: it costs a step
+            summary = recover(transition, messages, response, hook, client, settings)
+            if summary is not None:  # a compaction's summary is a model call: it costs a step
+                count_turn(turns, summary, settings, False)
             continue
+
         # 5. Run the tool calls as s05 does: reads side by side, the repeat brake, Ctrl-C keeps the work.
         calls = [block for block in response.content if block.type == "tool_use"]
-        schedule, allowed, started = Schedule(read_latency), guard.screen(calls), time.monotonic()
-        with s05.ctrl_c_lets_tools_finish():
-            ran = run_tools(allowed, workspace, permission, audit, schedule)
-        results = guard.merge(calls, ran)
-        display.show_tools(calls, results, schedule.timeline)
+        held = brake.hold_back(calls)
+        started = time.monotonic()
+        with ctrl_c_lets_tools_finish():
+            results, timeline = run_tools(calls, settings, held)
+        brake.remember(results)
+        display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
-        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else guard.stop  # a Ctrl-C, or s04's repeat brake
-        trace.tools(len(turns), calls, results, started, stop)
+        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else brake.stop  # a Ctrl-C, or s04's repeat brake
+        settings.trace.tools(len(turns), calls, results, started, stop)
         if stop:
-            return stopped(turns, budget, trace_path, stop)
+            stopped(settings, stop)
+            return turns
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the client for the mode asked for, run the loop on the task, print the summary."""
-    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE)
-    step_cli.add_permission_flag(parser, s02.PERMISSIONS)
-    step_cli.add_latency_flag(parser)
-    step_cli.add_budget_flags(parser, Budget())
-    step_cli.add_recovery_flags(parser, STOP_HOOK_RETRIES)
-    flags = step_cli.Flags(parser, argv)  # in replay, the fixture's own flags apply too
-    args = step_cli.resume_mode(flags.parse(), s05.RESUME_FIXTURE, s05.RESUME_INSTRUCTION)
-    prepare = step_cli.trace_as_fixture  # --replay run.jsonl: the trace, converted to a fixture first
-    return step_cli.run_step(args, MODEL, "s06_recovery", run_task, flags, prepare, **CLIENT_OPTIONS)
+    """Replay the default fixture, or run a task live (--help: the flags)."""
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s06_recovery")  # s02's, s04's and s05's too
+    step_cli.add_recovery_flags(parser, STOP_HOOK_RETRIES)  # s06's own: --stop-hook, --web-search
+    return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
-    """s05's run with this loop; a fixture's stop hook meets s02's gate first; giving up exits 1."""
-    step_cli.gate_fixture_hook(run, args, s02.gate, s02.REGISTRY["bash"])
-    about = step_cli.run_line(run, args)  # the trace's `run` line, for --replay run.jsonl
-    state = Recovery(args.stop_hook, args.stop_hook_retries, args.web_search, about=about)
-    code = s05.run_task(run, args, agent_loop, "s06_recovery", recovery=state)
-    return 1 if code == 0 and state.log and state.log[-1][0] == "fail" else code
+    """s05's run, with this step's loop and settings; recovery giving up is exit 1."""
+    settings = Settings.for_run(run, args)
+    messages = s05.first_messages(run, args.resume)
+    saved = s05.saved_path(run, args)
+    try:
+        agent_loop(run.client, messages, settings)
+    except FATAL as err:  # s03: what retrying cannot fix
+        s05.failed(settings, err)
+        return stop_cleanly(err, messages, saved)
+    except KeyboardInterrupt:  # s05: a Ctrl-C during a model call, or a second one while tools ran
+        s05.interrupted(messages, settings)
+    code = s05.keep_the_work(run, messages, settings, saved)
+    gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
+    return 1 if code == 0 and gave_up else code
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import inspect
 import json
 import subprocess
 import sys
@@ -55,10 +54,7 @@ from bench.whatif import applied
 TASK = "Run the command once per turn until you have run it enough times, then say done."
 NO_OP = "true {n}"  # the per-turn benchmark's command: {n} makes each call's input differ
 STUB_TARGETS = ("run_bash",)  # the step's tool handler, looked up by global name in its module
-LOOP_KWARGS: dict[
-    str, dict
-] = {}  # extra keyword arguments for a step's agent_loop, e.g. {"s06_recovery": {...}}
-STEP_LIMITS = ("max_steps", "max_turns")  # agent_loop parameters set above the fixture's length
+LOOP_KWARGS: dict[str, dict] = {}  # extra fields for a step's Settings, e.g. {"s06_recovery": {...}}
 BUDGET = "Budget"  # s05's limits object (agent_loop's `budget`): built with every max_* field unlimited
 
 
@@ -172,24 +168,32 @@ def run_loop(
     messages: list | None = None,
 ) -> _Memo | None:
     """Run the step's agent_loop on TASK with the given HTTP client, quiet and with its tool stubbed.
-    `permission` (s02 on): e.g. "all" for a command s02's auto mode would refuse, as a user who trusts it."""
+    `permission` (s02 on): e.g. "all" for a command s02's auto mode would refuse, as a user who trusts it.
+    The loop takes `module.Settings(workspace, ...)`: LOOP_KWARGS and `permission` set its fields, and
+    from s05 on its budget is out of reach (the benchmark measures; it must not be stopped)."""
     client = anthropic.Anthropic(api_key="bench", http_client=http_client, max_retries=0)
-    kwargs = dict(LOOP_KWARGS.get(module.__name__, {}))
-    params = inspect.signature(module.agent_loop).parameters
-    if permission and "permission" in params:
-        kwargs["permission"] = permission
-    kwargs |= {name: turns + 5 for name in STEP_LIMITS if name in params and name not in kwargs}
-    if "budget" in params and "budget" not in kwargs and hasattr(module, BUDGET):
-        kwargs["budget"] = unlimited(getattr(module, BUDGET))
-    if "workspace" in params:
-        kwargs["workspace"] = workspace
-    target = next((name for name in STUB_TARGETS if hasattr(owner(module.__name__, name), name)), None)
-    home = owner(module.__name__, target) if target else module  # s06 runs s03's run_bash: stub it there
-    memo = _Memo(getattr(home, target)) if target else None
-    with quiet(module, console_class), replaced(home, target, memo) if target else _nothing():
+    options = dict(LOOP_KWARGS.get(module.__name__, {}))
+    fields = {f.name for f in dataclasses.fields(module.Settings)}
+    if permission and "permission" in fields:
+        options["permission"] = permission
+    if "budget" in fields and "budget" not in options and hasattr(module, BUDGET):
+        options["budget"] = unlimited(getattr(module, BUDGET))
+    settings = module.Settings(workspace, **options)
+    home, target = stub_target(module)
+    memo = _Memo(getattr(home, target))
+    with quiet(module, console_class), replaced(home, target, memo):
         messages = [{"role": "user", "content": TASK}] if messages is None else messages
-        module.agent_loop(client, messages, **kwargs)
+        module.agent_loop(client, messages, settings)
     return memo
+
+
+def stub_target(module) -> tuple:
+    """Where the step finds its bash handler when a call runs: s02's dispatch map entry from s02 on,
+    else s01's run_bash (looked up by global name)."""
+    registry = getattr(owner(module.__name__, "REGISTRY"), "REGISTRY", None)
+    if registry and "bash" in registry:
+        return registry["bash"], "handler"
+    return owner(module.__name__, STUB_TARGETS[0]), STUB_TARGETS[0]
 
 
 def unlimited(budget_class):

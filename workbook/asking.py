@@ -17,13 +17,13 @@ DANGEROUS = {  # regular expression -> the warning a person sees when asked (and
 
 
 def ask_person(tool, data: dict, danger: str | None) -> bool:
-    """A y/n question at the terminal about a call to `tool` (s02's Tool): anything but yes is a no,
-    and so is no terminal at all."""
-    warning = f" [red]({danger})[/]" if danger else ""
+    """A y/n question at the terminal about a call to `tool` (s02's Tool): its whole input is shown
+    (wrapped, never cut: what is not shown would run after a yes), and anything but yes is a no, as
+    is no terminal at all."""
+    warning = f" [red]({escape(danger)})[/]" if danger else ""
+    shown = escape(json.dumps(data))  # JSON: control characters and other non-ASCII come escaped
     try:
-        answer = display.console.input(
-            f"[yellow]allow[/] {tool.name} {escape(json.dumps(data)[:300])}{warning}? [y/N] "
-        )
+        answer = display.console.input(f"[yellow]allow[/] {tool.name} {shown}{warning}? \\[y/N] ")
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")

@@ -1,4 +1,5 @@
-"""A command's output, read while it runs and kept bounded: its head and its tail, the middle counted.
+"""Running a tool's shell command, bounded: `run` is subprocess.run with a cap on what it keeps and a
+process group that ends with the call.
 
 `subprocess.run(capture_output=True)` keeps everything a command prints until it ends: `cat big big big`
 (3,000 times a 1 MiB file) then holds gigabytes. Here a thread reads the pipe as the command writes,
@@ -9,8 +10,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
+import subprocess
 import threading
 from contextlib import suppress
+from pathlib import Path
 
 KEPT_BYTES = 32_000  # of a command's output, at most: about three tool results' worth (s02 cuts to 10,000)
 DRAIN_WAIT = 2.0  # s: after the command ends, how long a process it left behind may keep the pipe open
@@ -81,3 +85,42 @@ class Output:
 
     def __exit__(self, *exc) -> None:
         self.started()
+
+
+def run(command: str, cwd: Path, timeout: float, env: dict) -> subprocess.CompletedProcess:
+    """subprocess.run(command, shell=True, capture_output=True, timeout=timeout), with three changes:
+    - stdout and stderr are one stream, in the order written, read while the command runs, of which
+      only the head and the tail are kept (the middle counted): a 3 GB `cat` costs no memory;
+    - the command has a process group of its own, ended with the call, whether it returned, timed out
+      or was interrupted (Ctrl-C): nothing it started (`sleep 300 &`, a server) outlives it;
+    - no stdin: a command that waits for input gets end-of-file at once.
+    A timeout raises subprocess.TimeoutExpired, with what the command printed before it as `output`."""
+    with Output() as output:
+        process = subprocess.Popen(
+            command,
+            shell=True,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=output.pipe,
+            stderr=output.pipe,
+            start_new_session=True,
+        )
+        output.started()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            end_group(process)
+            raise subprocess.TimeoutExpired(command, timeout, output=output.text()) from None
+        except BaseException:  # a Ctrl-C, or anything else that ends the wait: the command goes too
+            end_group(process)
+            raise
+        end_group(process)  # whatever it left running in the background
+        return subprocess.CompletedProcess(command, process.returncode, stdout=output.text())
+
+
+def end_group(process: subprocess.Popen) -> None:
+    """Kill the command's whole process group (its shell, and every process the shell started)."""
+    with suppress(ProcessLookupError, PermissionError):  # the group is already empty
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from workbook.api.compare import normalize_messages
 from workbook.api.contract import api_rule_problems, messages_problems
@@ -14,9 +13,6 @@ from workbook.files import read_json, write_json
 from workbook.paths import ROOT
 
 import anthropic
-
-if TYPE_CHECKING:  # for the annotations only: launch imports this module
-    from workbook.launch import Run
 
 
 def tool_result(tool_use_id: str, content: str, is_error: bool = False) -> dict:
@@ -50,9 +46,10 @@ def repo_path(name: str) -> Path:
     return path if path.exists() or not (ROOT / name).exists() else ROOT / name
 
 
-def replay_leniently_unless_recorded(run: Run, messages: list) -> list:
-    """A resumed conversation in replay: what was saved depends on when Ctrl-C came, so unless it is
-    the one the fixture was recorded from, check each request against the API's rules only."""
+def replay_leniently_unless_recorded(run, messages: list) -> list:
+    """A resumed conversation in a replay (`run`, a launch.Run): what was saved depends on when Ctrl-C
+    came, so unless it is the one the fixture was recorded from, check each request against the API's
+    rules only."""
     recorded = run.fixture["exchanges"][0]["request"]["messages"] if run.fixture else None
     if recorded and normalize_messages(recorded) != normalize_messages(plain(messages)):
         run.transport.strict = False

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from contextlib import contextmanager
 from functools import cache
 
@@ -41,7 +42,12 @@ def say(text: str, style: str = "dim") -> None:
 
 def error(label: str, text: str) -> None:
     """The one line a run ends with when something stops it: `label: what happened and what to do`."""
-    console.print(f"[red]{label}:[/] {escape(printable(text))}", soft_wrap=True)
+    console.print(f"[red]{label}:[/] {escape(printable(text))}", soft_wrap=True)  # the terminal wraps it
+
+
+def show_stop(reason: str) -> None:
+    """The one line that says why a run stopped (s04 on); the terminal wraps it, nothing is cut."""
+    console.print(f"[bold]stopped:[/] {escape(printable(reason))}", soft_wrap=True)
 
 
 @cache
@@ -104,19 +110,27 @@ def as_text(value) -> str:
 
 
 def call_line(block, width: int | None = None) -> str:
-    """A tool call in one line: `$ command` for bash, else its name and most telling argument. Whatever
-    the line leaves out (other arguments, the rest of a long one) is counted: `… (617 chars)`."""
-    width = width or console.width
-    data = block.input if isinstance(block.input, dict) else {"input": block.input}
-    key = TELLING.get(block.name) if TELLING.get(block.name) in data else next(iter(data), None)
+    """A tool call in one line, as the model sent it: `$ command` for bash, else the tool's name and its
+    most telling argument (TELLING). An input without that argument, a misspelt key say, is shown as the
+    JSON it is. Whatever the line leaves out (other arguments, the rest of a long one) is counted:
+    `… (617 chars)`."""
+    data = block.input
+    key = TELLING.get(block.name)
+    if not (isinstance(data, dict) and isinstance(data.get(key), str)):
+        return counted(f"{block.name} ", as_text(data), 0, width or console.width)
     head = "$ " if block.name == "bash" else f"{block.name} "
-    telling = (as_text(data[key]).splitlines() or [""])[0] if key else ""
-    total = sum(len(as_text(value)) for value in data.values())
-    if total == len(telling) and cell_len(head + telling) <= width:
-        return head + telling
-    room = max(0, width - len(head) - len(f" … ({total} chars)"))
-    shown = clip(telling, room).removesuffix("…") if cell_len(telling) > room else telling
-    return f"{head}{shown} … ({total - len(shown)} chars)"
+    telling = (data[key].splitlines() or [""])[0]
+    others = sum(len(as_text(value)) for value in data.values()) - len(telling)
+    return counted(head, telling, others, width or console.width)
+
+
+def counted(head: str, text: str, others: int, width: int) -> str:
+    """`head` and `text` on one line of at most `width` cells, anything cut or left out counted."""
+    if not others and cell_len(head + text) <= width:
+        return head + text
+    room = max(0, width - len(head) - len(f" … ({len(text) + others} chars)"))
+    shown = clip(text, room).removesuffix("…") if cell_len(text) > room else text
+    return f"{head}{shown} … ({len(text) - len(shown) + others} chars)"
 
 
 def result_lines(output: str, width: int | None = None) -> list[str]:
@@ -130,10 +144,22 @@ def result_lines(output: str, width: int | None = None) -> list[str]:
     return [clip("  " + line, width) for line in lines]
 
 
-def show_tool(block, output: str) -> None:
-    """A tool call as one line, then a few lines of what it returned."""
+def error_lines(output: str, width: int | None = None) -> list[str]:
+    """An error or a refusal, indented under its call and wrapped to the width: whole, never cut, since
+    every word of it is what the model is told."""
+    width = width or console.width
+    wrap = dict(initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
+    lines = output.splitlines() or [""]
+    return [part for line in lines for part in textwrap.wrap(line, width, **wrap) or [""]]
+
+
+def show_tool(block, output: str, is_error: bool = False) -> None:
+    """A tool call as one line, then what it returned: an error or a refusal whole (s01's answers say
+    so by opening with `error:`), other output in a few lines."""
     say(call_line(block), "cyan")
-    console.out("\n".join(result_lines(printable(output))), highlight=False)  # no control sequences
+    text = printable(output)  # no control sequences
+    shown = error_lines(text) if is_error or text.startswith("error:") else result_lines(text)
+    console.out("\n".join(shown), highlight=False)
 
 
 # A summary of a long run shows this many of its first turns and as many of its last; the rest are counted.
@@ -168,8 +194,7 @@ def show_summary(turns: list) -> None:
 
 
 def show_budget(budget) -> None:
-    """s05's summary: the run's turns (numbered_rows) with their tokens and estimated cost, the totals,
-    then why the loop ended."""
+    """s05's summary: the run's turns (numbered_rows) with their tokens and estimated cost, the totals."""
     table = Table(title="summary")
     for column in ("turn", "stop_reason", "tokens in", "tokens out", "cost (est.)"):
         table.add_column(column, justify="left" if column == "stop_reason" else "right")
@@ -182,7 +207,6 @@ def show_budget(budget) -> None:
     tokens_in, tokens_out = sum(row[1] for row in budget.rows), sum(row[2] for row in budget.rows)
     table.add_row("total", "", f"{tokens_in:,}", f"{tokens_out:,}", f"${budget.cost:.4f}")
     console.print(table)
-    console.print(f"[bold]ended:[/] {escape(budget.reason)}")
 
 
 def label(block, limit: int = 44) -> str:
@@ -234,8 +258,8 @@ def together(calls: list, timed: bool) -> str:
     if not timed:
         return f"{len(calls)} reads sent to the thread pool together (each too quick to time)"
     most = at_once(calls)
-    if most == 1:
-        return f"{len(calls)} reads ran one after another (never two at once)"
+    if most == 1:  # sent together, but each ended before the next one began (quick reads, or one worker)
+        return f"{len(calls)} reads sent to the thread pool together; none overlapped another"
     return f"{len(calls)} reads ran together, up to {most} at once"
 
 
@@ -252,7 +276,7 @@ def at_once(calls: list) -> int:
 def show_tools(calls: list, results: list[dict], timeline: list) -> None:
     """s04 on: each call with its answer, in tool_use order, then the timeline of what ran together."""
     for block, result in zip(calls, results):
-        show_tool(block, result["content"])
+        show_tool(block, result["content"], result["is_error"])
     show_timeline(timeline)
 
 
@@ -296,3 +320,21 @@ def show_spend(budget, warning: str | None) -> None:
     say(f"run so far: {budget.tokens:,} tokens, about ${budget.cost:.4f}")
     if warning:
         console.print(f"[yellow]cost warning:[/] {escape(warning)}")
+
+
+def show_transition(transition: str, why: str) -> None:
+    """s06: the transition an iteration ends in, and why."""
+    colour = {"done": "green", "fail": "red", "next_turn": "dim"}.get(transition, "magenta")
+    say(f"→ {transition}  {why}", colour)
+
+
+def show_hook(command: str, output: str, passed: bool) -> None:
+    """s06: the stop hook as it ran, and what it said: whole if it failed (the model reads every word)."""
+    say(f"stop hook: $ {command}", "cyan")
+    text = printable(output)
+    console.out("\n".join(result_lines(text) if passed else error_lines(text)), highlight=False)
+
+
+def show_context(before: int, after: int) -> None:
+    """s06: what collapse or compaction made of the context."""
+    say(f"context {before:,} → {after:,} characters")

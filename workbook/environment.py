@@ -13,10 +13,6 @@ import platform
 import subprocess
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # for the annotations only: launch does not import this module
-    from workbook.launch import Run
 
 LABELS = {"working_folder": "Working folder", "os": "OS", "date": "Today's date", "git": "Git"}
 FACTS = tuple(LABELS)  # what a fixture's `environment` holds, each a string (git: or null)
@@ -74,8 +70,8 @@ def instructions(workspace: Path) -> tuple[str, str] | None:
     return None
 
 
-def for_run(run: Run) -> dict | None:
-    """The run's environment, gathered once: a replay's is the fixture's (None if it recorded none),
+def for_run(run) -> dict | None:
+    """A launch.Run's environment, gathered once: a replay's is the fixture's (None if it recorded none),
     a live or recorded run's is this machine's (a recording keeps it, so its replay sends the same)."""
     if run.environment is None and run.mode != "replay":
         run.environment = gather(run.workspace)

@@ -68,6 +68,7 @@ class Run:
     trusted: bool = False  # a replay of a fixture on the trust list: its recorded commands run unasked
     fixture_args: list[str] = field(default_factory=list)  # the fixture's checked flags, paths made absolute
     folder: Path | None = None  # a replay's run folder: its workspace copy, and the files the step keeps
+    kept: Path | None = None  # a live run's folder in runs/, for the files the step keeps (step_cli)
     environment: dict | None = None  # s02: folder, OS, date, git, for the system prompt (environment.py)
     journal: Journal | None = None  # record mode: each exchange appended as it completes (journal.py)
 
@@ -85,12 +86,6 @@ class Run:
         finally:
             if self.folder:
                 release(self.folder)
-
-    def __enter__(self) -> Run:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.finish()
 
 
 def start(args: argparse.Namespace, model: str, script: str, **client_options) -> Run:
@@ -118,6 +113,8 @@ def choose(args: argparse.Namespace, model: str, script: str, **client_options) 
     client = anthropic.Anthropic(api_key=key, **client_options)
     where = public_endpoint(os.environ.get("ANTHROPIC_BASE_URL"))
     banner = f"live: {model} at {where}; tools act in {workspace}"
+    if script in UNGATED:
+        banner += f"; {script} has no permission gate: it runs every command the model asks for, unasked"
     return Run(client, "live", args.task, workspace, model, banner, script=script)
 
 

@@ -458,7 +458,7 @@ def long_run(turns: int, step: str, context_limit: int | None = None) -> dict:
     bash call per turn whose output is about 1.9 kB. With `context_limit`, a request over it gets the
     API's 400 "prompt is too long" (for s06). Returns the input tokens of every answered request, and
     how many requests were refused as too long or asked for a summary (compaction)."""
-    import inspect
+    import dataclasses
 
     from bench import per_turn
     from bench.common import load_step
@@ -468,7 +468,8 @@ def long_run(turns: int, step: str, context_limit: int | None = None) -> dict:
     model = per_turn.ScriptedModel(per_turn.scripted_responses(turns, COMMAND), context_limit)
     # The command is not on s02's allowlist of read-only commands: let it run (--permission all), or
     # every result would be a short refusal and the history would not grow as a real run's does.
-    allow = {"permission": "all"} if "permission" in inspect.signature(module.agent_loop).parameters else {}
+    fields = {f.name for f in dataclasses.fields(module.Settings)}  # what the step's loop is given
+    allow = {"permission": "all"} if "permission" in fields else {}
     saved = per_turn.LOOP_KWARGS.get(step)
     per_turn.LOOP_KWARGS[step] = {**(saved or {}), **allow}
     try:

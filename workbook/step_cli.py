@@ -1,4 +1,5 @@
-"""What a step's main() uses: the flags every step shares, starting the run, and where its files go."""
+"""What a step's main() uses: the flags (every step's, each added from the step that introduced it on),
+starting the run, turning flags into what a step's Settings hold, and where a run's files go."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import os
 import re
 import sys
 import textwrap
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from workbook.display import error, printable, say
 from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import refuse_unwritable, sweep_temp_files
-from workbook.launch import Run, start
+from workbook.launch import Run, display_name, start
 from workbook.launch import make_parser as make_shared_parser
 from workbook.paths import ROOT
 from workbook.tracing import fixture_file
@@ -59,38 +59,42 @@ def run_line_parts(line: str, width: int) -> list[str]:
     return [lead + command, *textwrap.wrap(comment, width, initial_indent=" " * 9, subsequent_indent=" " * 9)]
 
 
-def make_parser(doc: str, default_fixture: str) -> argparse.ArgumentParser:
-    """The flags every step shares (launch's), with a --help that fits the terminal."""
+def make_parser(doc: str, default_fixture: str, script: str) -> argparse.ArgumentParser:
+    """The parser of step `script`: the flags every step shares (launch's), and those of the steps before
+    it (s02's --permission, s04's --read-latency, s05's limits and files), with a --help that fits the
+    terminal. The step adds its own."""
     parser = make_shared_parser(doc, default_fixture)
     parser.formatter_class = LessonHelp
+    parser.set_defaults(script=script)
+    for step, add in STEP_FLAGS:
+        if step < step_number(script):
+            add(parser)
     return parser
 
 
-@dataclass
-class Flags:
-    """A step's command line: its parser and what the reader typed. s05 on, a replay parses the fixture's
-    own flags (its checked `args`, e.g. --max-steps 3) under the reader's, so the reader's win."""
-
-    parser: argparse.ArgumentParser
-    argv: list[str] | None  # None: sys.argv[1:]
-
-    def parse(self, fixture_args: list[str] = ()) -> argparse.Namespace:
-        return self.parser.parse_args([*fixture_args, *(sys.argv[1:] if self.argv is None else self.argv)])
+def step_number(script: str) -> int:
+    return int(script[1:3])  # "s04_parallel" -> 4
 
 
-def run_step(args, model: str, script: str, run_task, flags=None, prepare=None, **client_options) -> int:
+def run_step(
+    parser: argparse.ArgumentParser, argv: list[str] | None, model: str, run_task, **client_options
+) -> int:
     """Start the run the flags ask for, print where it runs and its task, then `run_task(run, args)` ->
-    exit code. With `flags` (s05 on), a replayed fixture's own flags apply too. `prepare(args)` runs
-    first (s06: a trace to a fixture). What escapes the task ends the run in one line: a problem for the
-    reader to fix (exit 1), or a Ctrl-C before s05 keeps the work (exit 130)."""
+    exit code. In a replay the fixture's own flags apply too, under the reader's. What escapes the task
+    ends the run in one line: a problem for the reader to fix (exit 1), or a Ctrl-C (exit 130)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
     run = None
     try:
+        args = prepared(args)
         refuse_unwritable_flags(args)
-        run = start(prepare(args) if prepare else args, model, script, **client_options)
+        run = start(args, model, args.script, **client_options)
+        args = parser.parse_args([*run.fixture_args, *argv])  # the fixture's flags, then the reader's
+        refuse_a_permission_the_recording_cannot_follow(args, run)
         for line in banner_lines(run):
             say(line)
         display.console.print(f"[bold]task:[/] {escape(printable(run.task))}")
-        return run_task(run, flags.parse(run.fixture_args) if flags else args)
+        return run_task(run, args)
     except WorkbookError as err:
         error("error", str(err))
         return 1
@@ -98,14 +102,29 @@ def run_step(args, model: str, script: str, run_task, flags=None, prepare=None, 
         error("error", str(err))
         return 1
     except KeyboardInterrupt:
-        display.console.print(
-            "[yellow]interrupted[/] — stopped before the next turn; s05 adds keeping the work"
-        )
+        display.console.print("[yellow]interrupted[/] — stopped before the next turn")
         return 130
     finally:
         note = run.finish() if run else None
         if note:
             say(note)
+
+
+def prepared(args: argparse.Namespace) -> argparse.Namespace:
+    """What the flags mean before the run starts. With --resume (s05 on): offline, the step's own resume
+    fixture replays (fixtures/sNN_resume.json); live with no new instruction, RESUME_INSTRUCTION is sent.
+    A step that writes traces (s05 on) replays one as a fixture: --replay run.jsonl, converted first."""
+    if getattr(args, "resume", None) and not args.replay:
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            args.default_fixture = f"fixtures/{args.script[:3]}_resume.json"
+        elif not args.task:
+            args.task = RESUME_INSTRUCTION
+    if hasattr(args, "trace") and args.replay and args.replay.endswith(".jsonl"):
+        args.replay = fixture_file(args.replay, args.script)
+    return args
+
+
+RESUME_INSTRUCTION = "Continue where you left off."  # what a live --resume sends when given no instruction
 
 
 def banner_lines(run: Run, width: int | None = None) -> list[str]:
@@ -122,35 +141,15 @@ def banner_lines(run: Run, width: int | None = None) -> list[str]:
     return [part for line in lines for part in textwrap.wrap(line, wrap, **fit)]
 
 
-@dataclass
-class Settings:
-    """What a step's loop takes from the shared flags, gathered in one place (they travel together)."""
-
-    permission: str  # s02's gate: ask, auto, deny or all
-    audit: Path  # s02's audit log; the run's other files (trace, conversation) go beside it
-    retry: object = None  # s03's retry policy (None: s03's default, really waiting)
-    read_latency: float = 0.0  # s04's simulated slow reads, in seconds
-
-    @property
-    def folder(self) -> Path:
-        return self.audit.parent
-
-    def for_the_loop(self) -> dict:
-        """The settings as every loop from s04 on takes them, by keyword."""
-        return dict(
-            permission=self.permission, audit=self.audit, retry=self.retry, read_latency=self.read_latency
-        )
-
-
-def settings(args, run: Run, step: str, retry=None) -> Settings:
-    """The settings a step's loop needs, from its flags (permission s02 on, read latency s04 on)."""
-    latency = read_latency(args, run) if hasattr(args, "read_latency") else 0.0
-    return Settings(permission_for(args.permission, run), audit_path(run, step), retry, latency)
-
-
-def audit_path(run: Run, step: str) -> Path:
-    """The audit log (s02 on), in the run's folder: beside a replay's temp workspace, else in runs/."""
-    return run_folder(run, step) / "audit.jsonl"
+def run_files(run: Run) -> Path:
+    """The folder a run keeps its files in (audit log, trace, conversation): beside a replay's temp
+    workspace (never in the repo), else runs/<time>-<step>/ for a live run. Made once per run."""
+    if run.mode == "replay":
+        return run.folder
+    if run.kept is None:
+        run.kept = RUNS / f"{datetime.now():%Y%m%d-%H%M%S}-{run.script}"
+        run.kept.mkdir(parents=True, exist_ok=True)
+    return run.kept
 
 
 def seconds(text) -> float:
@@ -186,18 +185,10 @@ def refuse_unwritable_flags(args) -> None:
             sweep_temp_files(Path(value))
 
 
-def resume_mode(args, fixture: str, instruction: str):
-    """s05's --resume: offline it replays `fixture`; live with no new instruction, it sends `instruction`."""
-    if args.resume and not args.replay and not os.environ.get("ANTHROPIC_API_KEY"):
-        args.default_fixture = fixture
-    elif args.resume and not args.replay and not args.task:
-        args.task = instruction
-    return args
-
-
-def resume_hint(script: str, saved: Path, fixture: str) -> list[str]:
+def resume_hint(script: str, saved: Path) -> list[str]:
     """How to go on from a saved conversation, as commands that work as printed: offline (no key) a
-    replay of `fixture`'s recorded answers; with a new instruction, live, which needs a key."""
+    replay of the step's own resume fixture; with a new instruction, live, which needs a key."""
+    fixture = f"fixtures/{script[:3]}_resume.json"
     resume = [f"  python {script}.py --resume \\", f"    {saved}"]
     live = [*resume[:-1], f"    {saved} \\", '    "new instruction"']
     if os.environ.get("ANTHROPIC_API_KEY"):
@@ -213,11 +204,14 @@ def resume_hint(script: str, saved: Path, fixture: str) -> list[str]:
 # -- each step's own flags (a step's main adds those of every step before it) -------------------------
 
 
-def add_permission_flag(parser, choices: tuple) -> None:
+PERMISSIONS = ("ask", "auto", "deny", "all")  # s02's --permission: ask, decide alone, reads only, all
+
+
+def add_permission_flag(parser) -> None:
     """s02's --permission: who decides whether a write or a command may run."""
     parser.add_argument(
         "--permission",
-        choices=choices,
+        choices=PERMISSIONS,
         help="ask: before writes and bash (default live at a terminal); auto: writes, read-only commands "
         "and a trusted fixture's run unasked, other commands ask (no terminal: refused); deny: reads "
         "only; all: everything unasked (only in a folder you can lose)",
@@ -235,41 +229,30 @@ def add_latency_flag(parser) -> None:
     )
 
 
-def add_budget_flags(parser, budget) -> None:
-    """s05's flags: the limits (their defaults from `budget`, a fresh Budget), --resume, where the
-    conversation and the trace go, and --no-stream. 0, -1 or nan as a limit: refused in one line."""
+def add_budget_flags(parser) -> None:
+    """s05's flags: the limits, --resume, where the conversation and the trace go, and --no-stream. A
+    limit not given is left to s05's Budget (its defaults are named in the help, and a test keeps them
+    equal); 0, -1 or nan as a limit is refused in one line."""
     add = parser.add_argument
-    add(
-        "--max-steps",
-        type=limit,
-        default=budget.max_steps,
-        metavar="N",
-        help="model calls (default %(default)s)",
-    )
-    add(
-        "--max-tokens-total", type=limit, default=budget.max_tokens_total, metavar="N", help="tokens in + out"
-    )
-    add(
-        "--max-input-tokens",
-        type=limit,
-        default=budget.max_input_tokens,
-        metavar="N",
-        help="input, one request",
-    )
-    add(
-        "--max-cost",
-        type=dollars,
-        default=budget.max_cost,
-        metavar="DOLLARS",
-        help="estimated (warned at 80%%)",
-    )
+    add("--max-steps", type=limit, metavar="N", help="model calls (default 50)")
+    add("--max-tokens-total", type=limit, metavar="N", help="tokens in + out (default 200,000)")
+    add("--max-input-tokens", type=limit, metavar="N", help="input, one request (default 150,000)")
+    add("--max-cost", type=dollars, metavar="DOLLARS", help="estimated, warned at 80%% (default 5.00)")
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
     add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
     add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s04 do")
 
 
-def add_recovery_flags(parser, hook_retries: int) -> None:
+LIMITS = ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")  # s05's Budget, by flag
+
+
+def limits(args) -> dict:
+    """The limits the reader (or the fixture) set, by Budget field; the others keep Budget's defaults."""
+    return {name: getattr(args, name) for name in LIMITS if getattr(args, name) is not None}
+
+
+def add_recovery_flags(parser, hook_retries: int = 2) -> None:
     """s06's flags: the stop hook and the server-side search tool."""
     add = parser.add_argument
     add("--stop-hook", metavar="CMD", help="a shell command that must pass before the loop may stop")
@@ -302,13 +285,6 @@ def count(text: str) -> int:
     return int(text)
 
 
-def trace_as_fixture(args):
-    """s06's --replay run.jsonl: a trace replays as a fixture, converted first."""
-    if args.replay and args.replay.endswith(".jsonl"):
-        args.replay = fixture_file(args.replay, "s06_recovery")
-    return args
-
-
 def run_line(run: Run, args) -> dict:
     """s06's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
     the task, the workspace, and the flags that change what the loop does (the stop hook, web search)."""
@@ -320,31 +296,58 @@ def run_line(run: Run, args) -> dict:
     return dict(task=run.task, workspace=where, provenance=provenance, args=flags, environment=for_run(run))
 
 
+def stop_hook(run: Run, args, gate, bash) -> str | None:
+    """s06's --stop-hook. A replayed fixture's own hook is a stranger's command: it meets s02's `gate`,
+    as a call to `bash` would, before the run starts, and a refusal stops the run in one line."""
+    hook = args.stop_hook
+    if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):
+        _decision, refusal = gate(bash, {"command": hook}, permission(args, run), run.trusted)
+        if refusal:
+            raise WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
+    return hook
+
+
 def streaming(args, run: Run) -> bool:
     """s05 on: stream, unless --no-stream, or a replayed fixture was recorded from a loop that did not."""
     recorded = [e["response"] for e in run.fixture["exchanges"]] if run.fixture else [{"stream": []}]
     return not args.no_stream and any("stream" in response for response in recorded)
 
 
-def run_folder(run: Run, script: str) -> Path:
-    """Where a run keeps its files: beside a replay's temp workspace (never in the repo), else runs/."""
-    folder = (
-        run.workspace.parent if run.mode == "replay" else RUNS / f"{datetime.now():%Y%m%d-%H%M%S}-{script}"
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def gate_fixture_hook(run: Run, args, gate, bash) -> None:
-    """s06: a replayed fixture's own --stop-hook is a stranger's command: it meets s02's gate (`gate`,
-    as for a `bash` call) before the run starts, and a refusal stops the run in one line."""
-    hook = args.stop_hook
-    if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):
-        permission = permission_for(args.permission, run)
-        if refusal := gate(bash, {"command": hook}, permission, run.trusted)[1]:
-            raise WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
-
-
-def permission_for(flag: str | None, run: Run) -> str:
+def permission(args, run: Run) -> str:
     """s02's --permission, or its default: ask a person at a terminal in a live run, else auto."""
-    return flag or ("ask" if run.mode != "replay" and sys.stdin.isatty() else "auto")
+    return args.permission or ("ask" if run.mode != "replay" and sys.stdin.isatty() else "auto")
+
+
+def refuse_a_permission_the_recording_cannot_follow(args, run: Run) -> None:
+    """A fixture whose recording holds the gate's refusals under one --permission (auto's "nobody to
+    ask", a person's "no" under ask) replays only under that permission: under another the gate answers
+    otherwise, and the replay would stop at that turn with a mismatch. Said before the run starts."""
+    recorded = recorded_permission(run.fixture) if run.fixture and hasattr(args, "permission") else None
+    chosen = (args.permission or "auto") if recorded else None
+    if recorded and chosen != recorded:
+        raise WorkbookError(
+            f"{display_name(run.fixture_path)} replays only under --permission {recorded}: its recording "
+            f"has the gate refusing a call as {recorded} does, and {chosen} would answer otherwise — "
+            f"drop --permission {chosen}, or give a task to run it live"
+        )
+
+
+def recorded_permission(fixture: dict) -> str | None:
+    """The --permission under which a fixture's recorded gate refusals were made, if it has any."""
+    for exchange in fixture.get("exchanges", []):
+        for message in exchange.get("request", {}).get("messages", []):
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                said = block.get("content") if isinstance(block, dict) else None
+                said = said if isinstance(said, str) else ""
+                if said.startswith("denied: the user said no"):
+                    return "ask"
+                named = re.match(r"(?:denied|not run): .*?--permission (ask|auto|deny|all)\b", said)
+                if named:
+                    return named.group(1)
+    return None
+
+
+# -- each step's flags, from the step that introduced them on (make_parser adds the earlier ones) ----
+
+STEP_FLAGS = ((2, add_permission_flag), (4, add_latency_flag), (5, add_budget_flags), (6, add_recovery_flags))

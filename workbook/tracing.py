@@ -8,7 +8,6 @@ import stat
 import time
 from pathlib import Path
 
-from workbook import display
 from workbook.api.wire import message_to_events
 from workbook.conversation import plain
 from workbook.errors import FixtureError, WorkbookError, one_line
@@ -42,24 +41,28 @@ def append_line(path: Path, value) -> None:
         os.close(fd)
 
 
-def trace_start(path: Path | None, script: str, shared: dict, budget, about: dict | None = None) -> None:
-    """The first line: what every request of the run shares, and the run's limits. s06 writes a `run`
-    line before it (`about`): what replaying the trace needs besides the requests."""
-    if about:
-        trace(path, "run", **about)
-    limits = {
-        name: getattr(budget, name)
-        for name in ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")
-    }
-    trace(path, "start", script=script, **shared, limits=limits)
-
-
 class Trace:
-    """s05's trace as a loop writes it: one line per model call and per turn of tools. It remembers the
-    messages its last model_call line sent, so that each line logs only what is new."""
+    """s05's trace, as a loop writes it: one JSON line per event (the run's start, each model call, each
+    turn of tools, the stop), appended as it happens, so a kill -9 loses nothing written before it.
+    Trace(None) writes nothing. It remembers the messages its last model_call line sent, so that each
+    line logs only what is new."""
 
-    def __init__(self, path: Path | None):
-        self.path, self.logged = path, []
+    def __init__(self, path: Path | None = None, script: str = ""):
+        self.path = path
+        self.script = script  # the step that writes it, named on the start line
+        self.logged: list = []
+
+    def write(self, event: str, **fields) -> None:
+        trace(self.path, event, **fields)
+
+    def start(self, request: dict, budget) -> None:
+        """The first line: what every request of the run shares (model, system, tools, max_tokens,
+        stream), and the run's limits."""
+        limits = {
+            name: getattr(budget, name)
+            for name in ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")
+        }
+        self.write("start", script=self.script, **request, limits=limits)
 
     def call(self, step: int, messages: list, outcome, started: float, budget, **extra) -> None:
         """The line for one model call: what it added to the messages, the reply (or, s06, the error)
@@ -71,7 +74,7 @@ class Trace:
         spent = {"spent": {"tokens": budget.tokens, "cost": round(budget.cost, 6)}} if budget else {}
         ms = {"ms": round((time.monotonic() - started) * 1000)} if budget else {}
         result = {"error": outcome} if isinstance(outcome, dict) else {"response": outcome}
-        trace(self.path, "model_call", step=step, request=sent, **result, **ms, **spent)
+        self.write("model_call", step=step, request=sent, **result, **ms, **spent)
         self.logged = list(messages)
 
     def first_new(self, messages: list) -> int:
@@ -87,14 +90,22 @@ class Trace:
         """The line for one turn's tool calls: what ran, what came back, whether the loop goes on."""
         ran = [result | {"name": block.name, "input": block.input} for block, result in zip(calls, results)]
         ms = round((time.monotonic() - started) * 1000)
-        trace(self.path, "tools", step=step, results=ran, ms=ms, next="stop" if stop else "continue")
+        self.write("tools", step=step, results=ran, ms=ms, next="stop" if stop else "continue")
 
+    def error(self, step: int, cause: Exception, message: str) -> None:
+        """The line for a model call that failed for good: its status and body, when the API sent them."""
+        status = getattr(cause, "status_code", None)
+        error = {"status": status, "body": getattr(cause, "body", None), "message": message}
+        self.write("model_call", step=step, error=error)
 
-def trace_error(path: Path | None, step: int, cause: Exception, message: str) -> None:
-    """The line for a model call that failed for good: its status and body, when the API sent them."""
-    status = getattr(cause, "status_code", None)
-    error = {"status": status, "body": getattr(cause, "body", None), "message": message}
-    trace(path, "model_call", step=step, error=error)
+    def side_call(self, messages: list, response, **extra) -> None:
+        """The line for a call beside the conversation (s06's request for a summary): its messages
+        whole, and its reply. The conversation's own lines go on from where they were."""
+        Trace(self.path).call(0, messages, response, 0, None, **extra)
+
+    def stop(self, reason: str, budget) -> None:
+        """The last line: why the run ended, and what it spent."""
+        self.write("stop", reason=reason, **budget.spent())
 
 
 def trace_to_fixture(path: Path, script: str = "s06_recovery") -> dict:
@@ -165,17 +176,3 @@ def fixture_file(trace_file: str, script: str) -> str:
     target = new_run_folder() / (Path(trace_file).stem + ".json")  # removed with the run's copies
     write_json(target, trace_to_fixture(Path(trace_file), script))
     return str(target)
-
-
-def show_context(transition: str, before: int, after: int, path: Path | None) -> None:
-    """s06: what collapse or compaction made of the context, on screen and in the trace."""
-    trace(path, "context", transition=transition, before=before, after=after)
-    display.say(f"context {before:,} → {after:,} characters")
-
-
-def show_transition(log: list, transition: str, why: str, path: Path | None) -> None:
-    """s06: a transition on screen, in the run's record (`log`) and in the trace."""
-    log.append((transition, why))
-    trace(path, "transition", name=transition, why=why)
-    colour = {"done": "green", "fail": "red", "next_turn": "dim"}.get(transition, "magenta")
-    display.say(f"→ {transition}  {why}", colour)

@@ -217,11 +217,11 @@ def test_a_steps_map_says_what_it_takes_from_each_earlier_step_and_what_it_adds(
 
     lines = view.step_lines(s03_errors)
     assert lines[0] == "s03_errors takes from the steps before it:"
-    assert lines[1] == "  s01_agent_loop: BASH_TIMEOUT, MAX_TOKENS, MODEL"
+    assert lines[1] == "  s01_agent_loop: MAX_TOKENS, MODEL"
     assert lines[2].startswith("  s02_tools: (the module, as s02), ")
     new, then = " ".join(lines[3:-1]), lines[-1]  # "new:" runs over several lines
     assert new.startswith("new: ") and "call_model" in new and "agent_loop" not in new
-    assert then.startswith("then: agent_loop") and max(map(len, lines)) <= 100
+    assert then.startswith("then: Settings, agent_loop") and max(map(len, lines)) <= 100
     assert view.step_lines(s01_agent_loop)[1] == "  nothing"
 
 

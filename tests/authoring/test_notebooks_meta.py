@@ -112,7 +112,9 @@ def test_a_plain_console_shows_the_loop_without_spinner_frames(monkeypatch):
     fixture = fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
     client, _ = replay.replay_client(fixture, "s01_hello_agent.json")
     messages = [{"role": "user", "content": fixture["task"]}]
-    s01_agent_loop.agent_loop(client, messages, scratch.copy_workspace(fixture["workspace"]))
+    s01_agent_loop.agent_loop(
+        client, messages, s01_agent_loop.Settings(scratch.copy_workspace(fixture["workspace"]))
+    )
     text = out.getvalue()
     assert "tokens in 114 / out 65" in text and "tokens in 671 / out 22" in text
     assert "waiting for the model" not in text

@@ -117,7 +117,7 @@ def test_sdk_runs_the_s01_loop_to_the_end(serve):
     client = anthropic.Anthropic(api_key="alice", base_url=server.url, max_retries=0)
     workspace = scratch.copy_workspace(FIXTURE["workspace"])
     messages = [{"role": "user", "content": FIXTURE["task"]}]
-    turns = s01_agent_loop.agent_loop(client, messages, workspace)
+    turns = s01_agent_loop.agent_loop(client, messages, s01_agent_loop.Settings(workspace))
     assert [t.stop_reason for t in turns] == ["tool_use", "end_turn"]
     assert turns[-1].content[0].text == BODY2["content"][0]["text"]
     assert (workspace / "hello_agent.txt").read_text() == "Hello from Agent Loop!\n"
@@ -162,7 +162,8 @@ def test_sdk_retries_a_recorded_529_and_dropped_connection_through_the_server(se
 
     server, log = serve(flaky=variant(tmp_path, "flaky", edit))
     client = anthropic.Anthropic(api_key="alice", base_url=server.url, max_retries=2)
-    turns = s01_agent_loop.agent_loop(client, [dict(TURN1[0])], scratch.copy_workspace("hello"))
+    settings = s01_agent_loop.Settings(scratch.copy_workspace("hello"))
+    turns = s01_agent_loop.agent_loop(client, [dict(TURN1[0])], settings)
     assert [t.stop_reason for t in turns] == ["tool_use", "end_turn"]
     assert "529 overloaded_error (recorded)" in log.getvalue()
     assert "closed without an answer" in log.getvalue()

@@ -39,7 +39,8 @@ def hijack(marker) -> dict:
 def replay_s02(fixture: dict, workspace=None, strict: bool = False):
     client, transport = replay.replay_client(fixture, "hijack", strict=strict)
     messages = [{"role": "user", "content": fixture["task"]}]
-    s02.agent_loop(client, messages, workspace or scratch.copy_workspace(fixture["workspace"]))
+    settings = s02.Settings(workspace or scratch.copy_workspace(fixture["workspace"]))
+    s02.agent_loop(client, messages, settings)
     return transport
 
 
@@ -90,21 +91,9 @@ def test_a_trusted_fixture_edited_after_loading_gains_no_command(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_s01_in_a_notebook_runs_no_untrusted_command(tmp_path):
-    stranger = copy.deepcopy(fixtures.load_fixture(HELLO))
-    command = f"touch {tmp_path}/pwned"
-    stranger["exchanges"][0]["response"]["body"]["content"] = [
-        tool_use("toolu_x", "bash", {"command": command})
-    ]
-    client, transport = replay.replay_client(stranger, "stranger", strict=False)
-    s01.agent_loop(client, [{"role": "user", "content": "x"}], scratch.copy_workspace("hello"))
-    assert not (tmp_path / "pwned").exists()
-    assert "not on the trust list" in transport.seen[1]["messages"][-1]["content"][0]["content"]
-
-
 def test_s01_in_a_notebook_runs_a_trusted_fixtures_commands():
     fixture = fixtures.load_fixture(HELLO)
     client, _ = replay.replay_client(fixture, "s01_hello_agent.json")
     workspace = scratch.copy_workspace(fixture["workspace"])
-    s01.agent_loop(client, [{"role": "user", "content": fixture["task"]}], workspace)
+    s01.agent_loop(client, [{"role": "user", "content": fixture["task"]}], s01.Settings(workspace))
     assert (workspace / "hello_agent.txt").exists()

@@ -24,7 +24,6 @@ from standin import StandIn, message, scripted, text, tool_use
 
 import s01_agent_loop as s01
 import s02_tools as s02
-import s03_errors as s03
 
 HELLO = ROOT / "fixtures" / "s01_hello_agent.json"
 BUDGET = ROOT / "fixtures" / "s05_max_steps.json"
@@ -553,7 +552,11 @@ def test_ctrl_c_while_replay_py_starts_is_not_a_traceback():
 # -- the steps: bash's environment, the gate, file tools, limits, saves ------------------------------
 
 
-@pytest.mark.parametrize("run_bash", [s01.run_bash, s03.run_bash], ids=["s01", "s03-s06"])
+def bash_of_s02(command, workspace):
+    return s02.bash(workspace, command)
+
+
+@pytest.mark.parametrize("run_bash", [s01.run_bash, bash_of_s02], ids=["s01", "s02-s06"])
 def test_bash_runs_without_the_key(run_bash, tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-never-in-a-tool-1")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://u:pw-never-in-a-tool@example.com")

@@ -1,5 +1,6 @@
-"""Every tool is bounded in time and memory (issue 23): output is read while a command runs, head and
-tail kept, the rest counted; a regular expression search stops at its CPU budget."""
+"""From s02 on every tool is bounded in time and memory (issue 23): output is read while a command runs,
+head and tail kept, the rest counted; what the command started ends with it; a regular expression
+search stops at its CPU budget. s01's run_bash is the plain subprocess.run a reader would write."""
 
 import subprocess
 import sys
@@ -13,7 +14,6 @@ from conftest import ROOT
 
 import s01_agent_loop as s01
 import s02_tools as s02
-import s03_errors as s03
 
 CAT_3000 = """
 import sys
@@ -45,28 +45,44 @@ def test_cat_of_a_1_mib_file_3000_times_stays_under_200_mb(tmp_path):
     assert peak_mb < 200, f"peak RSS {peak_mb} MB"
 
 
-@pytest.mark.parametrize("run_bash", [s01.run_bash, s03.run_bash], ids=["s01", "s03-s06"])
-def test_long_output_keeps_its_head_and_tail_and_counts_the_middle(run_bash, tmp_path):
-    output = run_bash("echo first; seq 1 200000; echo last; exit 4", tmp_path)
+def bash_of_s01(workspace, command):
+    return s01.run_bash(command, workspace)
+
+
+def test_long_output_keeps_its_head_and_tail_and_counts_the_middle(tmp_path):
+    output = s02.bash(tmp_path, "echo first; seq 1 200000; echo last; exit 4")
     assert output.startswith("first") and "last\n[exit code 4]" in output
     assert "bytes cut from the middle" in output and len(output) < capture.KEPT_BYTES + 200
 
 
-@pytest.mark.parametrize("run_bash", [s01.run_bash, s03.run_bash], ids=["s01", "s03-s06"])
-def test_stdout_and_stderr_both_arrive(run_bash, tmp_path):
-    output = run_bash("echo out; echo err >&2; exit 3", tmp_path)
+def test_s01_keeps_a_commands_whole_output_as_a_reader_would_write_it(tmp_path):
+    output = s01.run_bash("seq 1 200000", tmp_path)
+    assert output.startswith("1\n2\n") and output.endswith("200000\n[exit code 0]") and "cut" not in output
+
+
+@pytest.mark.parametrize("bash", [bash_of_s01, s02.bash], ids=["s01", "s02-s06"])
+def test_stdout_and_stderr_both_arrive(bash, tmp_path):
+    output = bash(tmp_path, "echo out; echo err >&2; exit 3")
     assert "out" in output and "err" in output and output.endswith("[exit code 3]")
 
 
-def test_a_timed_out_command_reports_what_it_printed_first(tmp_path):
+def test_a_timed_out_command_reports_what_it_printed_first(tmp_path, monkeypatch):
+    monkeypatch.setattr(s02, "BASH_TIMEOUT", 1)
     with pytest.raises(s02.ToolError, match="timed out after 1 s.*before that:\nstarted"):
-        s03.run_bash("echo started; sleep 30", tmp_path, timeout=1)
+        s02.bash(tmp_path, "echo started; sleep 30")
 
 
 def test_a_background_process_holding_the_pipe_does_not_hold_the_tool(tmp_path):
     started = time.monotonic()
-    output = s03.run_bash("(sleep 30 &) ; echo done", tmp_path)
+    output = s02.bash(tmp_path, "(sleep 30 &) ; echo done")
     assert output.startswith("done") and time.monotonic() - started < capture.DRAIN_WAIT + 5
+
+
+def test_nothing_a_command_started_outlives_it(tmp_path):
+    marker = tmp_path / "still-running"
+    s02.bash(tmp_path, f"(sleep 2; touch {marker}) > /dev/null 2>&1 & echo started")
+    process = subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True, text=True)
+    assert process.stdout == ""  # the background job's group was ended with the call
 
 
 def test_grep_redos_ends_within_its_timeout_as_an_is_error_result(tmp_path, monkeypatch):

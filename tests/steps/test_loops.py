@@ -38,7 +38,7 @@ def test_every_tool_use_is_answered_exactly_once_in_the_next_user_message(step_n
     fixture = {"exchanges": [{"request": {}, "response": response} for response in TURNS]}
     client, transport = replay.replay_client(fixture, "loop contract", strict=False)
     extra = {"stream": False} if hasattr(step, "Budget") else {}  # s05 on: a plain JSON reply, not a stream
-    step.agent_loop(client, [{"role": "user", "content": "go"}], tmp_path, **extra)
+    step.agent_loop(client, [{"role": "user", "content": "go"}], step.Settings(tmp_path, **extra))
     assert transport.cursor == len(TURNS)  # went on after every refusal, and stopped when the model did
     for turn, sent in enumerate(transport.seen[1:]):
         asked, answered = sent["messages"][-2:]
@@ -50,3 +50,14 @@ def test_every_tool_use_is_answered_exactly_once_in_the_next_user_message(step_n
         assert answered["role"] == "user"
         assert [b["tool_use_id"] for b in answered["content"] if b["type"] == "tool_result"] == ids
         assert all(b["type"] == "tool_result" for b in answered["content"])  # nothing but the answers
+
+
+@pytest.mark.parametrize("step_name", STEPS)
+def test_the_loop_takes_the_client_the_messages_and_one_settings_object(step_name):
+    import inspect
+
+    step = load_step(step_name)
+    assert list(inspect.signature(step.agent_loop).parameters) == ["client", "messages", "settings"]
+    earlier = STEPS[STEPS.index(step_name) - 1] if STEPS.index(step_name) else None
+    if earlier:  # each step's settings extend the previous step's
+        assert issubclass(step.Settings, load_step(earlier).Settings)

@@ -124,3 +124,47 @@ def test_the_offline_resume_hint_works_as_printed_and_the_live_one_names_the_key
     done = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "resuming 6 saved messages" in done.stdout
+
+
+# -- what the student is shown is what was sent: the model's input, and every word of an error -------
+
+
+def test_a_tool_line_shows_the_input_the_model_sent_not_what_it_meant(outputs):
+    run = outputs["s02_tools", "run"]  # turn 1: the model asks for read_file with {"file_path": ...}
+    assert 'read_file {"file_path": "utils.py"}' in run
+    assert "list_files {}" in run  # no argument at all: shown as such, not as a blank
+
+
+def test_an_error_sent_to_the_model_is_shown_whole_wrapped_to_the_width(outputs):
+    run = outputs["s02_tools", "run"]
+    said = " ".join(run.split())  # wrapped over lines: the words, in order
+    assert 'input must contain [\'path\'] properties. It takes {"path": {"type": "string"}}' in said
+    assert "(--permission auto). Do without it, or leave it to the user." in said
+    assert "…" not in run[run.index("error: invalid input") : run.index("turn 2")]
+
+
+@pytest.mark.parametrize("step", [s for s in STEPS if s >= "s05"])
+def test_a_run_says_once_why_it_stopped(outputs, step):
+    run = outputs[step, "run"]
+    assert run.count("stopped:") == 1 and "ended:" not in run
+
+
+def test_the_gates_question_shows_the_whole_call_and_its_y_n(monkeypatch):
+    import io
+
+    from workbook import asking, display
+
+    from rich.console import Console
+
+    import s02_tools as s02
+
+    shown = io.StringIO()
+    monkeypatch.setattr(display, "console", Console(file=shown, width=COLUMNS, force_terminal=False))
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    command = "ls -la " + "x" * 400 + "; rm -rf ~/important"
+    assert (
+        asking.ask_person(s02.REGISTRY["bash"], {"command": command}, "rm -r/-f deletes with no undo")
+        is False
+    )
+    said = "".join(shown.getvalue().split())
+    assert "rm-rf~/important" in said and "[y/N]" in said

@@ -124,9 +124,8 @@ def test_random_conversations_keep_the_api_rules_and_the_sandbox(step_name, tmp_
         tmp = tmp_path_factory.mktemp("fuzz")
         workspace, outside = sandboxed_workspace(tmp)
         client, transport = replay.replay_client(as_fixture(replies), "generated", strict=False)
-        budget = {"budget": step.Budget()} if hasattr(step, "Budget") else {}  # s05 on: why it ended
         messages = [{"role": "user", "content": "go"}]
-        turns = step.agent_loop(client, messages, workspace, **budget)
+        turns = step.agent_loop(client, messages, step.Settings(workspace))
         last = messages[-1]["content"] if messages[-1]["role"] == "user" else []
         if any("refused again" in str(block.get("content")) for block in last if isinstance(block, dict)):
             # From s04 on, the repeat brake may stop a model that asks again for a refused call (the
@@ -297,10 +296,10 @@ def test_random_api_faults_are_retried_within_bounds_or_stop_cleanly(
         no_wait = step.Retry(sleep=lambda seconds: None)
         if fatal:  # only the documented fatal stops escape, and what was built so far is valid
             with pytest.raises((anthropic.APIStatusError, step.GaveUp)):
-                step.agent_loop(client, messages, workspace, retry=no_wait)
+                step.agent_loop(client, messages, step.Settings(workspace, retry=no_wait))
             assert contract.api_rule_problems(step.plain(messages)) == []
         else:
-            step.agent_loop(client, messages, workspace, retry=no_wait)
+            step.agent_loop(client, messages, step.Settings(workspace, retry=no_wait))
         assert transport.cursor == len(fixture["exchanges"])  # every fault served, nothing skipped
 
     run()

@@ -35,7 +35,8 @@ def replay_s01(fixture: dict, workspace=None):
     """Run s01's loop on a fixture, in a fresh copy of its workspace unless one is given."""
     client, transport = replay.replay_client(fixture, "test")
     messages = [{"role": "user", "content": fixture["task"]}]
-    turns = s01.agent_loop(client, messages, workspace or scratch.copy_workspace(fixture["workspace"]))
+    settings = s01.Settings(workspace or scratch.copy_workspace(fixture["workspace"]))
+    turns = s01.agent_loop(client, messages, settings)
     return turns, messages, transport
 
 
@@ -98,7 +99,11 @@ def test_replay_catches_a_loop_that_forgets_the_assistant_turn():
     with pytest.raises(
         anthropic.BadRequestError
     ) as caught:  # the API's own 400 first, then the recording's hint
-        loop(client, [{"role": "user", "content": fixture["task"]}], scratch.copy_workspace("hello"))
+        loop(
+            client,
+            [{"role": "user", "content": fixture["task"]}],
+            s01.Settings(scratch.copy_workspace("hello")),
+        )
     message_ = str(caught.value)
     assert "unexpected `tool_use_id`" in message_ and "turn 2" in message_
     assert "the assistant turn was not appended" in message_
@@ -112,7 +117,11 @@ def test_replay_catches_a_loop_that_drops_the_results(tmp_path):
         match="`tool_use` ids were found without .* turn 2; the recording differs: "
         "expected 3 messages, got 2 .* the tool results were not appended",
     ):
-        loop(client, [{"role": "user", "content": fixtures.load_fixture(FIXTURE)["task"]}], tmp_path)
+        loop(
+            client,
+            [{"role": "user", "content": fixtures.load_fixture(FIXTURE)["task"]}],
+            s01.Settings(tmp_path),
+        )
 
 
 def test_an_exhausted_fixture_is_a_clear_error_not_a_hang():
@@ -122,8 +131,9 @@ def test_an_exhausted_fixture_is_a_clear_error_not_a_hang():
         replay_s01(fixture)
 
 
-def test_bash_timeout_is_a_result_and_the_loop_goes_on(tmp_path):
-    assert "timed out after 1 s" in s01.run_bash("sleep 5", tmp_path, timeout=1)
+def test_bash_timeout_is_a_result_and_the_loop_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(s01, "BASH_TIMEOUT", 1)
+    assert "timed out after 1 s" in s01.run_bash("sleep 5", tmp_path)
 
 
 def test_bash_result_carries_stdout_stderr_and_exit_code(tmp_path):
@@ -136,7 +146,7 @@ def test_a_wrong_tool_call_is_answered_not_crashed(tmp_path):
     fixture = one_turn_fixture(weird, "tool_use")
     fixture["exchanges"].append(copy.deepcopy(fixtures.load_fixture(FIXTURE)["exchanges"][1]))
     client, transport = replay.replay_client(fixture, "test", strict=False)
-    s01.agent_loop(client, [{"role": "user", "content": "x"}], tmp_path)
+    s01.agent_loop(client, [{"role": "user", "content": "x"}], s01.Settings(tmp_path))
     results = transport.seen[1]["messages"][2]["content"]
     assert [r["tool_use_id"] for r in results] == ["toolu_1", "toolu_2"]
     assert all("the only tool is bash" in r["content"] for r in results)
@@ -210,6 +220,7 @@ def test_live_mode_runs_the_loop_over_http(run_main, tmp_path):
     assert "sk-test-secret" in headers.get("x-api-key", "") + headers.get("authorization", "")
     assert api.requests[1]["body"]["messages"][2]["content"][0]["tool_use_id"] == "toolu_w"
     assert "wrote live" in out and "live:" in out
+    assert "no permission gate: it runs every command the model asks for, unasked" in out
 
 
 def test_record_then_replay_offline(run_main, tmp_path, monkeypatch):

@@ -22,7 +22,7 @@ def test_one_step_shows_how_its_loop_changed_from_the_step_before(capsys):
     code, lines = stepdiff_says(capsys, "s02")
     assert code == 0
     assert lines[:2] == ["--- s01_agent_loop.agent_loop", "+++ s02_tools.agent_loop"]
-    assert "-                output = run_tool(block, workspace)" in lines  # s01's one tool ...
+    assert "-                output = run_tool(block, settings.workspace)" in lines  # s01's one tool ...
     assert any(line.startswith("+") and "execute(block" in line for line in lines)  # ... is s02's execute()
     assert not any(line.startswith(("+def ", "-def ")) and "agent_loop" not in line for line in lines)
 
@@ -52,3 +52,16 @@ def test_an_unknown_step_is_one_line_of_usage(capsys):
 def test_help_says_what_stepdiff_shows(capsys):
     code, lines = stepdiff_says(capsys, "--help")
     assert code == 0 and any("how agent_loop changed from s04 to s05" in line for line in lines)
+
+
+def test_no_step_names_a_later_one_after_its_docstring():
+    """An earlier step never serves a later one: past its docstring, sNN never mentions a later step."""
+    import ast
+    import re
+
+    for i, script in enumerate(stepdiff.scripts().values(), 1):
+        text = script.read_text()
+        docstring_ends = ast.parse(text).body[0].end_lineno
+        for n, line in enumerate(text.splitlines()[docstring_ends:], docstring_ends + 1):
+            later = [m for m in re.findall(r"\bs0([1-6])\b", line) if int(m) > i]
+            assert not later, f"{script.name}:{n} names s0{later[0]}: {line.strip()}"

@@ -271,7 +271,7 @@ def test_the_audit_log_has_one_line_per_call(ws):
 def replay_fixture(fixture: dict):
     client, transport = replay.replay_client(fixture, "s02_fix_divide_by_zero.json")
     workspace = scratch.copy_workspace(fixture["workspace"])
-    turns = s02.agent_loop(client, [{"role": "user", "content": fixture["task"]}], workspace)
+    turns = s02.agent_loop(client, [{"role": "user", "content": fixture["task"]}], s02.Settings(workspace))
     return turns, transport, workspace
 
 
@@ -421,7 +421,8 @@ def test_a_replay_sends_the_recorded_environment_every_request_the_same(run_main
     client, transport = replay.replay_client(recorded, "s02_constitution.json")  # strict
     workspace = scratch.copy_workspace(recorded["workspace"])
     system = s02.constitution(workspace, recorded["environment"])
-    s02.agent_loop(client, [{"role": "user", "content": recorded["task"]}], workspace, system=system)
+    settings = s02.Settings(workspace, system=system)
+    s02.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)
     sent = [request["system"] for request in transport.seen]
     assert len(sent) == 3 and len(set(sent)) == 1 and "/home/student/house_rules" in sent[0]
     assert "Never edit CHANGELOG.md by hand" in sent[0]
@@ -445,3 +446,57 @@ def test_a_live_run_tells_the_model_this_machines_folder_and_date(tmp_path, monk
 def test_a_fixtures_environment_is_type_checked(value):
     fixture = json.loads(CONSTITUTION.read_text()) | {"environment": value}
     assert any("environment" in problem for problem in fixtures.fixture_problems(fixture))
+
+
+# -- a replay answers as its recording did, or says at once that it cannot ------------------------
+
+
+def test_a_replay_whose_recording_has_autos_refusals_says_so_under_another_permission(run_main):
+    for permission in ("ask", "deny", "all"):
+        code, out = run_main("s02_tools", "--permission", permission)
+        assert code == 1 and "Traceback" not in out and "turn 1" not in out
+        [line] = out.strip().splitlines()  # one line, before the run starts
+        assert "replays only under --permission auto" in line and f"drop --permission {permission}" in line
+    code, out = run_main("s02_tools", "--permission", "auto")
+    assert code == 0, out
+
+
+def test_a_replay_with_no_gate_refusals_recorded_replays_under_any_permission(run_main):
+    code, out = run_main("s03_errors", "--permission", "all")  # every call recorded ran: so it does here
+    assert code == 0 and "permission all" in out, out
+
+
+@pytest.mark.parametrize("step_name", ["s02_tools", "s04_parallel"])
+def test_ctrl_c_while_a_command_runs_ends_it_and_everything_it_started(step_name, tmp_path):
+    """From s02 on a command has a process group of its own, which the terminal's Ctrl-C does not
+    reach: the step's own KeyboardInterrupt ends the whole group, and the run exits 130, in one line."""
+    import signal
+    import sys
+    import time
+
+    from conftest import offline_env
+
+    marker = f"sleep 3{len(step_name)}7"  # a command line no other process has
+    first = message([tool_use("toolu_1", "bash", {"command": f"{marker} & {marker}; echo done"})], "tool_use")
+    with StandIn(scripted(first, message([text("finished")]))) as api:
+        env = offline_env(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=api.url)
+        argv = [
+            sys.executable,
+            f"{step_name}.py",
+            "wait",
+            "--workspace",
+            str(tmp_path),
+            "--permission",
+            "all",
+        ]
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        deadline = time.monotonic() + 120  # a safety net only: the test waits on the sleeps starting
+        while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode != 0:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130 and "Traceback" not in out and "interrupted" in out, out
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1  # none left

@@ -109,12 +109,13 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_timeout_kills_the_whole_process_group(step, ws):
+def test_a_timeout_kills_the_whole_process_group(step, ws, monkeypatch):
     # The sleeps do not hold the output pipe, so killing only the shell would return at once and
     # leave both running: only killing the whole process group passes.
+    monkeypatch.setattr(step, "BASH_TIMEOUT", 1)
     command = "echo started; sleep 100 >/dev/null 2>&1 & echo $! > bg.pid; sleep 100 >/dev/null 2>&1"
     with pytest.raises(step.ToolError, match=r"timed out after 1 s; it and every process it started"):
-        step.run_bash(command, ws, timeout=1)
+        step.bash(ws, command)
     background = int((ws / "bg.pid").read_text())
     deadline = time.monotonic() + 120  # the orphan's reaping by init is asynchronous: a safety net only
     while alive(background) and time.monotonic() < deadline:
@@ -123,8 +124,7 @@ def test_a_timeout_kills_the_whole_process_group(step, ws):
 
 
 def test_a_timeout_is_an_is_error_result_with_the_output_so_far(step, ws, monkeypatch):
-    quick = lambda workspace, command: step.run_bash(command, workspace, timeout=1)  # noqa: E731
-    monkeypatch.setattr(step.REGISTRY["bash"], "handler", quick)
+    monkeypatch.setattr(step, "BASH_TIMEOUT", 1)
     output, is_error = call(step, "bash", {"command": "echo half way; sleep 100"}, ws)
     assert is_error and "timed out after 1 s" in output and output.endswith("Output before that:\nhalf way")
 
@@ -183,7 +183,7 @@ def retried(step, *responses, attempts=None):
     retry = step.Retry(sleep=waits.append, rand=lambda: 0.5, attempts=attempts or step.MAX_ATTEMPTS)
     request = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
     try:
-        outcome = step.call_model(client, retry, **request)
+        outcome = step.call_model(client.messages.create, retry, **request)
     except Exception as err:  # noqa: BLE001 - the outcome under test
         outcome = err
     return outcome, len(transport.seen), waits
@@ -240,7 +240,7 @@ def test_a_server_asking_for_too_long_a_pause_ends_the_run(step):
     retry = step.Retry(sleep=waits.append, rand=lambda: 0.5, attempts=step.MAX_ATTEMPTS)
     request = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
     with pytest.raises(step.GaveUp, match="asks for a 3600 s pause"):
-        step.call_model(client, retry, **request)
+        step.call_model(client.messages.create, retry, **request)
     assert len(sent) == 1 and waits == []
 
 
@@ -508,9 +508,8 @@ def test_the_deleted_once_incident_cannot_happen_here(tmp_path):
     workspace = scratch.copy_workspace("logs")
     size = (workspace / "app.log").stat().st_size
     audit = tmp_path / "audit.jsonl"
-    s03.agent_loop(
-        client, [{"role": "user", "content": recorded["task"]}], workspace, audit=audit, retry=NO_WAIT
-    )
+    settings = s03.Settings(workspace, audit=audit, retry=NO_WAIT)
+    s03.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)
     sent = transport.seen
     assert len(sent) == 4 and sent[1] == sent[2]  # the model call after the 529 is sent again, unchanged
     rotations = [json.loads(line) for line in audit.read_text().splitlines() if "mv app.log" in line]

@@ -93,6 +93,12 @@ class InFlight:
         return wrapped
 
 
+def run_tools(step, calls: list, workspace, **settings) -> list[dict]:
+    """The step's run_tools on these calls, under Settings(workspace, **settings): the results only."""
+    results, _timeline = step.run_tools(calls, step.Settings(workspace, **settings))
+    return results
+
+
 def answered_once_in_order(blocks, results) -> bool:
     return [r["tool_use_id"] for r in results] == [b.id for b in blocks] and all(
         r["type"] == "tool_result" for r in results
@@ -135,7 +141,7 @@ def test_reads_in_one_turn_are_inside_their_handlers_at_the_same_time(step, ws, 
 
     swap_handler(step, monkeypatch, "read_file", read_at_the_barrier)
     calls = reads(n)
-    results = step.run_tools(calls, ws)
+    results = run_tools(step, calls, ws)
     assert [(r["content"], r["is_error"]) for r in results] == [(f"read f{i}.txt", False) for i in range(n)]
     assert not everyone_in.broken
 
@@ -143,7 +149,7 @@ def test_reads_in_one_turn_are_inside_their_handlers_at_the_same_time(step, ws, 
 def test_no_write_overlaps_another_call(step, ws, monkeypatch):
     flight = InFlight(step, monkeypatch)
     calls = [*reads(3), write(0), *reads(2, 3), write(1), write(2), block("grep", pattern="file"), write(3)]
-    results = step.run_tools(calls, ws)
+    results = run_tools(step, calls, ws)
     assert answered_once_in_order(calls, results) and not any(r["is_error"] for r in results)
     assert flight.write_saw == [1, 1, 1, 1]  # each write was the only call in flight when it started
     assert not any(flight.read_saw_write)  # and no read started while a write was running
@@ -152,14 +158,14 @@ def test_no_write_overlaps_another_call(step, ws, monkeypatch):
 def test_a_read_after_two_writes_sees_what_the_second_one_wrote(step, ws):
     second = block("write_file", "toolu_w0b", path="w0.txt", content="after")
     calls = [*reads(1), write(0, "before"), second, block("read_file", "toolu_after", path="w0.txt")]
-    assert step.run_tools(calls, ws)[-1]["content"] == "after"
+    assert run_tools(step, calls, ws)[-1]["content"] == "after"
 
 
 def test_the_pool_is_bounded(step, ws, monkeypatch):
     flight = InFlight(step, monkeypatch, names=("read_file",))
     calls = reads(step.MAX_TOOLS_PER_TURN)
     assert step.MAX_PARALLEL < len(calls)
-    step.run_tools(calls, ws)
+    run_tools(step, calls, ws)
     assert 1 <= flight.most <= step.MAX_PARALLEL
 
 
@@ -181,7 +187,7 @@ def test_results_keep_tool_use_order_when_calls_finish_in_reverse(step, ws, monk
 
     swap_handler(step, monkeypatch, "read_file", read_in_reverse)
     calls = reads(n)
-    results = step.run_tools(calls, ws)
+    results = run_tools(step, calls, ws)
     assert order == [5, 4, 3, 2, 1, 0]
     assert answered_once_in_order(calls, results)
     assert [r["content"] for r in results] == [f"file {i}\n" for i in range(n)]
@@ -199,7 +205,7 @@ def test_every_id_is_answered_once_even_when_handlers_raise(step, ws, monkeypatc
     swap_handler(step, monkeypatch, "read_file", broken(RuntimeError))
     swap_handler(step, monkeypatch, "write_file", broken(OSError))
     calls = [*reads(3), write(0), write(1), *reads(2, 3)]
-    results = step.run_tools(calls, ws)
+    results = run_tools(step, calls, ws)
     assert answered_once_in_order(calls, results)
     assert [r["is_error"] for r in results] == [False, True, False, True, False, False, False]
     assert "the disk is on fire" in results[1]["content"] and "the disk is on fire" in results[3]["content"]
@@ -211,7 +217,7 @@ def test_a_refused_call_inside_a_group_of_reads_is_answered_too(step, ws):
         block("read_file", "toolu_bad", file="f1.txt"),
         block("read_file", "toolu_out", path="../x"),
     ]
-    results = step.run_tools(calls, ws)
+    results = run_tools(step, calls, ws)
     assert answered_once_in_order(calls, results)
     assert [r["is_error"] for r in results] == [False, True, True]
 
@@ -223,7 +229,7 @@ def test_calls_past_the_cap_are_answered_with_an_error_and_not_run(step, ws, mon
     flight = InFlight(step, monkeypatch)
     cap = step.MAX_TOOLS_PER_TURN
     calls = [*reads(cap), write(0), write(1), block("bash", "toolu_b", command="touch made")]
-    results = step.run_tools(calls, ws, audit=ws.parent / "audit.jsonl")
+    results = run_tools(step, calls, ws, audit=ws.parent / "audit.jsonl")
     assert answered_once_in_order(calls, results)
     assert not any(r["is_error"] for r in results[:cap])
     for r in results[cap:]:
@@ -239,7 +245,7 @@ def test_calls_past_the_cap_are_answered_with_an_error_and_not_run(step, ws, mon
 
 
 def test_a_turn_at_the_cap_runs_every_call(step, ws):
-    results = step.run_tools(reads(step.MAX_TOOLS_PER_TURN), ws)
+    results = run_tools(step, reads(step.MAX_TOOLS_PER_TURN), ws)
     assert not any(r["is_error"] for r in results)
 
 
@@ -256,7 +262,7 @@ def test_only_calls_running_alone_ask_and_always_from_the_main_thread(step, ws, 
 
     monkeypatch.setattr(step, "ask_person", ask_person)
     calls = [*reads(2), write(0), *reads(3, 2), block("bash", command="echo hi"), write(1), *reads(2, 5)]
-    results = step.run_tools(calls, ws, permission="ask")
+    results = run_tools(step, calls, ws, permission="ask")
     assert not any(r["is_error"] for r in results)
     assert asked == [("write_file", True, 0), ("bash", True, 0), ("write_file", True, 0)]
 
@@ -265,7 +271,7 @@ def test_ask_mode_reads_answers_from_a_real_stdin_in_order(step, ws, monkeypatch
     monkeypatch.setattr("sys.stdin", io.StringIO("y\nn\n"))
     monkeypatch.setattr(step, "console", Console(file=io.StringIO(), force_terminal=False))
     calls = [*reads(2), write(0), *reads(2, 2), write(1)]
-    results = step.run_tools(calls, ws, permission="ask")
+    results = run_tools(step, calls, ws, permission="ask")
     assert [r["is_error"] for r in results] == [False, False, False, False, False, True]
     assert (ws / "w0.txt").exists() and not (ws / "w1.txt").exists()
 
@@ -275,12 +281,10 @@ def test_ask_mode_reads_answers_from_a_real_stdin_in_order(step, ws, monkeypatch
 
 def test_the_timeline_records_each_calls_group_and_the_results_hold_no_timing(step, ws):
     calls = [*reads(2), write(0), *reads(1, 2)]
-    schedule = step.Schedule(read_latency=0.01)
-    results = step.run_tools(calls, ws, schedule=schedule)
-    timeline = schedule.timeline
+    results, timeline = step.run_tools(calls, step.Settings(ws, read_latency=0.01))
     assert sorted((t.index, t.group) for t in timeline) == [(0, 1), (1, 1), (2, 2), (3, 3)]
     assert all(t.ended >= t.started for t in timeline)
-    assert results == step.run_tools(calls, ws)  # with or without latency: the same answers, word for word
+    assert results == run_tools(step, calls, ws)  # with or without latency: the same answers, word for word
 
 
 def test_the_turn_shows_which_calls_ran_together(step, monkeypatch):
@@ -288,9 +292,8 @@ def test_the_turn_shows_which_calls_ran_together(step, monkeypatch):
     monkeypatch.setattr(step, "console", Console(file=out, force_terminal=False, width=120))
     fixture = fixtures.load_fixture(ROOT / "fixtures" / "s04_mixed_turn.json")
     client, _ = replay.replay_client(fixture, "s04_mixed_turn.json", strict=False)
-    step.agent_loop(
-        client, [{"role": "user", "content": fixture["task"]}], scratch.copy_workspace("inventory")
-    )
+    settings = step.Settings(scratch.copy_workspace("inventory"))
+    step.agent_loop(client, [{"role": "user", "content": fixture["task"]}], settings)
     shown = out.getvalue()
     assert "same group = ran together" in shown
     rows = [(1, "read_file inventory/__init__.py"), (1, r"grep 1\.0\.0"), (2, "edit_file"), (3, "read_file")]
@@ -320,7 +323,7 @@ def replay_in_process(step, name: str):
     with_console = Console(file=io.StringIO(), force_terminal=False)
     saved, step.console = step.console, with_console
     try:
-        step.agent_loop(client, [{"role": "user", "content": fixture["task"]}], workspace)
+        step.agent_loop(client, [{"role": "user", "content": fixture["task"]}], step.Settings(workspace))
     finally:
         step.console = saved
     return transport.seen, workspace
@@ -414,15 +417,18 @@ def test_live_mixed_turns_every_id_answered_once_and_no_write_overlaps(step, ws,
 
 
 def test_an_edit_that_flips_a_file_back_again_is_refused(step):
-    guard = step.RepeatGuard()
+    brake = step.RepeatBrake()
 
     def edit(old, new):
-        return json.dumps({"path": "a.py", "old_text": old, "new_text": new}, sort_keys=True)
+        return block("edit_file", f"toolu_{old}{new}", path="a.py", old_text=old, new_text=new)
 
-    assert guard.check("edit_file", edit("A", "B")) is None
-    assert guard.check("edit_file", edit("B", "A")) is None  # one undo is a change of mind, allowed
-    assert "going in circles" in guard.check("edit_file", edit("A", "B"))
-    assert guard.check("edit_file", edit("A", "A")) is None  # a no-op edit undoes nothing
+    def held(call):
+        return brake.hold_back([call]).get(call.id)
+
+    assert held(edit("A", "B")) is None
+    assert held(edit("B", "A")) is None  # one undo is a change of mind, allowed
+    assert "going in circles" in held(edit("A", "B"))
+    assert held(edit("A", "A")) is None  # a no-op edit undoes nothing
 
 
 def test_the_flip_flop_fixture_is_stopped_at_the_third_edit():
@@ -431,7 +437,7 @@ def test_the_flip_flop_fixture_is_stopped_at_the_third_edit():
     client, transport = replay.replay_client(recorded, "s04_edit_flip_flop.json", max_retries=0)
     workspace = scratch.copy_workspace("divide_by_zero")
     before = (workspace / "utils.py").read_text()
-    step.agent_loop(client, [{"role": "user", "content": recorded["task"]}], workspace)
+    step.agent_loop(client, [{"role": "user", "content": recorded["task"]}], step.Settings(workspace))
     refusal = transport.seen[3]["messages"][-1]["content"][0]
     assert refusal["is_error"] and "going in circles" in refusal["content"]
     assert (workspace / "utils.py").read_text() == before  # A -> B -> A, and the third edit never ran

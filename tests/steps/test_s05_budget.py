@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from workbook import errors, prices, scratch
+from workbook import errors, prices, scratch, tracing
 from workbook.api import contract, wire
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -73,9 +73,10 @@ def replay_loop(step, name: str, strict: bool = True, tmp_path: Path | None = No
     budget = step.Budget(**limits)
     messages = [{"role": "user", "content": recorded["task"]}]
     workspace = scratch.copy_workspace(recorded["workspace"])
-    trace = tmp_path / "trace.jsonl" if tmp_path else None
+    trace = tracing.Trace(tmp_path / "trace.jsonl" if tmp_path else None)
     audit = workspace.parent / "audit.jsonl"
-    turns = step.agent_loop(client, messages, workspace, audit=audit, budget=budget, trace_path=trace)
+    settings = step.Settings(workspace, audit=audit, budget=budget, trace=trace)
+    turns = step.agent_loop(client, messages, settings)
     return turns, budget, transport, messages
 
 
@@ -191,63 +192,62 @@ def result(content="same", is_error=False):
     return {"type": "tool_result", "tool_use_id": "toolu_x", "content": content, "is_error": is_error}
 
 
-def run_turns(guard, turns):
-    """Each turn: a list of (block, result content); returns what the guard said for every call
-    (None: it ran) and runs the calls it let through."""
+def run_turns(brake, turns):
+    """Each turn: a list of (block, result content); returns what the brake said for every call
+    (None: it ran) and gives it the results of the calls it let run."""
     said = []
     for calls in turns:
-        allowed = guard.screen([b for b, _ in calls])
-        outputs = {b.id: content for b, content in calls}
-        guard.merge([b for b, _ in calls], [result(outputs[b.id]) for b in allowed])
-        said += [guard.refused.get(b.id) for b, _ in calls]
+        held = brake.hold_back([b for b, _ in calls])
+        brake.remember([result(content, b.id in held) for b, content in calls])
+        said += [held.get(b.id) for b, _ in calls]
     return said
 
 
 def test_two_identical_calls_both_run_and_the_third_is_refused(step):
-    guard = step.RepeatGuard()
-    said = run_turns(guard, [[(block(), "same")], [(block(), "same")], [(block(), "same")]])
+    brake = step.RepeatBrake()
+    said = run_turns(brake, [[(block(), "same")], [(block(), "same")], [(block(), "same")]])
     assert said[:2] == [None, None]
-    assert "not run" in said[2] and "Change approach" in said[2] and not guard.stop
+    assert "not run" in said[2] and "Change approach" in said[2] and not brake.stop
 
 
 def test_asking_again_after_the_refusal_stops_the_run(step):
-    guard = step.RepeatGuard()
-    said = run_turns(guard, [[(block(), "same")]] * 4)
-    assert said[3].startswith("error: not run") and guard.stop.startswith("repeated call: read_file")
+    brake = step.RepeatBrake()
+    said = run_turns(brake, [[(block(), "same")]] * 4)
+    assert said[3].startswith("error: not run") and brake.stop.startswith("repeated call: read_file")
 
 
-def test_refusals_take_their_places_among_the_results_in_tool_use_order(step):
-    guard = step.RepeatGuard()
-    run_turns(guard, [[(block(tool_id="a"), "x")], [(block(tool_id="b"), "x")]])
+def test_refusals_take_their_places_among_the_results_in_tool_use_order(step, tmp_path):
+    brake = step.RepeatBrake()
+    run_turns(brake, [[(block(tool_id="a"), "x")], [(block(tool_id="b"), "x")]])
     calls = [block(tool_id="c"), block("list_files", {}, "d"), block("grep", {"pattern": "x"}, "e")]
-    allowed = guard.screen(calls)
-    merged = guard.merge(calls, [result("files") | {"tool_use_id": "d"}, result("x") | {"tool_use_id": "e"}])
-    assert [b.id for b in allowed] == ["d", "e"]
-    assert [(r["tool_use_id"], r["is_error"]) for r in merged] == [("c", True), ("d", False), ("e", False)]
+    held = brake.hold_back(calls)
+    results, _ = step.run_tools(calls, step.Settings(tmp_path), held)
+    assert list(held) == ["c"]
+    assert [(r["tool_use_id"], r["is_error"]) for r in results] == [("c", True), ("d", False), ("e", False)]
 
 
 def test_the_same_call_with_a_new_result_each_time_is_not_a_repeat(step):
-    guard = step.RepeatGuard()  # e.g. polling a log that grows
-    said = run_turns(guard, [[(block(), f"{n} lines")] for n in range(5)])
-    assert said == [None] * 5 and not guard.stop
+    brake = step.RepeatBrake()  # e.g. polling a log that grows
+    said = run_turns(brake, [[(block(), f"{n} lines")] for n in range(5)])
+    assert said == [None] * 5 and not brake.stop
 
 
 def test_another_call_in_between_breaks_the_run_of_repeats(step):
-    guard = step.RepeatGuard()
+    brake = step.RepeatBrake()
     other = block("list_files", {})
-    said = run_turns(guard, [[(block(), "x")], [(block(), "x")], [(other, "a.txt")], [(block(), "x")]])
+    said = run_turns(brake, [[(block(), "x")], [(block(), "x")], [(other, "a.txt")], [(block(), "x")]])
     assert said == [None] * 4
 
 
 def test_three_identical_calls_in_one_turn_the_third_is_refused(step):
-    guard = step.RepeatGuard()
-    allowed = guard.screen([block(tool_id="a"), block(tool_id="b"), block(tool_id="c")])
-    assert [b.id for b in allowed] == ["a", "b"] and guard.refused["c"].startswith("error: not run")
+    brake = step.RepeatBrake()
+    held = brake.hold_back([block(tool_id="a"), block(tool_id="b"), block(tool_id="c")])
+    assert list(held) == ["c"] and held["c"].startswith("error: not run")
 
 
 def test_different_input_is_a_different_call(step):
-    guard = step.RepeatGuard()
-    said = run_turns(guard, [[(block(tool_input={"path": f"{n}.txt"}), "x")] for n in range(4)])
+    brake = step.RepeatBrake()
+    said = run_turns(brake, [[(block(tool_input={"path": f"{n}.txt"}), "x")] for n in range(4)])
     assert said == [None] * 4
 
 
@@ -295,7 +295,7 @@ def test_every_request_asks_for_a_stream_unless_told_not_to(step):
     for stream in (True, False):
         client, transport = replay.replay_client(recorded, "s05_streamed.json", strict=False)
         workspace = scratch.copy_workspace("notes_app")
-        step.agent_loop(client, [{"role": "user", "content": "go"}], workspace, stream=stream)
+        step.agent_loop(client, [{"role": "user", "content": "go"}], step.Settings(workspace, stream=stream))
         assert [body.get("stream") for body in transport.seen] == [True if stream else None] * 3
 
 
@@ -313,7 +313,7 @@ def test_text_shows_as_it_arrives_and_each_tool_call_once_with_its_result(step, 
 
 def test_a_non_streamed_recording_replays_through_the_script_unstreamed(script):
     code, out = script("--replay", "fixtures/s03_fix_failing_test.json")
-    assert code == 0 and "ended: the model ended its turn (stop_reason end_turn)" in out, out
+    assert code == 0 and "stopped: the model ended its turn (stop_reason end_turn)" in out, out
 
 
 # -- the trace -------------------------------------------------------------------------------------
@@ -547,13 +547,15 @@ def test_the_trace_is_valid_json_lines_after_kill_9(signalled):
 
 
 @S05_ONLY
-def test_resume_from_the_command_line_after_a_real_ctrl_c(signalled, script, tmp_path):
+def test_resume_from_the_command_line_after_a_real_ctrl_c(signalled, script, step, tmp_path):
     out, code, saved = signalled["twice"]
     path = tmp_path / "conversation.json"
     path.write_text(json.dumps(saved))
     code, out = script("--resume", str(path))
-    assert code == 0 and "offline replay of fixtures/s05_resume.json" in out, out
-    assert "leniently" not in out and "ended: the model ended its turn" in out
+    resume_fixture, own = RESUMES[step.__name__]
+    assert code == 0 and f"offline replay of fixtures/{resume_fixture}" in out, out
+    assert ("leniently" in out) != (own == SAVED)  # strict on the conversation it was recorded from
+    assert "stopped: the model ended its turn" in out
 
 
 def test_resume_continues_the_saved_conversation_with_the_new_instruction(step):
@@ -561,15 +563,40 @@ def test_resume_continues_the_saved_conversation_with_the_new_instruction(step):
     client, transport = replay.replay_client(recorded, "s05_resume.json", max_retries=0)  # strict
     messages = step.continued(step.load_conversation(SAVED), recorded["task"])
     budget = step.Budget()
-    turns = step.agent_loop(client, messages, scratch.copy_workspace("notes_app"), budget=budget)
+    settings = step.Settings(scratch.copy_workspace("notes_app"), budget=budget)
+    turns = step.agent_loop(client, messages, settings)
     assert transport.seen[0]["messages"][-1]["content"][-1] == {"type": "text", "text": recorded["task"]}
     assert len(turns) == 2 and budget.reason.startswith("the model ended its turn")
 
 
-def test_resume_of_the_saved_conversation_replays_the_resume_fixture_strictly(script):
-    code, out = script("--resume", str(SAVED))
-    assert code == 0 and "offline replay of fixtures/s05_resume.json" in out, out
-    assert "leniently" not in out and "ended: the model ended its turn" in out
+RESUMES = {  # step -> the fixture its offline --resume replays, and the conversation that was recorded from
+    "s05_budget": ("s05_resume.json", SAVED),
+    "s06_recovery": ("s06_resume.json", FIXTURES / "conversations" / "s06_summarized_logs.json"),
+}
+
+
+def test_each_step_resumes_offline_from_a_conversation_of_its_own(step):
+    resume_fixture, own = RESUMES[step.__name__]
+    recorded = fixtures.load_fixture(FIXTURES / resume_fixture)
+    assert recorded["script"] == step.__name__ and str(own.relative_to(ROOT)) in recorded["args"]
+
+
+def test_resume_of_the_saved_conversation_replays_the_resume_fixture_strictly(script, step):
+    resume_fixture, own = RESUMES[step.__name__]
+    code, out = script("--resume", str(own))
+    assert code == 0 and f"offline replay of fixtures/{resume_fixture}" in out, out
+    assert "leniently" not in out and "stopped: the model ended its turn" in out
+
+
+def test_the_default_replays_saved_conversation_resumes_strictly_from_the_hint(script, step):
+    code, out = script()
+    hint = out[out.index("continue it offline") :]
+    resume_fixture, _ = RESUMES[step.__name__]
+    assert f"(replays fixtures/{resume_fixture}'s answers)" in hint
+    saved = re.search(r"--resume \\\n\s+(\S+conversation\.json)", hint).group(1)
+    if step.__name__ == "s06_recovery":  # s06's default run is the one its resume fixture continues
+        code, out = script("--resume", saved)
+        assert code == 0 and "leniently" not in out, out
 
 
 def test_resume_of_a_conversation_saved_at_another_moment_replays_leniently(script, tmp_path):
@@ -577,7 +604,7 @@ def test_resume_of_a_conversation_saved_at_another_moment_replays_leniently(scri
     path = tmp_path / "early.json"
     path.write_text(json.dumps(saved))
     code, out = script("--resume", str(path))
-    assert code == 0 and "replaying leniently" in out and "ended: the model ended its turn" in out, out
+    assert code == 0 and "replaying leniently" in out and "stopped: the model ended its turn" in out, out
 
 
 def test_a_resumed_conversation_that_ended_on_an_answer_needs_an_instruction(step):
@@ -627,11 +654,11 @@ def script(step, monkeypatch):
 
 
 REPLAYS = {  # fixture -> how the run ends
-    "s05_streamed": "ended: the model ended its turn (stop_reason end_turn)",
-    "s05_max_steps": "ended: max steps: 3 model calls made (--max-steps 3)",
-    "s05_token_budget": "ended: token budget: 5,515 tokens in and out (--max-tokens-total 5,000)",
-    "s04_repeated_call": "ended: repeated call: read_file",
-    "s05_resume": "ended: the model ended its turn (stop_reason end_turn)",
+    "s05_streamed": "stopped: the model ended its turn (stop_reason end_turn)",
+    "s05_max_steps": "stopped: max steps: 3 model calls made (--max-steps 3)",
+    "s05_token_budget": "stopped: token budget: 5,515 tokens in and out (--max-tokens-total 5,000)",
+    "s04_repeated_call": "stopped: repeated call: read_file",
+    "s05_resume": "stopped: the model ended its turn (stop_reason end_turn)",
 }
 
 
@@ -727,7 +754,7 @@ def test_live_a_model_that_repeats_itself_is_refused_then_stopped(live):
     assert code == 0 and len(requests) == 4
     results = [m["content"][0] for m in saved if m["role"] == "user" and isinstance(m["content"], list)]
     assert [r["is_error"] for r in results] == [False, False, True, True]
-    assert 'ended: repeated call: read_file {"path": "notes.txt"}' in out
+    assert 'stopped: repeated call: read_file {"path": "notes.txt"}' in out
 
 
 def test_live_a_model_that_runs_long_is_stopped_by_max_steps(live):
@@ -736,7 +763,7 @@ def test_live_a_model_that_runs_long_is_stopped_by_max_steps(live):
 
     code, requests, out, saved = live(wanders, "--max-steps", "5")
     assert code == 0 and len(requests) == 5
-    assert "ended: max steps: 5 model calls made (--max-steps 5)" in out
+    assert "stopped: max steps: 5 model calls made (--max-steps 5)" in out
     assert contract.api_rule_problems(saved) == [] and len(saved) == 11
 
 
@@ -749,7 +776,7 @@ def test_live_a_growing_conversation_is_stopped_by_the_token_budget_with_cache_t
     code, requests, out, _ = live(grows, "--max-tokens-total", "100000")
     # in + out per call: 26,100, 46,100, 66,100 -> 138,300 after three: the fourth is never sent
     assert code == 0 and len(requests) == 3
-    assert "ended: token budget: 138,300 tokens in and out (--max-tokens-total 100,000)" in out
+    assert "stopped: token budget: 138,300 tokens in and out (--max-tokens-total 100,000)" in out
 
 
 def test_live_one_huge_request_is_stopped_by_the_input_limit(live):
@@ -759,7 +786,7 @@ def test_live_one_huge_request_is_stopped_by_the_input_limit(live):
     ]
     code, requests, out, _ = live(scripted(*replies), "--max-input-tokens", "4000")
     assert code == 0 and len(requests) == 2
-    assert "ended: input limit: the last request sent 5,000 input tokens" in out
+    assert "stopped: input limit: the last request sent 5,000 input tokens" in out
 
 
 def test_live_the_cost_cap_warns_then_stops(live):
@@ -771,7 +798,7 @@ def test_live_the_cost_cap_warns_then_stops(live):
     assert (
         out.count("cost warning:") == 1 and "cost warning: about $0.9900 spent, 99% of --max-cost $1" in out
     )
-    assert "ended: cost limit: about $1.3200 spent (--max-cost $1)" in out
+    assert "stopped: cost limit: about $1.3200 spent (--max-cost $1)" in out
 
 
 def test_live_resume_without_an_instruction_asks_the_model_to_continue(live, tmp_path):
@@ -794,4 +821,16 @@ def test_live_a_recorded_stream_replays_offline_streamed(live, step, tmp_path, m
     out = io.StringIO()
     monkeypatch.setattr(step, "console", Console(file=out, width=200))
     assert step.main(["--replay", str(recording)]) == 0, out.getvalue()
-    assert "model: Two lines." in out.getvalue() and "ended: the model ended its turn" in out.getvalue()
+    assert "model: Two lines." in out.getvalue() and "stopped: the model ended its turn" in out.getvalue()
+
+
+def test_the_help_names_the_budgets_own_defaults(step, capsys):
+    """The limit flags leave a limit not given to Budget's default; --help names those defaults."""
+    with pytest.raises(SystemExit):
+        step.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    budget = step.Budget()
+    assert f"model calls (default {budget.max_steps})" in out
+    assert f"tokens in + out (default {budget.max_tokens_total:,})" in out
+    assert f"input, one request (default {budget.max_input_tokens:,})" in out
+    assert f"warned at 80% (default {budget.max_cost:.2f})" in out

@@ -4,7 +4,7 @@ the API's rules on every request, trace replay, and live runs over real HTTP aga
 import io
 import json
 
-from workbook import conversation, scratch
+from workbook import conversation, scratch, tracing
 from workbook.api import compare, contract, wire
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -44,11 +44,25 @@ def no_wait(step, attempts: int = 5):
     return step.Retry(lambda seconds: None, lambda: 0.5, attempts)
 
 
-def recovery_for(step, fixture: dict, **extra):
-    """The Recovery a fixture's own flags (`args`) ask for."""
+def flags_of(fixture: dict) -> dict:
+    """The settings a fixture's own flags (`args`) ask for: its stop hook, web search."""
     args = fixture.get("args", [])
     hook = args[args.index("--stop-hook") + 1] if "--stop-hook" in args else None
-    return step.Recovery(stop_hook=hook, web_search="--web-search" in args, **extra)
+    return {"stop_hook": hook, "web_search": "--web-search" in args}
+
+
+def settings_for(step, workspace, hook_retries=2, attempts=5, **settings):
+    """Settings(workspace, **settings), its retries never waiting, with Recovery(hook_retries)."""
+    recovery = step.Recovery(hook_retries=hook_retries)
+    return step.Settings(workspace, retry=no_wait(step, attempts), recovery=recovery, **settings)
+
+
+def run_loop(step, client, workspace, messages=None, **settings):
+    """The step's agent_loop under settings_for(...); returns the settings, whose recovery.log holds
+    the transitions taken."""
+    ran = settings_for(step, workspace, **settings)
+    step.agent_loop(client, messages or [{"role": "user", "content": "go"}], ran)
+    return ran
 
 
 def replay_path(step, name: str, tmp_path=None, strict: bool = True):
@@ -56,15 +70,13 @@ def replay_path(step, name: str, tmp_path=None, strict: bool = True):
     fixture = fixtures.load_fixture(FIXTURES / f"s06_{name}.json")
     client, transport = replay.replay_client(fixture, name, strict)
     workspace = scratch.copy_workspace(fixture["workspace"])
-    trace = tmp_path / "trace.jsonl" if tmp_path else None
-    recovery = recovery_for(step, fixture)
+    trace = tracing.Trace(tmp_path / "trace.jsonl" if tmp_path else None)
     where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
-    step.trace(trace, "run", provenance=fixture["provenance"], **where)  # as main() does
+    trace.write("run", provenance=fixture["provenance"], **where)  # as main() does
     messages = [{"role": "user", "content": fixture["task"]}]
-    turns = step.agent_loop(
-        client, messages, workspace, retry=no_wait(step), trace_path=trace, recovery=recovery
-    )
-    return [t for t, _ in recovery.log], transport, messages, workspace, turns
+    settings = settings_for(step, workspace, trace=trace, **flags_of(fixture))
+    turns = step.agent_loop(client, messages, settings)
+    return [t for t, _ in settings.recovery.log], transport, messages, workspace, turns
 
 
 def reply(fixture: dict, n: int) -> dict:
@@ -77,19 +89,17 @@ def body(content: list, stop_reason: str) -> dict:
     return message(content, stop_reason)
 
 
-def generated(step, replies: list, attempts: int = 5, **recovery):
-    """Run the loop on a script of replies (dicts, or (status, error body) pairs) in lenient replay."""
+def generated(step, replies: list, **settings):
+    """Run the loop on a script of replies (dicts, or (status, error body) pairs) in lenient replay:
+    (recovery, transport, messages)."""
     exchanges = []
     for reply in replies:
         response = {"status": 200, "body": reply} if "type" in reply else reply
         exchanges.append({"request": {"messages": [{"role": "user", "content": "go"}]}, "response": response})
     client, transport = replay.replay_client({"exchanges": exchanges}, "generated", strict=False)
-    state = step.Recovery(**recovery)
     messages = [{"role": "user", "content": "go"}]
-    step.agent_loop(
-        client, messages, scratch.copy_workspace(""), retry=no_wait(step, attempts), recovery=state
-    )
-    return state, transport, messages
+    ran = run_loop(step, client, scratch.copy_workspace(""), messages, **settings)
+    return ran.recovery, transport, messages
 
 
 def too_long(tokens: int = 203117) -> dict:
@@ -304,7 +314,7 @@ def test_compaction_never_splits_a_tool_use_from_its_result(step, shape):
         },
         strict=False,
     )
-    step.compact(client, no_wait(step), step.MODEL, messages, step.Recovery(), None)
+    step.compact(client, messages, step.Settings(scratch.copy_workspace(""), retry=no_wait(step)))
     assert (
         contract.api_rule_problems(messages) == []
         and contract.api_rule_problems(transport.seen[0]["messages"]) == []
@@ -384,7 +394,9 @@ def test_a_failing_stop_hook_goes_back_to_the_model(step):
     assert (
         "check failed: expected 'Hello, Ada!', got 'Hello, Ada'" in feedback and "[exit code 1]" in feedback
     )
-    assert step.run_stop_hook("sh check.sh", workspace) == (True, "check passed\n[exit code 0]")
+    ended = anthropic.types.Message.model_validate(body([text("done")], "end_turn"))
+    hook = step.run_stop_hook(step.Settings(workspace, stop_hook="sh check.sh"), ended)
+    assert hook == step.HookResult(True, "check passed\n[exit code 0]")
 
 
 def test_stop_hook_retries_are_capped(step):
@@ -414,16 +426,11 @@ def test_a_trace_replays_to_the_same_transitions(step, name, tmp_path):
 def replay_path_file(step, path):
     fixture = fixtures.load_fixture(path)
     client, transport = replay.replay_client(fixture, path.name)
-    recovery = recovery_for(step, fixture)
-    step.agent_loop(
-        client,
-        [{"role": "user", "content": fixture["task"]}],
-        scratch.copy_workspace(fixture["workspace"]),
-        permission="all",  # a converted trace is on no trust list: its commands would meet the gate
-        retry=no_wait(step),
-        recovery=recovery,
-    )
-    return [t for t, _ in recovery.log], transport
+    workspace = scratch.copy_workspace(fixture["workspace"])
+    messages = [{"role": "user", "content": fixture["task"]}]
+    # a converted trace is on no trust list: its commands would meet the gate
+    settings = run_loop(step, client, workspace, messages, permission="all", **flags_of(fixture))
+    return [t for t, _ in settings.recovery.log], transport
 
 
 def test_main_writes_a_trace_and_replays_it(step, tmp_path):
@@ -493,10 +500,7 @@ def test_live_truncation_overflow_and_pauses_keep_every_request_valid(step, tmp_
 
     with StandIn(streamed(brain)) as api:
         client = anthropic.Anthropic(api_key="test", base_url=api.url, max_retries=0)
-        state = step.Recovery()
-        step.agent_loop(
-            client, [{"role": "user", "content": "go"}], tmp_path, retry=no_wait(step), recovery=state
-        )
+        state = run_loop(step, client, tmp_path).recovery
     assert api.rule_problems == []
     names = [t for t, _ in state.log]
     assert names[:3] == ["next_turn", "next_turn", "collapse"] and "escalate" in names and "continue" in names
@@ -532,14 +536,11 @@ def test_live_main_end_to_end_with_a_stop_hook(step, tmp_path, monkeypatch):
     assert arrows == ["hook_retry", "next_turn", "done"]
 
 
-def live_loop(step, brain, workspace, **recovery):
+def live_loop(step, brain, workspace, **settings):
     """agent_loop against the stand-in over real HTTP; returns (transitions, the stand-in)."""
     with StandIn(streamed(brain)) as api:
         client = anthropic.Anthropic(api_key="test", base_url=api.url, max_retries=0)
-        state = step.Recovery(**recovery)
-        step.agent_loop(
-            client, [{"role": "user", "content": "go"}], workspace, retry=no_wait(step), recovery=state
-        )
+        state = run_loop(step, client, workspace, **settings).recovery
     return [t for t, _ in state.log], api
 
 
@@ -611,10 +612,7 @@ def test_an_escalated_call_streams_even_when_the_loop_does_not(step):
         {"exchanges": [{"request": {}, "response": {"status": 200, "body": b}} for b in (cut, fine)]},
         strict=False,
     )
-    state = step.Recovery()
-    step.agent_loop(
-        client, [{"role": "user", "content": "go"}], scratch.copy_workspace(""), stream=False, recovery=state
-    )
+    run_loop(step, client, scratch.copy_workspace(""), stream=False)
     assert [r.get("stream") for r in transport.seen] == [None, True]
 
 
@@ -643,7 +641,8 @@ def test_a_trace_written_by_s05_converts_to_its_exact_requests(step, tmp_path, m
     client, transport = replay.replay_client(fixture, "s05_streamed")
     messages = [{"role": "user", "content": fixture["task"]}]
     workspace = scratch.copy_workspace(fixture["workspace"])
-    s05.agent_loop(client, messages, workspace, retry=no_wait(s05), trace_path=tmp_path / "s05.jsonl")
+    trace = tracing.Trace(tmp_path / "s05.jsonl")
+    s05.agent_loop(client, messages, s05.Settings(workspace, retry=no_wait(s05), trace=trace))
     converted = step.trace_to_fixture(tmp_path / "s05.jsonl")
     assert [e["request"] for e in converted["exchanges"]] == transport.seen
     assert converted["task"] == fixture["task"] and fixtures.fixture_problems(converted) == []

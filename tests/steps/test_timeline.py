@@ -55,7 +55,7 @@ def test_calls_run_one_by_one_are_a_staircase_and_said_so(screen):
     lines = screen()
     starts = [len(bar(line)) - len(bar(line).lstrip()) for line in lines if "|" in line]
     assert starts == sorted(starts) and len(set(starts)) == 3
-    assert "   group 1: 3 reads ran one after another (never two at once)" in lines
+    assert "   group 1: 3 reads sent to the thread pool together; none overlapped another" in lines
 
 
 def test_calls_too_quick_to_time_are_drawn_by_group_not_as_a_staircase(screen):
