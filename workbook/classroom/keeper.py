@@ -413,7 +413,7 @@ def main(argv: list[str]) -> int:
         set_limits(shared_count="--landlock" in options or "--relay" not in options)
         if "--landlock" in options:
             confine(options["--landlock"][0])
-    except (OSError, ValueError, KeyError, shutil.Error) as err:
+    except (OSError, ValueError, KeyError, TypeError, shutil.Error) as err:
         print(f"error: the grader cannot confine the program here: {err}", file=sys.stderr)
         return 125
     threading.Thread(target=watch, args=(me,), daemon=True).start()
