@@ -32,10 +32,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 
-from workbook import display, environment, launch, step_cli, workspace_files
+from workbook import bounded_search, display, environment, launch, step_cli, workspace_files
 from workbook.asking import DANGEROUS, ask_person  # the gate's question at the terminal, its warnings
 from workbook.audit import log_call  # one JSON line per call in the run's folder
 from workbook.replay import trust
@@ -186,21 +185,9 @@ def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
 
 
 def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
-    """file:line: text per matching line (at most MAX_MATCHES), the search stopped at GREP_CPU_SECONDS."""
-    import regex  # not `re`, which has no timeout: (a|aa)+$ would run for ever (imported only to grep)
-
-    try:
-        compiled, deadline = regex.compile(pattern), time.process_time() + GREP_CPU_SECONDS
-        hits = (
-            f"{file.relative_to(workspace)}:{n}: {line[: MAX_OUTPUT // 10]}"
-            for file in matching(workspace, glob)
-            if file.stat().st_size <= MAX_FILE_BYTES
-            for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
-            if compiled.search(line, timeout=max(0, deadline - time.process_time()))
-        )
-        return "\n".join(islice(hits, MAX_MATCHES)) or "(no matches)"
-    except (regex.error, TimeoutError) as err:  # TimeoutError: past GREP_CPU_SECONDS, the search stops
-        raise ToolError(f"{pattern!r} is not a regular expression that ends in time: {err}") from None
+    """file:line: text per matching line (at most MAX_MATCHES); time and memory bounded, compile too."""
+    hits = bounded_search.grep(pattern, matching(workspace, glob), workspace, MAX_MATCHES, GREP_CPU_SECONDS)
+    return "\n".join(hits) or "(no matches)"
 
 
 def list_files(workspace: Path, glob: str = "**/*") -> str:

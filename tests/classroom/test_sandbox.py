@@ -208,7 +208,8 @@ def test_the_disk_a_program_fills_is_bounded(teacher, capsys, monkeypatch):
         "written = 0\n"
         "try:\n"
         "    for n in range(40):\n"
-        "        with open(os.path.join(os.environ['HOME'], f'f{n}'), 'wb') as f: f.write(b'x' * (32 << 20))\n"
+        "        with open(os.path.join(os.environ['HOME'], f'f{n}'), 'wb') as f:\n"
+        "            f.write(b'x' * (32 << 20))\n"
         "        written += 32\n"
         "    print('WROTE', written, 'MB')\n"
         "except OSError as e: print('FULL', e.strerror)\n"
@@ -242,7 +243,8 @@ def test_programs_graded_together_cannot_reach_or_starve_each_other(teacher):
     scratch_root = grade_sandbox.scratch.scratch_root()
     hoarder = (
         "import glob, socket, time\n"
-        f"others = glob.glob({str(scratch_root)!r} + '/*relay*/api.sock') + glob.glob('/tmp/**/api.sock', recursive=True)\n"
+        f"others = glob.glob({str(scratch_root)!r} + '/*relay*/api.sock')\n"
+        "others += glob.glob('/tmp/**/api.sock', recursive=True)\n"
         "held = []\n"
         "for address in others + ['/run/relay/api.sock'] * 64:\n"
         "    try:\n"
