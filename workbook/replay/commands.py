@@ -9,10 +9,10 @@ from pathlib import Path
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import read_bytes, read_json, write_atomic
 from workbook.launch import REBUILD_ENV, absolute_args, display_name
-from workbook.paths import ROOT, STEPS, WORKSPACES
+from workbook.paths import ROOT, STEPS
 from workbook.replay import trust as trust_list
 from workbook.replay.fixtures import checked_fixture, load_fixture, load_with_bytes, parsed_fixture
-from workbook.replay.trust import fixture_digest, is_trusted, recorded_commands, tree_digest, workspace_entry
+from workbook.replay.trust import fixture_digest, is_trusted, recorded_commands, workspace_line
 from workbook.scratch import new_run_folder, remove_tree
 from workbook.scrub import dumps, tool_environment
 
@@ -30,7 +30,7 @@ def trust_bytes(path: str | Path, raw: bytes, fixture: dict) -> str:
     lines = _entered(_trust_lines(), f"{digest}  {name}")
     workspace = fixture["workspace"]
     if workspace:
-        lines = _entered(lines, f"{tree_digest(WORKSPACES / workspace)}  {workspace_entry(workspace)}")
+        lines = _entered(lines, workspace_line(workspace))
     write_atomic(trust_list.TRUST_FILE, "\n".join(lines) + "\n")
     commands = len(recorded_commands(fixture))
     where = f", in fixtures/workspace/{workspace}/ as it is now" if workspace else ""

@@ -32,6 +32,11 @@ def workspace_entry(name: str) -> str:
     return f"fixtures/workspace/{name}/"
 
 
+def workspace_line(name: str) -> str:
+    """The trust list's line for fixtures/workspace/<name> as it is now."""
+    return f"{tree_digest(WORKSPACES / name)}  {workspace_entry(name)}"
+
+
 def tree_digest(folder: Path) -> str:
     """sha256 over a folder as a command run in it sees it: every entry's path, kind, and for a file
     its bytes and execute bit, for a link its target (never followed). Sorted, so any copy matches."""
