@@ -32,6 +32,8 @@ try:
 except ImportError:  # Python 3.10
     import sre_parse as _parser
 
+from workbook.scrub import scrub_secrets
+
 SECONDS = 5.0  # a whole search, compile included
 MEMORY_BYTES = 512 << 20  # what the compile and the search may add to the process
 MAX_FILE_BYTES = 10_000_000  # larger files are not searched
@@ -57,7 +59,7 @@ def grep(
     import regex  # the child compiles with it: imported here, before the fork, not in the child
 
     if simple(pattern) or not hasattr(os, "fork"):  # (no fork, on Windows: the timeout is all there is)
-        return _search(regex, *search)
+        return scrub_secrets(_search(regex, *search))
     read_end, write_end = os.pipe()
     with warnings.catch_warnings():  # Python 3.12+ warns of fork in a threaded process: see the module
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -81,7 +83,7 @@ def grep(
         result = {"error": too_large(pattern)}
     if "error" in result:
         raise PatternError(result["error"])
-    return result["hits"]
+    return scrub_secrets(result["hits"])  # a line of a .env, say: no key the process holds
 
 
 REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")

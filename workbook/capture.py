@@ -12,6 +12,8 @@ import os
 import threading
 from contextlib import suppress
 
+from workbook.scrub import scrub_secrets
+
 KEPT_BYTES = 32_000  # of a command's output, at most: about three tool results' worth (s02 cuts to 10,000)
 DRAIN_WAIT = 2.0  # s: after the command ends, how long a process it left behind may keep the pipe open
 # The pipe's buffer, and each read. Linux's default 64 KiB makes a command that prints a lot wait on the
@@ -66,15 +68,19 @@ class Output:
             self.pipe = None
 
     def text(self) -> str:
-        """What the command printed, its middle cut if it was long; waits a moment for the last bytes."""
+        """What the command printed, its middle cut if it was long, every secret this process holds
+        removed (a command that prints /proc/$PPID/environ, in base64 or not, shows the model no key);
+        waits a moment for the last bytes."""
         self.started()
         self.reader.join(DRAIN_WAIT)  # a daemon left holding the pipe does not hold the tool up
         with self.lock:
             head, tail, cut = bytes(self.head), bytes(self.tail), self.cut
         if not cut:
-            return (head + tail).decode("utf-8", errors="replace")
+            return scrub_secrets((head + tail).decode("utf-8", errors="replace"))
         note = f"\n… [{cut:,} bytes cut from the middle] …\n"
-        return head.decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace")
+        return scrub_secrets(
+            head.decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace")
+        )
 
     def __enter__(self) -> Output:
         return self

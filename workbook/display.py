@@ -291,7 +291,9 @@ def show_event(event) -> None:
 def show_model_line(line: str) -> None:
     """One whole line of streamed text, wrapped between words: the first one opens with `model:`."""
     if line.startswith("model: "):
-        console.print(f"[bold]model:[/] {escape(line.removeprefix('model: '))}")
+        console.print(
+            f"[bold]model:[/] {escape(printable(line.removeprefix('model: ')))}"
+        )  # whole: a key too
     else:
         console.print(line, markup=False)
 

@@ -232,8 +232,9 @@ def scrub_stream(events: list, secrets: list[str] | None = None) -> list:
     """A recorded stream with every secret removed from what its deltas add up to, still a valid stream.
 
     The API streams a few tokens per delta, so a key the model echoes is almost always split across
-    events, where no single string holds it. Each block's deltas are joined, searched, and where a
-    secret was found, its first delta carries the whole scrubbed text and the others are dropped.
+    events, where no single string holds it; it may even run from one text block into the next. Each
+    block's deltas are joined, adjacent text blocks are read together, and where a secret was found,
+    a block's first delta carries its whole scrubbed text and the others are dropped.
     """
     forms = forms_of(secrets)
     deltas: dict[tuple, list[int]] = {}  # (block index, delta field) -> positions of its delta events
@@ -243,10 +244,18 @@ def scrub_stream(events: list, secrets: list[str] | None = None) -> list:
         field = DELTA_TEXT.get(delta.get("type")) if isinstance(delta, dict) else None
         if field and isinstance(delta.get(field), str):
             deltas.setdefault((data.get("index"), field), []).append(n)
+    wholes = {
+        key: "".join(events[n]["data"]["delta"][key[1]] for n in positions)
+        for key, positions in deltas.items()
+    }
+    cleaned = _texts_read_together(wholes, forms)
     dropped, rewritten = set(), {}
-    for (_, field), positions in deltas.items():
-        whole = "".join(events[n]["data"]["delta"][field] for n in positions)
-        clean = _scrub_json_text(whole, forms) if field == "partial_json" else _scrub_text(whole, forms)
+    for (index, field), positions in deltas.items():
+        whole = wholes[index, field]
+        if field == "partial_json":
+            clean = _scrub_json_text(whole, forms)
+        else:
+            clean = _scrub_text(cleaned.get((index, field), whole), forms)
         if clean != whole:
             first = events[positions[0]]
             data = first["data"] | {"delta": first["data"]["delta"] | {field: clean}}
@@ -255,6 +264,21 @@ def scrub_stream(events: list, secrets: list[str] | None = None) -> list:
     if not rewritten:
         return events
     return [rewritten.get(n, event) for n, event in enumerate(events) if n not in dropped]
+
+
+def _texts_read_together(wholes: dict, forms: tuple[str, ...]) -> dict:
+    """The streamed text blocks (index -> text) with a secret split across adjacent ones removed."""
+    indices = sorted(i for i, field in wholes if field == "text" and isinstance(i, int))
+    blocks = {i: {"type": "text", "text": wholes[i, "text"]} for i in indices}
+    cleaned, run = {}, []
+    for i in [*indices, None]:
+        if run and (i is None or i != run[-1] + 1):  # a run of adjacent text blocks ends
+            for j, block in zip(run, _joined_blocks([blocks[j] for j in run], forms)):
+                cleaned[j, "text"] = block["text"]
+            run = []
+        if i is not None:
+            run.append(i)
+    return cleaned
 
 
 def _scrub_json_text(text: str, forms: tuple[str, ...]) -> str:
