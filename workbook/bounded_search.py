@@ -7,7 +7,8 @@ as their product. A model (or a stranger's fixture) chooses the pattern, and gre
 So grep() searches in this process only for a pattern that is plainly small (`simple`: Python's own
 parser reads it, it has no `{` and no repeat inside a repeat), where the search's own timeout bounds
 it. Any other pattern is compiled and searched in a child process: forked, with RLIMIT_AS at what it
-already had plus MEMORY_BYTES, and killed when its seconds have passed. A fork costs this process
+already had plus MEMORY_BYTES, and RLIMIT_CPU at its seconds (of CPU: a busy machine does not cut a
+fair search short), killed by the kernel past either. A fork costs this process
 about 20 ms (a new interpreter with `regex` would take 150 ms), so the usual patterns do not pay it.
 A pattern that cannot be compiled or searched within the bounds is a PatternError (a ValueError),
 one line for an is_error result; the parent never holds more than the matches (`max_matches` lines).
@@ -19,6 +20,7 @@ before the fork) and new files, so no lock another thread held at the fork is ev
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import select
@@ -34,7 +36,8 @@ except ImportError:  # Python 3.10
 
 from workbook.scrub import scrub_secrets
 
-SECONDS = 5.0  # a whole search, compile included
+SECONDS = 5.0  # of CPU, for a whole search, compile included
+WALL_SECONDS = 60.0  # a child that has not answered by then (blocked on a FIFO?) is killed
 MEMORY_BYTES = 512 << 20  # what the compile and the search may add to the process
 MAX_FILE_BYTES = 10_000_000  # larger files are not searched
 READ_BYTES = 1 << 16
@@ -68,14 +71,15 @@ def grep(
         os.close(read_end)
         _child(write_end, regex, search)
     os.close(write_end)
-    answer = None
+    answer, status = None, 0
     try:
-        answer = _read(read_end, time.monotonic() + seconds + 1)  # 1 s more: the fork, the answer
-    finally:  # past the deadline, or a Ctrl-C: the child goes too, and is reaped
+        answer = _read(read_end, time.monotonic() + WALL_SECONDS)
+    finally:  # stuck (a FIFO?), or a Ctrl-C: the child goes too, and is reaped
         if answer is None:
             os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    if answer is None:
+        status = os.waitpid(pid, 0)[1]
+    out_of_time = answer is None or os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU
+    if out_of_time:
         raise PatternError(f"{shown(pattern)} is not a regular expression that ends in time ({seconds:g} s)")
     try:
         result = json.loads(answer)
@@ -134,7 +138,7 @@ def too_large(pattern: str) -> str:
 def _child(out: int, regex, search: tuple) -> None:
     """The forked child: bound itself, search, write one JSON answer, exit without the parent's clean-up."""
     try:
-        _bound_memory()
+        _bound(search[4])
         answer = {"hits": _search(regex, *search)}
     except MemoryError:
         answer = {"error": too_large(search[0])}
@@ -150,8 +154,15 @@ def _child(out: int, regex, search: tuple) -> None:
         os._exit(0)
 
 
-def _bound_memory() -> None:
-    """RLIMIT_AS: the address space the child has now, plus MEMORY_BYTES."""
+def _bound(seconds: float) -> None:
+    """RLIMIT_AS: the address space the child has now, plus MEMORY_BYTES; RLIMIT_CPU: `seconds` of CPU
+    (whole ones, and one more), so that a compile, which no timeout reaches, ends too, however busy
+    the machine is (the CPU it used, not the time that passed)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    cpu = math.ceil(seconds) + 1
+    if hard != resource.RLIM_INFINITY:
+        cpu = min(cpu, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
     with open("/proc/self/statm", "rb") as statm:
         now = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     limit = now + MEMORY_BYTES
