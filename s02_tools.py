@@ -138,7 +138,7 @@ class ToolError(Exception):
 
 def inside(workspace: Path, path: str) -> Path:
     """`path` resolved in the workspace (.., absolute paths, symlinks followed); refused if it leaves."""
-    target = (workspace / path).resolve()
+    target = workspace_files.resolved(workspace / path)  # a link loop: an OSError, one line
     if not target.is_relative_to(workspace):
         raise ToolError(f"{path} is outside the workspace; use a path inside it, relative to it")
     return target

@@ -10,6 +10,17 @@ from pathlib import Path
 from workbook.scrub import scrub_secrets
 
 
+def resolved(path: Path) -> Path:
+    """`path` with every link followed. A link loop is the OSError the system names (ELOOP), one line
+    for an is_error result, not the RuntimeError pathlib raises (Python 3.11, 3.12)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise OSError(
+            errno.ELOOP, "a symbolic link loop (a link that leads back to itself)", path.name
+        ) from None
+
+
 def regular_file(target: Path, name: str, max_bytes: float = float("inf")):
     """`target` opened to read if it is a regular file (a FIFO would hang the run, a device never ends)
     of at most `max_bytes`; else an error naming it as the model did (`name`): an is_error result."""
