@@ -16,9 +16,8 @@ def resolved(path: Path) -> Path:
     try:
         return path.resolve()
     except RuntimeError:
-        raise OSError(
-            errno.ELOOP, "a symbolic link loop (a link that leads back to itself)", path.name
-        ) from None
+        loop = "a symbolic link loop (a link that leads back to itself)"
+        raise OSError(errno.ELOOP, loop, str(path)) from None
 
 
 def regular_file(target: Path, name: str, max_bytes: float = float("inf")):
