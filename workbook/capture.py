@@ -1,18 +1,27 @@
-"""A command's output, read while it runs and kept bounded: its head and its tail, the middle counted.
+"""A tool's command: its output read while it runs and kept bounded, and all it started ended with it.
 
 `subprocess.run(capture_output=True)` keeps everything a command prints until it ends: `cat big big big`
 (3,000 times a 1 MiB file) then holds gigabytes. Here a thread reads the pipe as the command writes,
 keeps the first and the last KEPT_BYTES / 2 bytes, and only counts the rest, so memory stays flat.
+
+A command may leave processes behind: `sleep 313 &`, a `cat` blocked on a FIFO, children that outlive a
+timeout, a `setsid` daemon. Group ends them all when the call ends, on success, timeout or Ctrl-C: the
+command runs in a process group of its own, and its environment carries a mark (MARK) that whatever it
+starts inherits, even in a session of its own.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import secrets
+import signal
+import subprocess
 import threading
 from contextlib import suppress
+from pathlib import Path
 
-from workbook.scrub import scrub_secrets
+from workbook.scrub import scrub_secrets, tool_environment
 
 KEPT_BYTES = 32_000  # of a command's output, at most: about three tool results' worth (s02 cuts to 10,000)
 DRAIN_WAIT = 2.0  # s: after the command ends, how long a process it left behind may keep the pipe open
@@ -87,3 +96,100 @@ class Output:
 
     def __exit__(self, *exc) -> None:
         self.started()
+
+
+MARK = "WORKBOOK_TOOL_CALL"  # in a tool command's environment: which call a process belongs to
+
+
+class Group:
+    """Every process one tool command starts, ended together when the call ends.
+
+    with Output() as output, Group() as group:
+        with subprocess.Popen(command, shell=True, start_new_session=True, env=group.environment(), ...) as p:
+            group.started(p)
+            ...                  # wait; on a timeout, group.end() before reading the output
+    # here nothing the command started is running: not `sleep 313 &`, not a `setsid` daemon
+    """
+
+    def __init__(self):
+        self.mark = secrets.token_hex(8)
+        self.leader: subprocess.Popen | None = None
+
+    def environment(self, base: dict | None = None) -> dict:
+        """A tool's environment (scrub.tool_environment, unless `base`), with this call's mark."""
+        return (tool_environment() if base is None else base) | {MARK: self.mark}
+
+    def started(self, process: subprocess.Popen) -> None:
+        """The command's process, started with start_new_session=True: the leader of its own group."""
+        self.leader = process
+
+    def end(self) -> None:
+        """Kill the command's whole group, then every process that carries this call's mark (what left
+        the group: setsid, a double fork); reap the command. Safe to call more than once."""
+        if self.leader is None:
+            return
+        with suppress(ProcessLookupError, PermissionError, AttributeError):
+            os.killpg(self.leader.pid, signal.SIGKILL)
+        for _ in range(10):  # one may fork while we look: look again until none is left
+            marked = self.marked()
+            if not marked:
+                break
+            for pid in marked:
+                with suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        if self.leader.poll() is None:
+            self.leader.kill()
+            self.leader.wait()
+
+    def marked(self) -> list[int]:
+        """The live processes started after the command (a higher pid) whose environment has our mark."""
+        needle = f"{MARK}={self.mark}".encode()
+        found = []
+        try:
+            entries = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) > self.leader.pid]
+        except OSError:
+            return found
+        for pid in entries:
+            try:
+                if needle in Path(f"/proc/{pid}/environ").read_bytes():
+                    found.append(pid)
+            except OSError:
+                continue  # ended, or not ours to read
+        return found
+
+    def __enter__(self) -> Group:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end()
+
+
+def wait_for_exit(process: subprocess.Popen, timeout: float) -> None:
+    process.wait(timeout)
+
+
+def run_command(command: str, workspace: Path, timeout: float, wait=None) -> tuple[int | None, str]:
+    """`command` in a shell in `workspace`: a tool's environment, no stdin, its own process group, its
+    output read as it comes (Output); `wait(process, timeout)` waits (default: process.wait). Returns
+    (exit code, or None if it timed out; what it printed). When this returns, on success, timeout or
+    Ctrl-C, nothing the command started is running (Group)."""
+    with Output() as output, Group() as group:
+        with subprocess.Popen(
+            command,
+            shell=True,
+            cwd=workspace,
+            start_new_session=True,
+            env=group.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=output.pipe,
+            stderr=output.pipe,
+        ) as process:
+            group.started(process)
+            output.started()
+            try:
+                (wait or wait_for_exit)(process, timeout)
+                code = process.returncode
+            except subprocess.TimeoutExpired:
+                code = None
+            group.end()  # before the output is read: what it left behind would hold the pipe open
+    return code, output.text()
