@@ -364,3 +364,21 @@ def test_the_keeper_refuses_in_one_line_when_it_cannot_confine(tmp_path):
         return
     assert done.returncode == 125 and done.stderr.count("\n") == 1
     assert done.stderr.startswith("error: the grader cannot confine the program here")
+
+
+def test_the_class_table_and_log_show_a_hostile_name_escaped():
+    """The classroom server's table and log (a student's name and last result are a stranger's text)."""
+    import io
+
+    from workbook.classroom import students
+    from workbook.replay import fixtures
+
+    out = io.StringIO()
+    hello = fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
+    room = students.Classroom({"hello": hello}, out=out)
+    hostile = "\x1b]52;c;ZXZpbA==\x07ev\u202eil"
+    room.cursors[hostile, "hello"] = students.Cursor(last="400 \x1b[2J[bold]boom[/]")
+    room.log(hostile, "hello", "turn 1/3", "400 \x1b[2J\u202eoops")
+    shown = out.getvalue() + room.table()
+    assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
+    assert "\\u202e" in shown and "[bold]boom[/]" in shown
