@@ -41,6 +41,7 @@ TOOL_ENVIRONMENT = (
 TOOL_ENVIRONMENT_PREFIXES = ("LC_",)
 
 
+@lru_cache(maxsize=1024)  # asked of every variable's name, every time a line is scrubbed
 def looks_secret(name: str) -> bool:
     """Whether a variable's name says its value is a credential (see SECRET_WORDS)."""
     words = name.upper().split("_")
@@ -60,12 +61,18 @@ def credential_values(environ=None) -> list[str]:
 
 
 def _candidates(environ) -> tuple:
-    """(name, value) of each variable that may hold a secret: its name says so, or its value is a URL."""
-    found = []
-    for name in environ:
-        value = environ[name]
-        if looks_secret(name) or "://" in value:
-            found.append((name, value))
+    """(name, value) of each variable that may hold a secret: its name says so, or its value is a URL.
+    This process's own environment is read as the bytes it holds: only the candidates are decoded (every
+    printed line asks, and decoding all of it costs more than the line)."""
+    raw = getattr(environ, "_data", None) if environ is os.environ and os.name == "posix" else None
+    if raw is None:
+        found = [(name, environ[name]) for name in environ if looks_secret(name) or "://" in environ[name]]
+    else:
+        found = [
+            (os.fsdecode(name), os.fsdecode(value))
+            for name, value in raw.items()
+            if b"://" in value or looks_secret(os.fsdecode(name))
+        ]
     return tuple(sorted(found))
 
 

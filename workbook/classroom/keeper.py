@@ -236,8 +236,9 @@ def too_much(me: int) -> str | None:
     return None
 
 
-def watch(me: int) -> None:
-    """The watchdog: a program that outgrows its bounds (too_much) is stopped, all of it."""
+def watch(me: int, stopped: list[str]) -> None:
+    """The watchdog: a program that outgrows its bounds (too_much) is stopped, all of it; `stopped`
+    says why, for main() to print once the program has gone."""
     while True:
         time.sleep(WATCH_EVERY)
         try:
@@ -245,9 +246,9 @@ def watch(me: int) -> None:
         except OSError:
             continue
         if problem:
+            stopped.append(problem)  # first: main() wakes as soon as the program is killed
             kill_everything_below(me)
-            print(f"stopped by the grader: {problem}", file=sys.stderr)
-            os._exit(KILLED_BY_WATCHDOG)
+            return
 
 
 def seed(source: str, target: str) -> None:
@@ -416,7 +417,8 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, KeyError, TypeError, shutil.Error) as err:
         print(f"error: the grader cannot confine the program here: {err}", file=sys.stderr)
         return 125
-    threading.Thread(target=watch, args=(me,), daemon=True).start()
+    stopped: list[str] = []
+    threading.Thread(target=watch, args=(me, stopped), daemon=True).start()
     cwd = options.get("--cwd", [None])[0]
     try:
         child = subprocess.Popen(program, stdin=subprocess.DEVNULL, cwd=cwd)
@@ -425,6 +427,9 @@ def main(argv: list[str]) -> int:
         return 126
     code = exit_code(child.wait())
     kill_everything_below(me)
+    if stopped:
+        print(f"stopped by the grader: {stopped[0]}", file=sys.stderr)
+        return KILLED_BY_WATCHDOG
     return code
 
 
