@@ -282,7 +282,10 @@ class NetPort(ctypes.Structure):
 
 
 def landlock_abi() -> int:
-    """The kernel's Landlock version (0: none, or turned off)."""
+    """The kernel's Landlock version (0: none, or turned off, or a machine no_unix_sockets() cannot
+    filter: Landlock alone would leave the host's Unix sockets reachable)."""
+    if os.uname().machine not in AUDIT_ARCH:
+        return 0
     try:
         abi = libc().syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     except (OSError, AttributeError):
@@ -351,6 +354,8 @@ X32_BIT = 0x40000000
 def no_unix_sockets() -> None:
     """seccomp: socket(AF_UNIX, ...) and io_uring fail with EACCES, so no host socket (an ssh agent, D-Bus,
     docker) is reachable by its path, which Landlock does not guard. socketpair() still works."""
+    if os.uname().machine not in AUDIT_ARCH:
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine} here")
     arch, nr_socket, nr_io_uring = AUDIT_ARCH[os.uname().machine]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EACCES
