@@ -22,8 +22,12 @@ Run: python s01_agent_loop.py          offline replay of its fixture, no key
                                        every command unasked, in this folder
 """
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -55,22 +59,27 @@ DEFAULT_FIXTURE = "fixtures/s01_hello_agent.json"
 
 def run_bash(command: str, workspace: Path) -> str:
     """Run one shell command in the workspace; report its output and exit code as text."""
-    try:
-        done = subprocess.run(
+    with tempfile.TemporaryFile() as out:  # a file, not a pipe: `server &` cannot keep us waiting
+        shell = subprocess.Popen(
             command,
             shell=True,
             cwd=workspace,
-            capture_output=True,
-            text=True,
-            errors="replace",  # a command may print bytes that are not UTF-8
-            timeout=BASH_TIMEOUT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,  # a command that waits for input gets none, at once
-            env=scrub.tool_environment(),  # no ANTHROPIC_* variable: a command that prints env leaks no key
+            env=scrub.tool_environment(),  # no secret variable: a command that prints env leaks no key
+            start_new_session=True,  # a process group of its own, so all it starts can be stopped
         )
-    except subprocess.TimeoutExpired:
-        return f"error: the command timed out after {BASH_TIMEOUT} s and was stopped"
-    output = (done.stdout + done.stderr).strip() or "(no output)"
-    return f"{output}\n[exit code {done.returncode}]"
+        try:
+            shell.wait(BASH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return f"error: the command timed out after {BASH_TIMEOUT} s and was stopped"
+        finally:  # done, timed out or Ctrl-C: whatever it started and left running goes too
+            with contextlib.suppress(ProcessLookupError):  # its group is empty already
+                os.killpg(shell.pid, signal.SIGKILL)
+        out.seek(0)
+        output = out.read().decode(errors="replace").strip() or "(no output)"
+    return f"{output}\n[exit code {shell.returncode}]"
 
 
 def run_tool(block, workspace: Path) -> str:

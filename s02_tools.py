@@ -33,11 +33,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import Self
 
-from workbook import capture, display, environment, launch, scrub, step_cli, workspace_files
+from workbook import bounded_search, capture, display, environment, launch, step_cli, workspace_files
 from workbook.asking import DANGEROUS, ask_person  # the gate's question at the terminal, its warnings
 from workbook.audit import log_call  # one JSON line per call in the run's folder
 from workbook.replay import trust
@@ -134,7 +133,7 @@ class ToolError(Exception):
 
 def inside(workspace: Path, path: str) -> Path:
     """`path` resolved in the workspace (.., absolute paths, symlinks followed); refused if it leaves."""
-    target = (workspace / path).resolve()
+    target = workspace_files.resolved(workspace / path)  # a link loop: an OSError, one line
     if not target.is_relative_to(workspace):
         raise ToolError(f"{path} is outside the workspace; use a path inside it, relative to it")
     return target
@@ -157,7 +156,7 @@ def bash(workspace: Path, command: str) -> str:
     command started ends with it; and a timeout is a ToolError, saying what it printed first.
     capture.run is subprocess.run(capture_output=True) with those bounds."""
     try:
-        done = capture.run(command, workspace, BASH_TIMEOUT, env=scrub.tool_environment())
+        done = capture.run(command, workspace, BASH_TIMEOUT)
     except subprocess.TimeoutExpired as err:
         stopped = f"the command timed out after {BASH_TIMEOUT} s; it and every process it started were killed"
         said = truncate(err.output.strip(), 2000)
@@ -193,22 +192,9 @@ def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
 
 
 def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
-    """file:line: text per matching line (at most MAX_MATCHES), the search stopped at GREP_CPU_SECONDS."""
-    import regex  # not `re`, which has no timeout: (a|aa)+$ would run for ever (imported only to grep)
-
-    try:
-        compiled = regex.compile(pattern)
-        deadline = time.process_time() + GREP_CPU_SECONDS
-        hits = (
-            f"{file.relative_to(workspace)}:{n}: {line[: MAX_OUTPUT // 10]}"
-            for file in matching(workspace, glob)
-            if file.stat().st_size <= MAX_FILE_BYTES
-            for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1)
-            if compiled.search(line, timeout=max(0, deadline - time.process_time()))
-        )
-        return "\n".join(islice(hits, MAX_MATCHES)) or "(no matches)"
-    except (regex.error, TimeoutError) as err:  # TimeoutError: past GREP_CPU_SECONDS, the search stops
-        raise ToolError(f"{pattern!r} is not a regular expression that ends in time: {err}") from None
+    """file:line: text per matching line (at most MAX_MATCHES); time and memory bounded, compile too."""
+    hits = bounded_search.grep(pattern, matching(workspace, glob), workspace, MAX_MATCHES, GREP_CPU_SECONDS)
+    return "\n".join(hits) or "(no matches)"
 
 
 def list_files(workspace: Path, glob: str = "**/*") -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 
 from workbook import display
 
-from rich.markup import escape
+from rich.cells import cell_len
+from rich.text import Text
 
 DANGEROUS = {  # regular expression -> the warning a person sees when asked (and a recorded denial)
     r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
@@ -14,16 +16,64 @@ DANGEROUS = {  # regular expression -> the warning a person sees when asked (and
     r"\bgit\s+push\b": "git push publishes beyond this machine",
     r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
 }
+MAX_SHOWN_LINES = 40  # a call that needs more lines to be shown whole is refused, never cut: nobody can
+# say yes to what they were not shown
 
 
 def ask_person(tool, data: dict, danger: str | None) -> bool:
-    """A y/n question at the terminal about a call to `tool` (s02's Tool): its whole input is shown
-    (wrapped, never cut: what is not shown would run after a yes), and anything but yes is a no, as
-    is no terminal at all."""
-    warning = f" [red]({escape(danger)})[/]" if danger else ""
-    shown = escape(json.dumps(data))  # JSON: control characters and other non-ASCII come escaped
+    """A y/n question at the terminal about a call to `tool` (s02's Tool), the call shown whole and
+    wrapped, as plain text: a control character is shown as its escape (\\x1b, \\u202e), never obeyed,
+    and `[bold]` is shown, never read as markup. Anything but yes is a no, and so is no terminal at
+    all, and so is a call too long to show whole."""
+    lines = call_lines(data, display.console.width)
+    if len(lines) > MAX_SHOWN_LINES:
+        display.say(
+            f"not asked: this {tool.name} call takes {len(lines)} lines to show whole (at most "
+            f"{MAX_SHOWN_LINES}), so it is refused",
+            "yellow",
+        )
+        return False
+    question = Text.assemble(
+        ("allow", "yellow"), f" {tool.name}", (f" ({danger})" if danger else "", "red"), "?"
+    )
+    display.console.print(question, soft_wrap=True)
+    display.console.print(Text("\n".join(lines)), soft_wrap=True)
     try:
-        answer = display.console.input(f"[yellow]allow[/] {tool.name} {shown}{warning}? \\[y/N] ")
+        answer = display.console.input(Text("[y/N] "))
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
+
+
+def visible(text: str) -> str:
+    """`text` with each control or formatting character (ESC, BEL, U+202E...) but newline written as
+    its escape: what a person is asked about is what runs, character for character."""
+    return "".join(
+        c if c == "\n" or unicodedata.category(c)[0] != "C" else c.encode("unicode_escape").decode()
+        for c in text
+    )
+
+
+def call_lines(data: dict, width: int) -> list[str]:
+    """A call's arguments, each `name: value`, whole, wrapped to `width` cells with an indent: the
+    bash command as `$ command`."""
+    lines = []
+    for name, value in data.items():
+        shown = visible(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        head = "  $ " if name == "command" else f"  {name}: "
+        for n, line in enumerate(shown.split("\n")):
+            lines += wrapped((head if n == 0 else " " * len(head)) + line, width, " " * len(head))
+    return lines
+
+
+def wrapped(line: str, width: int, indent: str) -> list[str]:
+    """One line cut into pieces of at most `width` cells, the pieces after the first indented; nothing
+    is dropped, and no piece is wider than the terminal."""
+    width = max(width, len(indent) + 10)
+    pieces, piece = [], ""
+    for char in line:
+        if cell_len(piece + char) > width:
+            pieces.append(piece)
+            piece = indent
+        piece += char
+    return [*pieces, piece]

@@ -1,20 +1,27 @@
-"""Running a tool's shell command, bounded: `run` is subprocess.run with a cap on what it keeps and a
-process group that ends with the call.
+"""A tool's command: its output read while it runs and kept bounded, and all it started ended with it.
 
 `subprocess.run(capture_output=True)` keeps everything a command prints until it ends: `cat big big big`
 (3,000 times a 1 MiB file) then holds gigabytes. Here a thread reads the pipe as the command writes,
 keeps the first and the last KEPT_BYTES / 2 bytes, and only counts the rest, so memory stays flat.
+
+A command may leave processes behind: `sleep 313 &`, a `cat` blocked on a FIFO, children that outlive a
+timeout, a `setsid` daemon. Group ends them all when the call ends, on success, timeout or Ctrl-C: the
+command runs in a process group of its own, and its environment carries a mark (MARK) that whatever it
+starts inherits, even in a session of its own.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import secrets
 import signal
 import subprocess
 import threading
 from contextlib import suppress
 from pathlib import Path
+
+from workbook.scrub import scrub_secrets, tool_environment
 
 KEPT_BYTES = 32_000  # of a command's output, at most: about three tool results' worth (s02 cuts to 10,000)
 DRAIN_WAIT = 2.0  # s: after the command ends, how long a process it left behind may keep the pipe open
@@ -70,15 +77,19 @@ class Output:
             self.pipe = None
 
     def text(self) -> str:
-        """What the command printed, its middle cut if it was long; waits a moment for the last bytes."""
+        """What the command printed, its middle cut if it was long, every secret this process holds
+        removed (a command that prints /proc/$PPID/environ, in base64 or not, shows the model no key);
+        waits a moment for the last bytes."""
         self.started()
         self.reader.join(DRAIN_WAIT)  # a daemon left holding the pipe does not hold the tool up
         with self.lock:
             head, tail, cut = bytes(self.head), bytes(self.tail), self.cut
         if not cut:
-            return (head + tail).decode("utf-8", errors="replace")
+            return scrub_secrets((head + tail).decode("utf-8", errors="replace"))
         note = f"\n… [{cut:,} bytes cut from the middle] …\n"
-        return head.decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace")
+        return scrub_secrets(
+            head.decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace")
+        )
 
     def __enter__(self) -> Output:
         return self
@@ -87,40 +98,99 @@ class Output:
         self.started()
 
 
-def run(command: str, cwd: Path, timeout: float, env: dict) -> subprocess.CompletedProcess:
-    """subprocess.run(command, shell=True, capture_output=True, timeout=timeout), with three changes:
+MARK = "WORKBOOK_TOOL_CALL"  # in a tool command's environment: which call a process belongs to
+
+
+class Group:
+    """Every process one tool command starts, ended together when the call ends.
+
+    with Output() as output, Group() as group:
+        with subprocess.Popen(command, shell=True, start_new_session=True, env=group.environment(), ...) as p:
+            group.started(p)
+            ...                  # wait; on a timeout, group.end() before reading the output
+    # here nothing the command started is running: not `sleep 313 &`, not a `setsid` daemon
+    """
+
+    def __init__(self):
+        self.mark = secrets.token_hex(8)
+        self.leader: subprocess.Popen | None = None
+
+    def environment(self, base: dict | None = None) -> dict:
+        """A tool's environment (scrub.tool_environment, unless `base`), with this call's mark."""
+        return (tool_environment() if base is None else base) | {MARK: self.mark}
+
+    def started(self, process: subprocess.Popen) -> None:
+        """The command's process, started with start_new_session=True: the leader of its own group."""
+        self.leader = process
+
+    def end(self) -> None:
+        """Kill the command's whole group, then every process that carries this call's mark (what left
+        the group: setsid, a double fork); reap the command. Safe to call more than once."""
+        if self.leader is None:
+            return
+        with suppress(ProcessLookupError, PermissionError, AttributeError):
+            os.killpg(self.leader.pid, signal.SIGKILL)
+        for _ in range(10):  # one may fork while we look: look again until none is left
+            marked = self.marked()
+            if not marked:
+                break
+            for pid in marked:
+                with suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        if self.leader.poll() is None:
+            self.leader.kill()
+            self.leader.wait()
+
+    def marked(self) -> list[int]:
+        """The live processes started after the command (a higher pid) whose environment has our mark."""
+        needle = f"{MARK}={self.mark}".encode()
+        found = []
+        try:
+            entries = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) > self.leader.pid]
+        except OSError:
+            return found
+        for pid in entries:
+            try:
+                if needle in Path(f"/proc/{pid}/environ").read_bytes():
+                    found.append(pid)
+            except OSError:
+                continue  # ended, or not ours to read
+        return found
+
+    def __enter__(self) -> Group:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end()
+
+
+def run(command: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    """subprocess.run(command, shell=True, capture_output=True, timeout=timeout), with four changes:
     - stdout and stderr are one stream, in the order written, read while the command runs, of which
       only the head and the tail are kept (the middle counted): a 3 GB `cat` costs no memory;
-    - the command has a process group of its own, ended with the call, whether it returned, timed out
-      or was interrupted (Ctrl-C): nothing it started (`sleep 300 &`, a server) outlives it;
+    - the command gets a tool's environment (scrub.tool_environment), and what it prints has every
+      secret this process holds removed;
+    - everything it started ends with the call (Group), whether it returned, timed out or was
+      interrupted (Ctrl-C): nothing (`sleep 300 &`, a `setsid` server) outlives it;
     - no stdin: a command that waits for input gets end-of-file at once.
     A timeout raises subprocess.TimeoutExpired, with what the command printed before it as `output`."""
-    with Output() as output:
-        process = subprocess.Popen(
+    with Output() as output, Group() as group:
+        with subprocess.Popen(
             command,
             shell=True,
             cwd=cwd,
-            env=env,
+            env=group.environment(),
             stdin=subprocess.DEVNULL,
             stdout=output.pipe,
             stderr=output.pipe,
             start_new_session=True,
-        )
-        output.started()
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            end_group(process)
-            raise subprocess.TimeoutExpired(command, timeout, output=output.text()) from None
-        except BaseException:  # a Ctrl-C, or anything else that ends the wait: the command goes too
-            end_group(process)
-            raise
-        end_group(process)  # whatever it left running in the background
+        ) as process:
+            group.started(process)
+            output.started()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                group.end()  # before the output is read: what it left behind would hold the pipe open
+                raise subprocess.TimeoutExpired(command, timeout, output=output.text()) from None
+            group.end()  # whatever it left running in the background, and on a Ctrl-C (Group's exit)
         return subprocess.CompletedProcess(command, process.returncode, stdout=output.text())
-
-
-def end_group(process: subprocess.Popen) -> None:
-    """Kill the command's whole process group (its shell, and every process the shell started)."""
-    with suppress(ProcessLookupError, PermissionError):  # the group is already empty
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()

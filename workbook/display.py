@@ -11,6 +11,8 @@ import textwrap
 from contextlib import contextmanager
 from functools import cache
 
+from workbook import scrub
+
 import anthropic
 from rich.cells import cell_len
 from rich.console import Console
@@ -22,16 +24,19 @@ from rich.table import Table
 console = Console(highlight=False, emoji=False)
 
 # What a terminal would obey rather than show: OSC (title, clipboard: ESC ] ... BEL), CSI (clear the
-# screen: ESC [ 2 J), other escapes, and control characters but tab and newline. Text from a fixture or
+# screen: ESC [ 2 J), other escapes, control characters but tab and newline, and the bidirectional
+# overrides and isolates that make a line read otherwise than it runs (U+202E). Text from a fixture or
 # a model passes through printable() before it is printed, as the classroom server escapes it in HTML.
 CONTROL = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+    r"|[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
 
 
 def printable(text: str) -> str:
-    """`text` with every control sequence removed, so that printing it cannot drive the terminal."""
-    return CONTROL.sub("", text)
+    """`text` with every control sequence removed, so that printing it cannot drive the terminal, and
+    every secret this process holds (and any sk-ant- key) removed, so that no error body shows one."""
+    return scrub.redact_keys(CONTROL.sub("", text))
 
 
 def say(text: str, style: str = "dim") -> None:
@@ -212,7 +217,7 @@ def show_budget(budget) -> None:
 def label(block, limit: int = 44) -> str:
     """A call in a few words: its tool and the first line of its first input."""
     first = next(iter(block.input.values()), "") if isinstance(block.input, dict) else ""
-    return f"{block.name} {(str(first).splitlines() or [''])[0]}"[:limit]
+    return printable(f"{block.name} {(str(first).splitlines() or [''])[0]}")[:limit]  # a fixture's name
 
 
 TIMELINE_RESOLUTION = 0.005  # s: a turn shorter than this is drawn by group, not by time
@@ -310,7 +315,9 @@ def show_event(event) -> None:
 def show_model_line(line: str) -> None:
     """One whole line of streamed text, wrapped between words: the first one opens with `model:`."""
     if line.startswith("model: "):
-        console.print(f"[bold]model:[/] {escape(line.removeprefix('model: '))}")
+        console.print(
+            f"[bold]model:[/] {escape(printable(line.removeprefix('model: ')))}"
+        )  # whole: a key too
     else:
         console.print(line, markup=False)
 

@@ -14,6 +14,8 @@ import subprocess
 from datetime import date
 from pathlib import Path
 
+from workbook.scrub import tool_environment
+
 LABELS = {"working_folder": "Working folder", "os": "OS", "date": "Today's date", "git": "Git"}
 FACTS = tuple(LABELS)  # what a fixture's `environment` holds, each a string (git: or null)
 INSTRUCTION_FILES = (
@@ -48,9 +50,18 @@ def git_state(folder: Path) -> str | None:
     return f"{where}, " + (f"{changed} files changed" if changed else "clean")
 
 
+# A workspace's own git config may name a program for `git status` to run (core.fsmonitor; a submodule's
+# config, its own): none runs, and git gets a tool's environment (workbook/scrub.py), so no key either.
+SAFE_GIT = ["-c", "core.fsmonitor=false", "-c", "diff.ignoreSubmodules=all", "--no-optional-locks"]
+
+
 def _git(folder: Path, *args: str) -> str | None:
     done = subprocess.run(
-        ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT
+        ["git", *SAFE_GIT, "-C", str(folder), *args],
+        capture_output=True,
+        text=True,
+        timeout=GIT_TIMEOUT,
+        env=tool_environment(),
     )
     return done.stdout if done.returncode == 0 else None
 

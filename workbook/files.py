@@ -12,7 +12,7 @@ from itertools import accumulate
 from pathlib import Path
 
 from workbook.errors import WorkbookError, one_line
-from workbook.scrub import scrub_json
+from workbook.scrub import dumps
 
 MAX_JSON_BYTES = (
     64 * 1024 * 1024
@@ -208,5 +208,6 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def write_json(path: str | Path, value) -> Path:
-    """`value` as indented JSON, its secrets scrubbed, written atomically (fixtures, saved conversations)."""
-    return write_atomic(path, scrub_json(json.dumps(value, indent=2, ensure_ascii=False)) + "\n")
+    """`value` as indented JSON, its secrets scrubbed (split ones too), written atomically (fixtures,
+    saved conversations)."""
+    return write_atomic(path, dumps(value, indent=2, ensure_ascii=False) + "\n")

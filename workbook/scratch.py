@@ -39,34 +39,108 @@ def workspace_problem(name) -> str | None:
 KEPT_RUNS = 10  # the newest replays' files (audit log, trace, saved conversation) kept; older ones go
 
 
+def temp_base() -> Path:
+    """Where temp folders go: tempfile's choice ($TMPDIR...), unless that came from a relative $TMPDIR,
+    TEMP or TMP (relative to whatever folder the reader is in: not a temp folder), then /tmp."""
+    if tempfile.tempdir is None and any(
+        os.environ.get(name) and not os.path.isabs(os.environ[name]) for name in ("TMPDIR", "TEMP", "TMP")
+    ):
+        return Path("/tmp")
+    return Path(tempfile.gettempdir())
+
+
+def private_path(path: Path) -> bool:
+    """Whether no other user can change what `path` (a folder that exists) holds: every folder from /
+    down to it, links resolved, is owned by this user or root and writable by no one else, but for a
+    sticky folder (/tmp) whose next folder down is ours. Anything kept or run from below it is ours."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    try:
+        resolved = Path(os.path.realpath(path))
+        chain = [resolved, *resolved.parents][::-1]  # /, then down to the folder itself
+        infos = [os.lstat(folder) for folder in chain]
+    except (OSError, ValueError):
+        return False
+    for n, info in enumerate(infos):
+        if info.st_uid not in (uid, 0) or not stat.S_ISDIR(info.st_mode):
+            return False
+        if info.st_mode & 0o022:
+            below = infos[n + 1] if n + 1 < len(infos) else None
+            if not (info.st_mode & stat.S_ISVTX and below is not None and below.st_uid in (uid, 0)):
+                return False
+    return True
+
+
+def cache_home() -> Path | None:
+    """$XDG_CACHE_HOME, else ~/.cache; a relative XDG_CACHE_HOME is ignored, as the XDG spec says
+    (relative to the reader's current folder, it would be any folder at all). None without a home."""
+    configured = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(configured):
+        return Path(configured)
+    try:
+        return Path.home() / ".cache"
+    except (RuntimeError, KeyError, OSError):
+        return None
+
+
+def cache_folder(name: str) -> Path:
+    """<cache home>/<name>, mode 700, when every folder on its path is private (private_path): what is
+    cached there outlives a temp folder, and may be loaded back. Else a folder in the scratch root."""
+    home = cache_home()
+    if home is not None:
+        folder = home / name
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if private_path(folder) and not os.path.islink(folder):
+                return folder
+        except OSError:
+            pass
+    folder = scratch_root() / name
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def read_private(path: Path) -> bytes:
+    """A file of this user's, written by no one else: opened without following a link, and refused
+    (OSError) if another user owns it or may write it."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+    with open(fd, "rb") as file:
+        info = os.fstat(fd)
+        uid = os.getuid() if hasattr(os, "getuid") else info.st_uid
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != uid or info.st_mode & 0o022:
+            raise PermissionError(f"{path}: not a private file of this user's")
+        return file.read()
+
+
 def scratch_root() -> Path:
     """$TMPDIR/workbook-<uid>: every temp folder the workbook makes lives here, and only here.
 
-    Private to this user (mode 700, owned, not a symlink); if something else holds the name, this
-    process uses a folder of its own instead, removed when it exits.
+    Private to this user (mode 700, owned, not a symlink, on a path no one else can change: private_path);
+    if something else holds the name, this process uses a folder of its own instead, removed when it exits.
     """
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    root = Path(tempfile.gettempdir()) / f"workbook-{uid}"
+    root = temp_base() / f"workbook-{uid}"
     try:
         root.mkdir(mode=0o700, exist_ok=True)
         info = root.lstat()
         if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:  # ours, and not a symlink planted for us
             if info.st_mode & 0o077:
                 root.chmod(0o700)
-            return root
+            if private_path(root):
+                return root
     except OSError:
         pass
     global _PRIVATE_ROOT
     if _PRIVATE_ROOT is None:
         sweep_fallbacks(uid)
-        _PRIVATE_ROOT = Path(tempfile.mkdtemp(prefix=f"workbook-{uid}-{os.getpid()}-"))
+        base = temp_base() if private_path(temp_base()) else Path("/tmp")
+        _PRIVATE_ROOT = Path(tempfile.mkdtemp(prefix=f"workbook-{uid}-{os.getpid()}-", dir=base))
     return _PRIVATE_ROOT
 
 
 def sweep_fallbacks(uid: int) -> None:
     """Remove the fallback roots (`workbook-<uid>-<pid>-XXXX`) of processes that have ended: a killed
     process never ran its clean-up at exit. Only this user's own folders, never through a symlink."""
-    for folder in Path(tempfile.gettempdir()).glob(f"workbook-{uid}-*-*"):
+    for folder in temp_base().glob(f"workbook-{uid}-*-*"):
         pid = folder.name.split("-")[2]
         try:
             info = folder.lstat()
@@ -93,7 +167,7 @@ def new_run_folder() -> Path:
             continue
         _MADE_HERE.append(folder)
         return folder
-    raise WorkbookError(f"cannot make a temp folder under {tempfile.gettempdir()} — is it writable?")
+    raise WorkbookError(f"cannot make a temp folder under {temp_base()} — is it writable?")
 
 
 def sweep(root: Path) -> None:

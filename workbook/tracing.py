@@ -13,7 +13,7 @@ from workbook.conversation import plain
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import MAX_JSON_DEPTH, read_bytes, text_depth, write_json
 from workbook.scratch import new_run_folder
-from workbook.scrub import scrub_json
+from workbook.scrub import dumps
 
 
 def trace(path: Path | None, event: str, **fields) -> None:
@@ -26,7 +26,7 @@ def append_line(path: Path, value) -> None:
     """One JSON line appended with a single write() and no buffer, every secret scrubbed first: a crash,
     even kill -9, loses nothing written before it and leaves no half line (trace, audit log). Only a
     regular file is written (a FIFO is not waited on, a device not written); a failure is one line."""
-    line = scrub_json(json.dumps(plain(value), ensure_ascii=False)) + "\n"
+    line = dumps(plain(value), ensure_ascii=False) + "\n"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
     except OSError as err:

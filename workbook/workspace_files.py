@@ -7,6 +7,18 @@ import os
 import stat
 from pathlib import Path
 
+from workbook.scrub import scrub_secrets
+
+
+def resolved(path: Path) -> Path:
+    """`path` with every link followed. A link loop is the OSError the system names (ELOOP), one line
+    for an is_error result, not the RuntimeError pathlib raises (Python 3.11, 3.12)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        loop = "a symbolic link loop (a link that leads back to itself)"
+        raise OSError(errno.ELOOP, loop, str(path)) from None
+
 
 def regular_file(target: Path, name: str, max_bytes: float = float("inf")):
     """`target` opened to read if it is a regular file (a FIFO would hang the run, a device never ends)
@@ -23,11 +35,13 @@ def regular_file(target: Path, name: str, max_bytes: float = float("inf")):
 
 
 def read_text(target: Path, name: str, budget: int) -> str:
-    """A regular file's text, reading at most `budget` bytes: all of it, or its head and tail."""
+    """A regular file's text, reading at most `budget` bytes: all of it, or its head and tail; every
+    secret this process holds removed (a workspace's .env may hold the very key the loop runs on)."""
     with regular_file(target, name) as file:
         size = os.fstat(file.fileno()).st_size
         if size <= budget:
-            return target.read_text(errors="replace")
+            text = file.read().decode(errors="replace")  # as read_text() would: newlines made \n
+            return scrub_secrets(text.replace("\r\n", "\n").replace("\r", "\n"))
         head, _, tail = file.read(budget // 2), file.seek(size - budget // 2), file.read(budget // 2)
     cut = f"\n… [{size - budget:,} bytes in the middle not read] …\n"
-    return head.decode(errors="replace") + cut + tail.decode(errors="replace")
+    return scrub_secrets(head.decode(errors="replace") + cut + tail.decode(errors="replace"))

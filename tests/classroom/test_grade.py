@@ -512,7 +512,7 @@ def test_auto_without_bubblewrap_notice_is_one_line(tmp_path, monkeypatch, capsy
     grade.main(["--json", "--only", "loop", "--", PYTHON, "-c", "print('hi')"])
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(
-        "note: bubblewrap (bwrap) is not installed: the graded programs run unsandboxed"
+        "note: bubblewrap (bwrap) is not installed: each graded program runs instead in a Landlock sandbox"
     )
 
 

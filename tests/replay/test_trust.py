@@ -97,3 +97,88 @@ def test_s01_in_a_notebook_runs_a_trusted_fixtures_commands():
     workspace = scratch.copy_workspace(fixture["workspace"])
     s01.agent_loop(client, [{"role": "user", "content": fixture["task"]}], s01.Settings(workspace))
     assert (workspace / "hello_agent.txt").exists()
+
+
+# -- trust covers the workspace a fixture's commands run in (issue 39) ------------------------------
+
+STOP_HOOK = ROOT / "fixtures" / "s06_stop_hook.json"
+
+
+def edited_workspaces(tmp_path, monkeypatch, marker) -> None:
+    """fixtures/workspace as a copy in which greet/check.sh (s06_stop_hook.json's hook) was edited to
+    leave a marker: what a pull request or a downloaded zip could change without touching the fixture."""
+    import shutil
+
+    from workbook.replay import trust
+
+    folders = tmp_path / "workspace"
+    shutil.copytree(ROOT / "fixtures" / "workspace", folders, symlinks=True)
+    hook = folders / "greet" / "check.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\necho check passed\n")
+    monkeypatch.setattr(trust, "WORKSPACES", folders)
+    monkeypatch.setattr(scratch, "WORKSPACES", folders)
+
+
+def test_every_trusted_fixture_is_trusted_with_its_workspace_as_it_is_now():
+    from workbook.replay import trust
+
+    for entry in trust.trusted_digests().values():
+        if entry.endswith(".json"):
+            raw = (ROOT / entry).read_bytes()
+            assert trust.is_trusted(raw), f"{entry}: `python -m workbook trust {entry}`"
+
+
+def test_an_edited_workspace_file_makes_its_fixture_a_strangers(tmp_path, monkeypatch):
+    from workbook.replay import trust
+
+    raw = STOP_HOOK.read_bytes()
+    assert trust.is_trusted(raw)
+    edited_workspaces(tmp_path, monkeypatch, tmp_path / "ran")
+    assert not trust.is_trusted(raw) and not trust.is_trusted(raw, json.loads(raw))
+
+
+def test_an_edited_stop_hook_script_does_not_run_unasked_in_replay(tmp_path, monkeypatch, run_main):
+    marker = tmp_path / "ran"
+    edited_workspaces(tmp_path, monkeypatch, marker)
+    code, out = run_main("s06_recovery", "--replay", str(STOP_HOOK))
+    assert code == 1 and "not on the trust list" in out and "Traceback" not in out
+    assert not marker.exists()
+
+
+def test_a_copy_that_is_not_the_trusted_workspace_runs_nothing_unasked(tmp_path, monkeypatch):
+    """The copy is judged on its own bytes: a workspace edited after the fixture was loaded (between the
+    check and the copy) gives a copy that no trusted fixture's call may run in unasked."""
+    from workbook.replay import trust
+
+    fixture = fixtures.load_fixture(TRUSTED_S02)  # trusted, as the repo has it
+    edited_workspaces(tmp_path, monkeypatch, tmp_path / "ran")
+    (tmp_path / "workspace" / "divide_by_zero" / "utils.py").write_text("import os\n")
+    workspace = scratch.copy_workspace(fixture["workspace"])
+    transport = replay_s02(fixture, workspace)
+    results = [
+        block
+        for request in transport.seen
+        for message in request["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("tool_use_id") == VETTED_ID
+    ]
+    assert results and results[0]["is_error"] and results[0]["content"].startswith("not run:")
+    assert trust._COPIES[str(workspace.resolve())][2] is False
+
+
+def test_trust_lists_the_workspace_and_a_later_trust_replaces_its_line(tmp_path, monkeypatch):
+    from workbook import cli
+    from workbook.replay import trust
+
+    monkeypatch.setattr(trust, "TRUST_FILE", tmp_path / "TRUSTED")
+    mine = tmp_path / "mine.json"
+    mine.write_bytes(STOP_HOOK.read_bytes())
+    assert cli.main(["trust", str(mine)]) == 0
+    lines = (tmp_path / "TRUSTED").read_text().splitlines()
+    assert any(line.endswith("  fixtures/workspace/greet/") for line in lines)
+    edited_workspaces(tmp_path, monkeypatch, tmp_path / "ran")
+    assert not trust.is_trusted(mine.read_bytes())
+    assert cli.main(["trust", str(mine)]) == 0  # the teacher read the new check.sh
+    again = (tmp_path / "TRUSTED").read_text().splitlines()
+    assert trust.is_trusted(mine.read_bytes()) and len(again) == len(lines) and again != lines

@@ -338,10 +338,11 @@ def test_tools_get_no_anthropic_variable(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-1")
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token-secret-2")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://u:p@example.com")
-    monkeypatch.setenv("HOME_FOR_TOOLS", "kept")
+    monkeypatch.setenv("HOME_FOR_TOOLS", "not on the allowlist")
+    monkeypatch.setenv("LANG", "C.UTF-8")
     env = scrub.tool_environment()
-    assert not [name for name in env if name.startswith("ANTHROPIC_")]
-    assert env["HOME_FOR_TOOLS"] == "kept" and env.get("PATH") == os.environ.get("PATH")
+    assert not [name for name in env if name.startswith("ANTHROPIC_")] and "HOME_FOR_TOOLS" not in env
+    assert env["LANG"] == "C.UTF-8" and env.get("PATH") == os.environ.get("PATH")
 
 
 def test_scrub_removes_every_credential_at_any_depth(monkeypatch):

@@ -35,7 +35,7 @@ def schema(name: str) -> dict:
     Only needed to explain a failure in words; cached on disk beside the compiled check."""
     if name not in _SCHEMAS:
         try:
-            _SCHEMAS[name] = json.loads(cache_file(name, "json").read_bytes())
+            _SCHEMAS[name] = json.loads(_read_cache(cache_file(name, "json")))
         except (OSError, ValueError):
             _SCHEMAS[name] = _built_schema(name)
             write_cache(cache_file(name, "json"), json.dumps(_SCHEMAS[name]).encode())
@@ -90,34 +90,35 @@ def cache_file(name: str, kind: str = "bin"):
     import fastjsonschema
 
     python = importlib.util.MAGIC_NUMBER.hex()  # marshal's format is the interpreter's own
-    key = f"{name}-{anthropic.__version__}-{fastjsonschema.VERSION}-{python}-{SHAPES_VERSION}"
+    code = _source_digest()  # the code that builds the checks: another checkout's are not these
+    key = f"{name}-{anthropic.__version__}-{fastjsonschema.VERSION}-{python}-{SHAPES_VERSION}-{code}"
     return _cache_dir() / f"{key}.{kind}"
 
 
-def _cache_dir():
-    """The user's cache folder (it outlives a temp folder, as a replay's cost must), if it is private:
-    what is cached there is run. Otherwise the workbook's private scratch root."""
-    import os
-    import stat
+def _source_digest() -> str:
     from pathlib import Path
 
-    from workbook.scratch import scratch_root
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agent-loop-workbook"
-    try:
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = base.lstat()
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
-            return base
-    except (OSError, AttributeError, RuntimeError):  # no home, a read-only one, no getuid (Windows)
-        pass
-    return scratch_root() / "contract-cache"
+
+def _read_cache(path) -> bytes:
+    from workbook.scratch import read_private  # no link followed, no file another user could write
+
+    return read_private(path)
+
+
+def _cache_dir():
+    """The user's cache folder (it outlives a temp folder, as a replay's cost must) if no one else can
+    change it, since what is cached there is run; else the scratch root (workbook/scratch.py)."""
+    from workbook.scratch import cache_folder
+
+    return cache_folder("agent-loop-workbook")
 
 
 def _cached(name: str):
     """The cached validator, or None when there is none or it is damaged (it is then rebuilt)."""
     try:
-        data = cache_file(name).read_bytes()
+        data = _read_cache(cache_file(name))
         digest, code = data[:32], data[32:]
         if hashlib.sha256(code).digest() != digest:
             return None

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import errors, paths, scratch
+from workbook import display, errors, paths, scratch, scrub
 from workbook.classroom import reasons as reasons
 from workbook.classroom import sandbox as grade_sandbox
 from workbook.classroom import server
@@ -159,7 +159,7 @@ class Options:
     """How to grade: seconds per rung, the sandbox, and whether the SDK's own retries are accepted."""
 
     timeout: float = DEFAULT_TIMEOUT
-    sandbox: grade_sandbox.Sandbox = grade_sandbox.Sandbox(None)
+    sandbox: grade_sandbox.Sandbox = grade_sandbox.Sandbox()
     allow_sdk_retries: bool = False
 
 
@@ -310,18 +310,21 @@ def run_rung(rung_server: RungServer, command: list[str], options: Options) -> r
 
 
 def judged(rung: Rung, rung_server: RungServer, outcome: reasons.Outcome, options: Options) -> Result:
+    """The rung's row. A reason may quote the program's last line: no secret of the grader's, and no
+    key-shaped string, is ever quoted (scrub.redact_keys)."""
     verdict = reasons.judge(rung, rung_server.fixture, outcome, options.allow_sdk_retries)
     ran = sandbox_words(options.sandbox)
     if verdict.problem:
-        return Result(rung, False, verdict.problem, verdict.library, ran)
+        return Result(rung, False, scrub.redact_keys(verdict.problem), verdict.library, ran)
     reason = reasons.passed_reason(rung, outcome)
     if verdict.library:
         reason = f"passed by the library: {'; '.join(verdict.library)}; {reason}"
-    return Result(rung, True, reason, verdict.library, ran)
+    return Result(rung, True, scrub.redact_keys(reason), verdict.library, ran)
 
 
 def grade_runs(runs: list[tuple[Rung, list[str]]], options: Options = Options()) -> list[Result]:
-    """Grade each (rung, command), side by side as the cores allow, one shared server per rung."""
+    """Grade each (rung, command), side by side as the cores allow (only in bubblewrap, which keeps the
+    programs apart; else one at a time), one shared server per rung."""
 
     def grade_one(run: tuple[Rung, list[str]]) -> Result:
         rung, command = run
@@ -329,7 +332,7 @@ def grade_runs(runs: list[tuple[Rung, list[str]]], options: Options = Options())
         return judged(rung, rung_server, run_rung(rung_server, command, options), options)
 
     with Servers() as servers:
-        pool = ThreadPoolExecutor(max_workers=WORKERS)
+        pool = ThreadPoolExecutor(max_workers=WORKERS if options.sandbox.side_by_side else 1)
         try:
             return list(pool.map(grade_one, runs))
         except KeyboardInterrupt:
@@ -448,21 +451,30 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
-def show(results: list[Result], command: list[str]) -> None:
+def show(results: list[Result], command: list[str], sandbox: grade_sandbox.Sandbox | None = None) -> None:
     """The report as a table: rung, step, what it checks, pass or FAIL, why, and the sandbox the program
-    ran in. Every cell is plain text (rich.text.Text): a student's words in a reason are never markup."""
+    ran in; under it, how the programs ran (the sandbox, or why none). Every cell is plain text
+    (rich.text.Text) with no control sequence (display.printable): a student's words in a reason never
+    drive the terminal or its markup."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(f"grading: {' '.join(command)}"), show_lines=True)
+    def plain(text: str) -> Text:
+        return Text(display.printable(text))
+
+    table = Table(title=plain(f"grading: {' '.join(command)}"), show_lines=True)
+    if sandbox is not None:
+        table.caption = plain(f"programs ran in: {sandbox.how}")
     for column in ("step", "rung", "checks", "result", "reason", "sandbox"):
         table.add_column(column, overflow="fold")
     for r in results:
         verdict = Text("pass", "green") if r.passed else Text("FAIL", "red")
         if r.passed_by == "library":
             verdict = Text("pass (library)", "yellow")
-        table.add_row(r.rung.step, r.rung.name, Text(r.rung.checks), verdict, Text(r.reason), Text(r.sandbox))
+        table.add_row(
+            r.rung.step, r.rung.name, plain(r.rung.checks), verdict, plain(r.reason), plain(r.sandbox)
+        )
     console = Console(highlight=False)
     console.print(table)
     passed = sum(r.passed for r in results)
@@ -481,6 +493,8 @@ def main(argv: list[str]) -> int:
         return 2
     if sandbox.notice:
         print(sandbox.notice, file=sys.stderr)
+    if sandbox.kind == "none":
+        grade_sandbox.hide_from_programs()
     options = Options(args.timeout, sandbox, args.allow_sdk_retries)
     try:
         results = grade_runs([(rung, command) for rung in rungs], options)
@@ -488,9 +502,11 @@ def main(argv: list[str]) -> int:
         print("interrupted: the programs being graded were stopped", file=sys.stderr)
         return 130
     if args.json:
-        print(json.dumps({"rungs": [r.row() for r in results]}, ensure_ascii=False))
+        print(
+            json.dumps({"rungs": [r.row() for r in results], "sandbox": sandbox.report()}, ensure_ascii=False)
+        )
     else:
-        show(results, command)
+        show(results, command, sandbox)
     return 0 if all(r.passed for r in results) else 1
 
 

@@ -1,6 +1,7 @@
-"""grade_keeper — the graded program's parent: nothing it starts outlives its rung.
+"""grade_keeper — the graded program's parent: it sets the program's bounds, and nothing the program
+starts outlives its rung.
 
-    python grade_keeper.py [--relay SOCKET PORT] -- PROGRAM [ARGS...]
+    python keeper.py [--seed FROM TO] [--relay SOCKET PORT] [--landlock JSON] -- PROGRAM [ARGS...]
 
 The grader starts this small script (standard library only, so it starts in milliseconds), and it
 starts the program. It makes itself a *child subreaper* (Linux prctl): whatever the program starts
@@ -8,35 +9,60 @@ and abandons, even a `setsid` daemon that forked twice, is handed to the keeper 
 So when the program ends, or the grader asks it to stop (SIGTERM), the keeper finds every process
 left below it, kills them all, and only then exits with the program's exit code.
 
-Inside the sandbox (workbook/classroom/sandbox.py) the program has a network of its own with only a
-loopback in it. With `--relay`, the keeper listens on that loopback's PORT and carries each connection
-to SOCKET, a Unix socket that the grader serves outside: the rung's replay server is the one thing
-the program can reach.
+Before it starts the program, the keeper bounds what it may use (LIMITS: memory, file size, open
+files, processes; a watchdog ends a program that runs more than PROCESSES at once, which the rlimit
+cannot do for root), and:
+  --seed FROM TO       copies the rung's folder (its workspace) into TO, a size-bounded tmpfs;
+  --relay SOCKET PORT  inside bubblewrap's network of its own (only a loopback), listens on PORT and
+                       carries each connection to SOCKET, the grader's Unix socket for this run alone;
+  --landlock JSON      where bubblewrap cannot run: the kernel's Landlock confines the program
+                       ({"read": [...], "list": [...], "write": [...], "devices": [...], "port": N}) to
+                       reading those paths, writing its own folder, connecting to its server's port,
+                       signalling and tracing (so reading /proc/PID/environ of) no process outside;
+                       seccomp refuses it Unix sockets (Landlock does not guard a socket's path).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
+import json
 import os
+import resource
+import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
+import time
 
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 38, 22, 36  # linux/prctl.h
+MEMORY_BYTES = 2 << 30  # each process's data (RLIMIT_DATA: not RLIMIT_AS, which node's WebAssembly outgrows)
+TOTAL_MEMORY = 4 << 30  # all its processes' resident memory together, shared memory too: the watchdog's
+FILE_BYTES = 64 << 20  # the largest file it may write
+OPEN_FILES = 1024
+PROCESSES = 256  # processes (threads too) at once: RLIMIT_NPROC where it binds, and the watchdog
+WATCH_EVERY = 0.2  # s between the watchdog's counts
+CONNECTIONS = 16  # connections one run may hold open to its server through the relay at once
+KILLED_BY_WATCHDOG = 125
+
+
+def libc():
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def become_subreaper() -> None:
     """Orphans below this process come to it, not to init (Linux only; elsewhere a no-op)."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
 
-def descendants(root: int) -> list[int]:
-    """Every live process below `root`, found by walking each process's parent in /proc."""
+def processes_by_parent() -> dict[int, int]:
+    """pid -> parent pid, for every process /proc shows."""
     parent_of = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -46,10 +72,17 @@ def descendants(root: int) -> list[int]:
                 parent_of[int(entry)] = int(fields[1])
             except (OSError, IndexError, ValueError):
                 continue  # it ended while we looked
+    return parent_of
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root`, found by walking each process's parent in /proc."""
+    children_of: dict[int, list[int]] = {}
+    for pid, ppid in processes_by_parent().items():
+        children_of.setdefault(ppid, []).append(pid)
     below, frontier = [], [root]
     while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parent_of.items() if ppid == parent]
+        children = children_of.get(frontier.pop(), [])
         below += children
         frontier += children
     return below
@@ -81,8 +114,11 @@ def reap() -> None:
             return
 
 
-def pump(source: socket.socket, sink: socket.socket) -> None:
-    """Copy bytes one way until either side closes, then close both."""
+# -- the relay: the program's one way out, to its own server -----------------------------------------
+
+
+def pump(source: socket.socket, sink: socket.socket, done=None) -> None:
+    """Copy bytes one way until either side closes, then close both (and call `done`, if given)."""
     try:
         while data := source.recv(65536):
             sink.sendall(data)
@@ -95,27 +131,36 @@ def pump(source: socket.socket, sink: socket.socket) -> None:
             except OSError:
                 pass
             end.close()
+        if done:
+            done()
 
 
-def carry(client: socket.socket, connect) -> None:
-    """One connection, carried to a fresh connection made by `connect()`, both ways at once."""
+def carry(client: socket.socket, connect, slots: threading.BoundedSemaphore | None = None) -> None:
+    """One connection, carried to a fresh connection made by `connect()`, both ways at once. With
+    `slots`, a connection beyond them is closed at once: a program cannot hoard its server's sockets."""
+    if slots is not None and not slots.acquire(blocking=False):
+        client.close()
+        return
     try:
         upstream = connect()
     except OSError:
         client.close()
+        if slots is not None:
+            slots.release()
         return
-    threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
+    done = slots.release if slots is not None else None  # the way in ends: the slot is free again
+    threading.Thread(target=pump, args=(client, upstream, done), daemon=True).start()
     threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
 
 
-def serve_relay(listener: socket.socket, connect) -> None:
+def serve_relay(listener: socket.socket, connect, slots=None) -> None:
     """Accept forever (a daemon thread): each connection is carried by `carry`."""
     while True:
         try:
             client, _ = listener.accept()
         except OSError:
             return  # the listener was closed: the run is over
-        carry(client, connect)
+        carry(client, connect, slots)
 
 
 def start_relay(unix_path: str, port: int) -> None:
@@ -127,7 +172,218 @@ def start_relay(unix_path: str, port: int) -> None:
         upstream.connect(unix_path)
         return upstream
 
-    threading.Thread(target=serve_relay, args=(listener, connect), daemon=True).start()
+    slots = threading.BoundedSemaphore(CONNECTIONS)
+    threading.Thread(target=serve_relay, args=(listener, connect, slots), daemon=True).start()
+
+
+# -- bounds ----------------------------------------------------------------------------------------
+
+
+def user_tasks() -> int:
+    """How many processes and threads this user runs now (what RLIMIT_NPROC counts outside a namespace)."""
+    uid, count = os.getuid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status", "rb") as status:
+                    fields = dict(line.split(b":", 1) for line in status.read().splitlines() if b":" in line)
+                if int(fields[b"Uid"].split()[0]) == uid:
+                    count += int(fields[b"Threads"])
+            except (OSError, KeyError, ValueError, IndexError):
+                continue
+    return count
+
+
+def set_limits(shared_count: bool) -> None:
+    """Memory, file size, open files and processes, for this process and all it starts. Outside a user
+    namespace of its own (`shared_count`) RLIMIT_NPROC counts all the user's tasks: PROCESSES more, then."""
+    processes = PROCESSES + (user_tasks() if shared_count else 0)
+    for kind, value in (
+        (resource.RLIMIT_DATA, MEMORY_BYTES),
+        (resource.RLIMIT_FSIZE, FILE_BYTES),
+        (resource.RLIMIT_NOFILE, OPEN_FILES),
+        (resource.RLIMIT_NPROC, processes),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        _, hard = resource.getrlimit(kind)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        try:
+            resource.setrlimit(kind, (value, value))
+        except (ValueError, OSError):
+            pass  # a lower hard limit stays as it is
+
+
+def resident(pid: int) -> int:
+    """A process's resident memory in bytes (0 if it has ended)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def too_much(me: int) -> str | None:
+    """What the program has outgrown, in words, or None: more processes than PROCESSES, or more memory
+    all together than TOTAL_MEMORY (RLIMIT_NPROC does not bind root; RLIMIT_DATA not shared memory)."""
+    running = descendants(me)
+    if len(running) > PROCESSES:
+        return f"more than {PROCESSES} processes at once"
+    if sum(resident(pid) for pid in running) > TOTAL_MEMORY:
+        return f"more than {TOTAL_MEMORY >> 30} GiB of memory"
+    return None
+
+
+def watch(me: int, stopped: list[str]) -> None:
+    """The watchdog: a program that outgrows its bounds (too_much) is stopped, all of it; `stopped`
+    says why, for main() to print once the program has gone."""
+    while True:
+        time.sleep(WATCH_EVERY)
+        try:
+            problem = too_much(me)
+        except OSError:
+            continue
+        if problem:
+            stopped.append(problem)  # first: main() wakes as soon as the program is killed
+            kill_everything_below(me)
+            return
+
+
+def seed(source: str, target: str) -> None:
+    """The rung's folder (its workspace, an empty home and temp folder) copied into the tmpfs at `target`."""
+    shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+
+
+# -- Landlock and seccomp, where bubblewrap cannot run -----------------------------------------------
+
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # the same on every arch
+RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1, 2, 4, 8
+FS_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}  # ABI -> all it handles
+TRUNCATE, IOCTL_DEV = 1 << 14, 1 << 15
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the rights a rule on a file may give
+NET_BIND_TCP, NET_CONNECT_TCP = 1, 2  # ABI 4
+SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1, 2  # ABI 6
+
+
+class RulesetAttr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class NetPort(ctypes.Structure):
+    _fields_ = [("allowed", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock version (0: none, or turned off, or a machine no_unix_sockets() cannot
+    filter: Landlock alone would leave the host's Unix sockets reachable)."""
+    if os.uname().machine not in AUDIT_ARCH:
+        return 0
+    try:
+        abi = libc().syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    except (OSError, AttributeError):
+        return 0
+    return max(abi, 0)
+
+
+def check(result: int, what: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def landlock(rules: dict) -> None:
+    """Confine this process and all it starts: read (and run) only beneath rules["read"], list only
+    rules["list"], write only beneath rules["write"] (and use the files of rules["devices"]: /dev/null),
+    connect only to rules["port"] on TCP (ABI 4+), and (ABI 6+) send no signal, and reach no abstract
+    socket, outside. Ptrace, and with it /proc/PID/environ and /proc/PID/mem, is closed to every process
+    outside, at every ABI."""
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError(errno.ENOSYS, "this kernel has no Landlock")
+    handled = FS_ABI[max(v for v in FS_ABI if v <= abi)]
+    attr = RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0, 0)
+    attr.scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0
+    c = libc()
+    made = c.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0)
+    ruleset = check(made, "landlock_create_ruleset")
+    rights = {
+        "read": EXECUTE | READ_FILE | READ_DIR,
+        "list": READ_DIR,
+        "write": handled,
+        "devices": READ_FILE | WRITE_FILE | IOCTL_DEV | READ_DIR,
+    }
+    for kind, allowed in rights.items():
+        for path in rules.get(kind, []):
+            allow_beneath(c, ruleset, path, allowed & handled)
+    if abi >= 4 and rules.get("port") is not None:
+        rule = NetPort(NET_CONNECT_TCP, rules["port"])
+        check(c.syscall(LANDLOCK_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), 0), "landlock port")
+    check(c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    check(c.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
+    os.close(ruleset)
+
+
+def allow_beneath(c, ruleset: int, path: str, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # not on this machine: nothing to allow
+    try:
+        if not os.path.isdir(path):
+            rights &= FILE_RIGHTS
+        rule = PathBeneath(rights, fd)
+        check(c.syscall(LANDLOCK_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), 0), path)
+    finally:
+        os.close(fd)
+
+
+# machine -> (its AUDIT_ARCH, the numbers of socket and io_uring_setup)
+AUDIT_ARCH = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
+X32_BIT = 0x40000000
+
+
+def no_unix_sockets() -> None:
+    """seccomp: socket(AF_UNIX, ...) and io_uring fail with EACCES, so no host socket (an ssh agent, D-Bus,
+    docker) is reachable by its path, which Landlock does not guard. socketpair() still works."""
+    if os.uname().machine not in AUDIT_ARCH:
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine} here")
+    arch, nr_socket, nr_io_uring = AUDIT_ARCH[os.uname().machine]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EACCES
+    program = [
+        (ld, 0, 0, 4),  # the architecture
+        (jeq, 1, 0, arch),
+        (ret, 0, 0, allow),  # another ABI (none on these machines): not ours to judge
+        (ld, 0, 0, 0),  # the system call's number
+        (jge, 5, 0, X32_BIT),  # x32 calls: refused
+        (jeq, 4, 0, nr_io_uring),
+        (jeq, 0, 2, nr_socket),
+        (ld, 0, 0, 16),  # socket's first argument, the family (low 32 bits)
+        (jeq, 1, 0, socket.AF_UNIX),
+        (ret, 0, 0, allow),
+        (ret, 0, 0, deny),
+    ]
+    code = b"".join(struct.pack("HBBI", *op) for op in program)
+    filters = ctypes.create_string_buffer(code)
+    fprog = struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))
+    check(libc().prctl(PR_SET_SECCOMP, 2, ctypes.c_char_p(fprog), 0, 0), "seccomp")
+
+
+def confine(spec: str) -> None:
+    landlock(json.loads(spec))
+    no_unix_sockets()
+
+
+# -- the run ---------------------------------------------------------------------------------------
 
 
 def exit_code(returncode: int) -> int:
@@ -135,9 +391,18 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def main(argv: list[str]) -> int:
+def options_of(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     split = argv.index("--")
-    options, program = argv[:split], argv[split + 1 :]
+    options, words = {}, argv[:split]
+    arity = {"--seed": 2, "--relay": 2, "--landlock": 1, "--cwd": 1}
+    while words:
+        flag = words.pop(0)
+        options[flag], words = words[: arity[flag]], words[arity[flag] :]
+    return options, argv[split + 1 :]
+
+
+def main(argv: list[str]) -> int:
+    options, program = options_of(argv)
     become_subreaper()
     me = os.getpid()
 
@@ -146,15 +411,30 @@ def main(argv: list[str]) -> int:
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    if options[:1] == ["--relay"]:
-        start_relay(options[1], int(options[2]))
     try:
-        child = subprocess.Popen(program, stdin=subprocess.DEVNULL)
+        if "--seed" in options:
+            seed(*options["--seed"])
+        if "--relay" in options:
+            start_relay(options["--relay"][0], int(options["--relay"][1]))
+        set_limits(shared_count="--landlock" in options or "--relay" not in options)
+        if "--landlock" in options:
+            confine(options["--landlock"][0])
+    except (OSError, ValueError, KeyError, TypeError, shutil.Error) as err:
+        print(f"error: the grader cannot confine the program here: {err}", file=sys.stderr)
+        return 125
+    stopped: list[str] = []
+    threading.Thread(target=watch, args=(me, stopped), daemon=True).start()
+    cwd = options.get("--cwd", [None])[0]
+    try:
+        child = subprocess.Popen(program, stdin=subprocess.DEVNULL, cwd=cwd)
     except OSError as err:
         print(f"error: cannot start {program[0]}: {err.strerror}", file=sys.stderr)
         return 126
     code = exit_code(child.wait())
     kill_everything_below(me)
+    if stopped:
+        print(f"stopped by the grader: {stopped[0]}", file=sys.stderr)
+        return KILLED_BY_WATCHDOG
     return code
 
 

@@ -1,22 +1,35 @@
-"""grade_sandbox — running a stranger's program for the grader: a sandbox, an allowlisted environment,
-and nothing left running when its rung ends.
+"""grade_sandbox — running a stranger's program for the grader: it sees only what it needs, it is
+bounded, and nothing it started is left running when its rung ends.
 
-A student's program is a stranger's program. With bubblewrap installed (Debian: `apt-get install
-bubblewrap`), each rung's program runs in a sandbox:
-  - its own PID namespace: it cannot see the grader, nor signal it (`/proc/$PPID` is the keeper);
-  - the whole file system read-only (the project included); only the rung's temp folder is writable;
-  - its own network, holding only a loopback: the keeper relays one port of it to the rung's server;
-  - no capabilities, its own session, and everything in it killed when the rung ends.
+With bubblewrap (Debian: `apt-get install bubblewrap`), each rung's program runs in a sandbox of its
+own (kind "bwrap"), and runs side by side with others:
+  - the system's programs and libraries (/usr, /etc...), the project and the interpreters the command
+    names, read-only; the project without its .git, .env and runs/; nothing else of the machine: no
+    home folder, no /run, no host /tmp, so no ssh agent, D-Bus or docker socket;
+  - the rung's folder (its workspace, an empty HOME, a TMPDIR) in a tmpfs of RUNG_DISK bytes, and /tmp
+    in one of TMP_DISK; the rest of the file system cannot be written;
+  - its own PID namespace (it cannot see or signal the grader, nor read its /proc), its own network
+    holding only a loopback: the keeper relays one port of it to a Unix socket that only this run's
+    sandbox can see, and the grader caps the connections it carries (no hoarding the rung's server);
+  - no capabilities, its own session, everything killed when the rung ends.
 
-Without bubblewrap (`--sandbox off`, or `auto` on a machine without it) the program runs with the
-teacher's rights; the keeper (workbook/classroom/keeper.py) still kills whatever it started, `setsid`
-daemons included, when its rung ends.
+Without bubblewrap, `--sandbox auto` uses the kernel's Landlock instead (kind "landlock"): the keeper
+confines the program to reading the same paths and writing only its folder (and the project's runs/,
+where a graded step keeps its files), to connecting only to its server's port, with no access to any
+process outside (signals, ptrace, so no /proc/PID/environ), and no Unix socket; programs then run one at
+a time. With neither, and a secret in the teacher's environment (a key a program could read from the
+shell's /proc), `auto` refuses to grade: `--sandbox off` is the teacher saying to run with their rights.
 
-Either way the program sees only the environment variables in ENVIRONMENT.
+Either way the keeper (workbook/classroom/keeper.py) bounds memory, file size, open files and processes,
+and kills whatever the program started, `setsid` daemons included, when its rung ends. The program sees
+only the environment variables in ENVIRONMENT, and the grader keeps only the head and the tail of what
+it prints (KEPT_OUTPUT).
 """
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import shutil
 import signal
@@ -28,7 +41,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbook import errors, paths, scratch
+from workbook import capture, errors, paths, scratch, scrub
+from workbook.classroom import keeper
 from workbook.classroom.keeper import carry
 
 KEEPER = Path(__file__).with_name("keeper.py")
@@ -39,18 +53,37 @@ PASSED_ON = ("PATH", "LANG", "TERM", "TZ", "NO_COLOR", "WORKBOOK_NO_SLEEP")
 PASSED_ON_PREFIXES = ("LC_",)
 STOP_GRACE = 5.0  # seconds the keeper gets to kill what the program started, after a timeout
 RELAY_PORT = 8765  # inside the sandbox's own network, the replay server's port: any port is free there
+KEPT_OUTPUT = 64_000  # bytes of a program's output the grader keeps: its head and its tail
+RUNG_DISK = 256 << 20  # bytes: the tmpfs of the rung's folder in bubblewrap (workspace, home, temp files)
+TMP_DISK = 64 << 20  # bytes: /tmp, and the project's runs/, in bubblewrap
+SHM_DISK = 16 << 20  # bytes: /dev/shm (the rest of /dev is read-only)
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")  # read-only for programs
+HIDDEN = (".git", ".env", ".netrc", ".npmrc", ".pypirc", "runs")  # of the project, never shown (.env.* too)
+SEED, RELAY = "/run/seed", "/run/relay"  # in bubblewrap: the rung's folder as copied, and the relay's socket
+PR_SET_DUMPABLE = 4
 
 
 class SandboxError(errors.WorkbookError):
-    """--sandbox required, and no sandbox can be made here: one line, exit 2."""
+    """No sandbox that --sandbox allows can be made here: one line, exit 2."""
 
 
 @dataclass(frozen=True)
 class Sandbox:
-    """How programs are run: the bwrap to use (None: unsandboxed), and why, for one line of notice."""
+    """How programs are run: kind "bwrap", "landlock" or "none"; the bwrap to use; how, in words (the
+    report says it); and one line for the teacher before grading starts (None: nothing to say)."""
 
-    bwrap: str | None
+    kind: str = "none"
+    bwrap: str | None = None
+    how: str = "no sandbox (--sandbox off): each program ran with your rights"
     notice: str | None = None
+
+    @property
+    def side_by_side(self) -> bool:
+        """Only bubblewrap keeps programs apart from each other: the others run one at a time."""
+        return self.kind == "bwrap"
+
+    def report(self) -> dict:
+        return {"kind": self.kind, "how": self.how}
 
 
 @dataclass
@@ -58,11 +91,17 @@ class Run:
     """One program run: what to run, where, against which server, for how long."""
 
     argv: list[str]
-    folder: Path  # the rung's temp folder: HOME and TMPDIR; the workspace is a folder in it
+    folder: Path  # the rung's temp folder: its workspace, home/ (HOME) and tmp/ (TMPDIR)
     workspace: Path
     server_url: str  # the rung's replay server, http://127.0.0.1:PORT
     student: str  # the stand-in API key: the server's name for this run
     timeout: float
+
+
+def prepare(run: Run) -> None:
+    """The rung's folder gets an empty home and temp folder beside its workspace."""
+    for name in ("home", "tmp"):
+        (run.folder / name).mkdir(exist_ok=True)
 
 
 def environment(run: Run, url: str) -> dict[str, str]:
@@ -73,9 +112,9 @@ def environment(run: Run, url: str) -> dict[str, str]:
         if name in PASSED_ON or name.startswith(PASSED_ON_PREFIXES)
     }
     return kept | {
-        "HOME": str(run.folder),
+        "HOME": str(run.folder / "home"),
         "PWD": str(run.workspace),
-        "TMPDIR": str(run.folder),
+        "TMPDIR": str(run.folder / "tmp"),
         "ANTHROPIC_BASE_URL": url,
         "ANTHROPIC_API_KEY": run.student,
         "AGENT_TASK": run.argv[-1],
@@ -83,26 +122,47 @@ def environment(run: Run, url: str) -> dict[str, str]:
     }
 
 
-def choose(mode: str) -> Sandbox:
-    """The sandbox for --sandbox MODE: bwrap when it is here and works; `required` without it fails."""
+# -- which sandbox -----------------------------------------------------------------------------------
+
+
+def choose(mode: str, environ=None) -> Sandbox:
+    """The sandbox for --sandbox MODE: bwrap when it works; for auto, Landlock otherwise; with neither,
+    no sandbox only if no secret is in the environment. `required` without bwrap fails."""
     if mode == "off":
-        return Sandbox(None)
+        return Sandbox()
     bwrap = shutil.which("bwrap")
     problem = "bubblewrap (bwrap) is not installed" if bwrap is None else probe(bwrap)
     if problem is None:
-        return Sandbox(bwrap)
+        return Sandbox("bwrap", bwrap, "bubblewrap: each program saw only the system, the project read-only "
+                       "and its own folder, with no network but its own server")  # fmt: skip
     if mode == "required":
         raise SandboxError(f"--sandbox required, but {problem}: apt-get install bubblewrap, or --sandbox off")
-    return Sandbox(
-        None,
-        f"note: {problem}: the graded programs run unsandboxed, with your rights "
-        "(apt-get install bubblewrap, or --sandbox off to say so yourself)",
+    if keeper.landlock_abi() >= 1:
+        how = f"Landlock, one program at a time ({problem}): it read only the system and the project"
+        notice = (
+            f"note: {problem}: each graded program runs instead in a Landlock sandbox, one at a time "
+            "(it reads only the system and the project, writes only its folder, reaches only its server); "
+            "apt-get install bubblewrap to hide the project's own files too and grade side by side"
+        )
+        return Sandbox("landlock", None, how, notice)
+    secrets = scrub.secret_names(os.environ if environ is None else environ)
+    if secrets:
+        raise SandboxError(
+            f"{problem}, and this kernel has no Landlock: a program would run with your rights and "
+            f"could read {secrets[0]} from your shell's /proc — unset {', '.join(secrets[:4])}, install "
+            "bubblewrap, or give --sandbox off to grade with your rights anyway"
+        )
+    how = f"no sandbox ({problem}, no Landlock): each program ran with your rights, one at a time"
+    notice = (
+        f"WARNING: {problem} and this kernel has no Landlock: the graded programs run UNSANDBOXED, with "
+        "your rights, one at a time (apt-get install bubblewrap)"
     )
+    return Sandbox("none", None, how, notice)
 
 
 def probe(bwrap: str) -> str | None:
     """Why bwrap cannot make our sandbox here (a container without user namespaces...), or None."""
-    argv = [bwrap, *namespaces(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"]
+    argv = [bwrap, *namespaces(), *system_binds(), "--size", "1048576", "--tmpfs", "/tmp", "--", "true"]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as err:
@@ -118,70 +178,179 @@ def namespaces() -> list[str]:
     return ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
 
 
-def bwrap_argv(bwrap: str, run: Run) -> list[str]:
-    """The sandbox around the keeper: everything read-only but the rung's folder, own /proc and /dev.
-
-    The workbook's steps keep a live run's files in the project's runs/: inside the sandbox that is
-    the rung folder's runs/, so a step graded writes there and the project stays untouched."""
-    folder = str(run.folder)
-    project_runs, rung_runs = paths.ROOT / "runs", run.folder / "runs"
-    project_runs.mkdir(exist_ok=True)  # a mount point must exist: the sandbox's root is read-only
-    rung_runs.mkdir(exist_ok=True)
-    return [
-        bwrap,
-        *namespaces(),
-        "--ro-bind", "/", "/",
-        "--dev", "/dev",
-        "--proc", "/proc",
-        "--bind", folder, folder,
-        "--bind", str(rung_runs), str(project_runs),
-        "--chdir", str(run.workspace),
-        "--",
-    ]  # fmt: skip
+# -- what a program may see ------------------------------------------------------------------------
 
 
-def keeper_argv(relay: list[str]) -> list[str]:
+def system_binds() -> list[str]:
+    """The system's programs, libraries and settings, read-only (a merged /usr's links as links)."""
+    binds = []
+    for path in SYSTEM:
+        if os.path.islink(path):
+            binds += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            binds += ["--ro-bind", path, path]
+    return binds
+
+
+def project_entries() -> list[Path]:
+    """The project's top-level files and folders a program may read: all but HIDDEN and .env.*."""
+    try:
+        entries = sorted(paths.ROOT.iterdir())
+    except OSError:
+        return []
+    return [e for e in entries if e.name not in HIDDEN and not e.name.startswith(".env.")]
+
+
+def too_broad(folder: Path) -> bool:
+    """A folder that holds more than one program's files: /, a top-level one, a home, the project's
+    parents, the scratch root. A file there is shown alone, not with its folder."""
+    home = Path(os.path.expanduser("~"))
+    broad = {Path("/"), home, Path(tempfile.gettempdir()), scratch.scratch_root()}
+    return (
+        len(folder.parts) <= 2
+        or folder in broad
+        or folder in paths.ROOT.parents
+        or folder == paths.ROOT
+        or folder in home.parents
+    )
+
+
+def shown(path: str | Path) -> list[Path]:
+    """What to show of a program, an interpreter or a file a command names: the prefix it lives in (a
+    venv, a node install: the folder above bin/), else its folder, else (a broad folder) the file alone."""
+    path = Path(os.path.abspath(path))
+    folder = path.parent if path.is_file() or not path.exists() else path
+    prefix = folder.parent if folder.name == "bin" else folder
+    for candidate in (prefix, folder):
+        if not too_broad(candidate):
+            return [candidate]
+    return [path]
+
+
+def interpreter(program: str) -> list[str]:
+    """A script's interpreter, from its #! line (`/usr/bin/env python3` found on PATH), or none."""
+    try:
+        with open(program, "rb") as file:
+            line = file.readline(256)
+    except OSError:
+        return []
+    words = line[2:].decode(errors="replace").split() if line.startswith(b"#!") else []
+    if words and os.path.basename(words[0]) == "env":
+        words = [shutil.which(w) or w for w in words[1:] if not w.startswith("-")][:1]
+    return words[:1]
+
+
+def readable(argv: list[str]) -> list[Path]:
+    """Beyond the system and the project: the grader's interpreter (the keeper runs on it), the program
+    and its interpreter, and the files the command names (grade made them absolute), each with its
+    folder or prefix (shown)."""
+    wanted = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable)]
+    program = argv[0]
+    for path in [program, *interpreter(program)]:
+        wanted += [path, os.path.realpath(path)]
+    wanted += [arg for arg in argv[1:] if os.path.isabs(arg) and os.path.exists(arg)]
+    found: list[Path] = []
+    for path in wanted:
+        for candidate in shown(path):
+            inside_system = any(candidate.is_relative_to(s) for s in SYSTEM)
+            inside_project = candidate.is_relative_to(paths.ROOT)
+            if not (inside_system or inside_project or candidate in found):
+                found.append(candidate)
+    return found
+
+
+def bwrap_argv(bwrap: str, run: Run, relay: UnixRelay) -> list[str]:
+    """The sandbox around the keeper (see the module's docstring); it starts in the rung's folder,
+    which the keeper fills from SEED. The steps keep a live run's files in the project's runs/: here
+    that is a tmpfs, so a graded step writes there and the project stays untouched."""
+    argv = [bwrap, *namespaces(), *system_binds(), "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--size", str(SHM_DISK), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    argv += ["--size", str(TMP_DISK), "--tmpfs", "/tmp"]
+    for path in [*readable(run.argv), *project_entries()]:
+        argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--size", str(TMP_DISK), "--tmpfs", str(paths.ROOT / "runs")]
+    argv += ["--ro-bind", str(run.folder), SEED, "--size", str(RUNG_DISK), "--tmpfs", str(run.folder)]
+    argv += ["--ro-bind", str(relay.folder), RELAY, "--remount-ro", "/", "--chdir", str(run.folder), "--"]
+    return argv
+
+
+def landlock_rules(run: Run) -> dict:
+    """What the keeper's Landlock lets a program read, write and reach (see keeper.landlock). The
+    project's folder itself may be listed (Python finds modules so), its hidden files not read."""
+    read = [*SYSTEM, "/proc", *map(str, readable(run.argv)), *map(str, project_entries())]
+    return {
+        "read": read,
+        "list": [str(paths.ROOT)],
+        "write": [str(run.folder), str(paths.ROOT / "runs")],
+        "devices": ["/dev"],
+        "port": int(run.server_url.rsplit(":", 1)[1]),
+    }
+
+
+def keeper_argv(options: list[str]) -> list[str]:
     """The keeper, by the grader's own interpreter, isolated (-I) and without site packages (-S)."""
-    return [sys.executable, "-I", "-S", str(KEEPER), *relay, "--"]
+    return [sys.executable, "-I", "-S", str(KEEPER), *options, "--"]
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+def hide_from_programs() -> None:
+    """No sandbox: at least the grader's own /proc/PID/environ and memory are closed to the programs
+    it runs (a process that is not dumpable belongs to root there). Linux only; elsewhere a no-op."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def command_for(run: Run, sandbox: Sandbox) -> tuple[list[str], str, UnixRelay | None]:
+    """The whole command line for one run, the URL its program is given, and the relay (bwrap only)."""
+    where = ["--cwd", str(run.workspace)]
+    if sandbox.kind == "bwrap":
+        relay = UnixRelay(run.server_url)
+        options = ["--seed", SEED, str(run.folder), "--relay", f"{RELAY}/api.sock", str(RELAY_PORT), *where]
+        argv = bwrap_argv(sandbox.bwrap, run, relay) + keeper_argv(options)
+        return argv + run.argv, f"http://127.0.0.1:{RELAY_PORT}", relay
+    if sandbox.kind == "landlock":
+        options = ["--landlock", json.dumps(landlock_rules(run)), *where]
+        return keeper_argv(options) + run.argv, run.server_url, None
+    return keeper_argv(where) + run.argv, run.server_url, None
 
 
 def run_program(run: Run, sandbox: Sandbox, running: set) -> tuple[int | None, str]:
-    """Run the program to its end or its timeout; its exit code (None: timed out) and its output."""
-    relay = None
-    if sandbox.bwrap:
-        relay = UnixRelay(run.server_url)
-        url = f"http://127.0.0.1:{RELAY_PORT}"
-        argv = bwrap_argv(sandbox.bwrap, run) + keeper_argv(["--relay", str(relay.path), str(RELAY_PORT)])
-    else:
-        url, argv = run.server_url, keeper_argv([])
-    try:
-        proc = subprocess.Popen(
-            argv + run.argv,
-            cwd=run.workspace,
-            env=environment(run, url),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as err:
-        if relay:
-            relay.close()
-        return 126, f"cannot start {run.argv[0]}: {err.strerror}"
-    running.add(proc)
-    try:
-        output, _ = proc.communicate(timeout=run.timeout)
-        code = proc.returncode
-    except subprocess.TimeoutExpired:
-        stop(proc)
-        output, _ = proc.communicate()
-        code = None
-    finally:
-        running.discard(proc)
-        end_session(proc.pid)
-        if relay:
-            relay.close()
-    return code, output.decode("utf-8", errors="replace")
+    """Run the program to its end or its timeout; its exit code (None: timed out) and its output, the
+    head and the tail of it (KEPT_OUTPUT: a program that prints a gigabyte costs the grader nothing)."""
+    prepare(run)
+    argv, url, relay = command_for(run, sandbox)
+    with capture.Output(KEPT_OUTPUT) as output:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=run.workspace,
+                env=environment(run, url),
+                stdin=subprocess.DEVNULL,
+                stdout=output.pipe,
+                stderr=output.pipe,
+                start_new_session=True,
+            )
+        except OSError as err:
+            if relay:
+                relay.close()
+            return 126, f"cannot start {run.argv[0]}: {err.strerror}"
+        output.started()
+        running.add(proc)
+        try:
+            code = proc.wait(timeout=run.timeout)
+        except subprocess.TimeoutExpired:
+            stop(proc)
+            code = None
+        finally:
+            running.discard(proc)
+            end_session(proc.pid)
+            if relay:
+                relay.close()
+        return code, output.text()
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -191,6 +360,7 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=STOP_GRACE)
     except subprocess.TimeoutExpired:
         signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def signal_group(pgid: int, signum: int) -> None:
@@ -233,11 +403,12 @@ SOCKET_FOLDER_CHARS = 64  # a Unix socket's whole path is at most 107 bytes on L
 
 
 class UnixRelay:
-    """A Unix socket, each connection carried to the rung's replay server.
+    """A Unix socket, each connection carried to the rung's replay server, at most keeper.CONNECTIONS
+    at once (more are closed at once: a program cannot hoard the server a rung shares).
 
     The sandboxed program's network holds only its own loopback; the keeper relays it here. The
-    socket lives in a folder of its own, outside the rung's folder: the sandbox sees it read-only
-    (connecting needs no write access), so the program cannot remove or replace it."""
+    socket lives in a folder of its own (mode 700), shown read-only in this run's sandbox alone
+    (connecting needs no write access): no other program can see it, nor remove or replace it."""
 
     def __init__(self, server_url: str):
         host, port = server_url.removeprefix("http://").rsplit(":", 1)
@@ -250,6 +421,7 @@ class UnixRelay:
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(str(self.path))
         self.listener.listen(64)
+        self.slots = threading.BoundedSemaphore(keeper.CONNECTIONS)
         self.closed = False
         threading.Thread(target=self.serve, daemon=True).start()
 
@@ -262,7 +434,7 @@ class UnixRelay:
             if self.closed:  # the wake-up call from close(): the run is over
                 client.close()
                 return
-            carry(client, self.connect)
+            carry(client, self.connect, self.slots)
 
     def connect(self) -> socket.socket:
         return socket.create_connection(self.address)

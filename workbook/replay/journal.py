@@ -14,7 +14,6 @@ is scrubbed of secrets before it is written: the journal is a file on disk too.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from workbook.api.contract import response_problems
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import parse_json
 from workbook.replay.request_delta import delta_of
-from workbook.scrub import scrub_json, scrub_stream
+from workbook.scrub import dumps, scrub_stream
 
 SUFFIX = ".journal"
 HINT = "a recording's journal is written by --record; re-record it"
@@ -68,7 +67,7 @@ class Journal:
 
     def _write(self, *values: dict) -> None:
         # scrub_json: every secret this process holds, also as JSON escapes it, before the line is written
-        text = "".join(scrub_json(json.dumps(value, ensure_ascii=False)) + "\n" for value in values)
+        text = "".join(dumps(value, ensure_ascii=False) + "\n" for value in values)  # split secrets too
         self.file.write(text.encode("utf-8"))
         self.file.flush()  # to the operating system: what a kill -9 cannot take back
         if self.sync:

@@ -11,6 +11,7 @@ from workbook.api.threads import Refusal, Threads
 from workbook.api.wire import http_response, recorded_message
 from workbook.errors import ReplayExhausted, ReplayMismatch, WorkbookError
 from workbook.replay import trust
+from workbook.replay.no_wait import never_waits  # a replay never sleeps before a retry
 
 import anthropic
 import httpx2
@@ -194,5 +195,7 @@ def replay_client(
         raise WorkbookError(f"match={match!r}: use one of {', '.join(MATCHES)}")
     transport = ReplayTransport(fixture, name, strict, checked=checked, match=match, keep_all=keep_all)
     trust.follow(transport)  # the permission gate asks it which recorded exchange a tool call answers
-    client = anthropic.Anthropic(api_key="replay", http_client=transport.http_client(), **client_options)
+    client = never_waits(
+        anthropic.Anthropic(api_key="replay", http_client=transport.http_client(), **client_options)
+    )
     return client, transport

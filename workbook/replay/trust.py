@@ -1,21 +1,75 @@
-"""The trust list: which fixtures' recorded commands a replay runs unasked."""
+"""The trust list: which fixtures' recorded commands a replay runs unasked.
+
+fixtures/TRUSTED holds, in `sha256sum` format, the digest of each trusted fixture's bytes, and the
+digest of each workspace folder those fixtures' commands run in (`fixtures/workspace/<name>/`, its
+files' names, bytes, execute bits and links: tree_digest). A fixture is trusted only when both match:
+an edited `check.sh` in its workspace makes it a stranger's again, until someone reads it and runs
+`python -m workbook trust` on the fixture.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import weakref
 from functools import partial
 from pathlib import Path
 
 from workbook.api.wire import events_to_message, recorded_message
-from workbook.paths import ROOT
+from workbook.paths import ROOT, WORKSPACES
 
-TRUST_FILE = ROOT / "fixtures" / "TRUSTED"  # sha256 and path of each fixture whose commands run unasked
+TRUST_FILE = ROOT / "fixtures" / "TRUSTED"  # sha256 and path of each fixture (and workspace) trusted
 
 
 def fixture_digest(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
+
+
+def workspace_entry(name: str) -> str:
+    """How the trust list names a workspace folder: `fixtures/workspace/<name>/`."""
+    return f"fixtures/workspace/{name}/"
+
+
+def workspace_line(name: str) -> str:
+    """The trust list's line for fixtures/workspace/<name> as it is now."""
+    return f"{tree_digest(WORKSPACES / name)}  {workspace_entry(name)}"
+
+
+def tree_digest(folder: Path) -> str:
+    """sha256 over a folder as a command run in it sees it: every entry's path, kind, and for a file
+    its bytes and execute bit, for a link its target (never followed). Sorted, so any copy matches."""
+    digest = hashlib.sha256()
+    for path in sorted(_entries(Path(folder))):
+        name = path.relative_to(folder).as_posix().encode("utf-8", "surrogateescape")
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            digest.update(b"L\0" + name + b"\0" + os.fsencode(os.readlink(path)) + b"\0")
+        elif stat.S_ISDIR(info.st_mode):
+            digest.update(b"D\0" + name + b"\0")
+        elif stat.S_ISREG(info.st_mode):
+            executable = b"x" if info.st_mode & 0o111 else b"-"
+            digest.update(b"F\0" + name + b"\0" + executable + _file_digest(path))
+        else:  # a FIFO, a socket, a device: named, never opened
+            digest.update(b"O\0" + name + b"\0")
+    return digest.hexdigest()
+
+
+def _entries(folder: Path) -> list[Path]:
+    found = []
+    for parent, folders, files in os.walk(folder, followlinks=False):
+        found += [Path(parent) / name for name in folders + files]
+    return found
+
+
+def _file_digest(path: Path) -> bytes:
+    """A file's sha256, opened without following a link or waiting on a FIFO."""
+    digest = hashlib.sha256()
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.digest()
 
 
 def trusted_digests(trust_file: Path | None = None) -> dict[str, str]:
@@ -32,9 +86,40 @@ def trusted_digests(trust_file: Path | None = None) -> dict[str, str]:
     return found
 
 
-def is_trusted(raw: bytes) -> bool:
-    """Whether a fixture with exactly these bytes is on the trust list (so its commands run unasked)."""
-    return fixture_digest(raw) in trusted_digests()
+def is_trusted(raw: bytes, fixture: dict | None = None) -> bool:
+    """Whether a fixture with exactly these bytes is on the trust list, and its workspace folder as it
+    is now (so its commands run unasked). `fixture` is what `raw` parses to, when the caller has it."""
+    listed = trusted_digests()
+    digest = fixture_digest(raw)
+    if digest not in listed:
+        return False
+    name = fixture.get("workspace") if isinstance(fixture, dict) else _WORKSPACE_OF.get(digest)
+    if name is None:
+        name = _workspace_named_in(raw)
+    return workspace_trusted(name, listed)
+
+
+def workspace_trusted(name, listed: dict | None = None, digest: str | None = None) -> bool:
+    """Whether fixtures/workspace/<name> (or a copy of it whose tree_digest is `digest`) is on the trust
+    list as it is. "" (an empty folder) always is; a name that is not a folder under it never is."""
+    if name == "":
+        return True
+    folder = WORKSPACES / name if isinstance(name, str) else None
+    try:
+        if folder is None or not folder.resolve().is_relative_to(WORKSPACES.resolve()) or not folder.is_dir():
+            return False
+        digest = digest or tree_digest(folder)
+    except (OSError, ValueError):
+        return False
+    return (listed if listed is not None else trusted_digests()).get(digest) == workspace_entry(name)
+
+
+def _workspace_named_in(raw: bytes):
+    try:
+        fixture = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return fixture.get("workspace") if isinstance(fixture, dict) else None
 
 
 def recorded_commands(fixture: dict) -> list[str]:
@@ -58,21 +143,27 @@ def recorded_commands(fixture: dict) -> list[str]:
 # A replay runs a tool call unasked only when all three hold:
 #   1. the fixture that this replay plays was trusted when it was loaded (its exact bytes are listed);
 #   2. the call is the one that fixture recorded at the exchange the replay has just served;
-#   3. the workspace is that fixture's own fresh copy (made by copy_workspace, used by no other run).
+#   3. the workspace is that fixture's own fresh copy (made by copy_workspace, used by no other run), and
+#      the copy is the workspace folder as the trust list has it (its tree_digest, taken of the copy).
 # A command string alone proves nothing: an untrusted fixture can write its own `test_utils.py` and
 # then ask for the very `python3 test_utils.py` a trusted one recorded.
 
 _LOADED: dict[int, tuple[dict, list[dict]]] = {}  # id(fixture) -> (fixture, its calls per exchange)
 _PLAYING: dict[int, weakref.ref] = {}  # id(transport) -> the replay transports alive in this process
 _CURRENT: dict[int, tuple] = {}  # id(transport) -> (its cursor, the calls of the response it served last)
-_COPIES: dict[str, list] = {}  # a fresh workspace copy -> [the fixture workspace it copies, its user]
+_COPIES: dict[
+    str, list
+] = {}  # a fresh workspace copy -> [the workspace it copies, its user, trusted as copied]
+_WORKSPACE_OF: dict[str, str] = {}  # a loaded fixture's digest -> the workspace it names
 LIVE = "live"  # the user of a workspace copy that a live model's calls reached first
 
 
 def remember(fixture: dict, raw: bytes) -> None:
     """A fixture was loaded from `raw`: if those bytes are trusted, keep what it recorded at each
     exchange, as it was then (a notebook that edits the dict later cannot add a call)."""
-    if is_trusted(raw):
+    if isinstance(fixture.get("workspace"), str):
+        _WORKSPACE_OF[fixture_digest(raw)] = fixture["workspace"]
+    if is_trusted(raw, fixture):
         _LOADED[id(fixture)] = (fixture, [_calls(exchange) for exchange in fixture["exchanges"]])
 
 
@@ -88,8 +179,14 @@ def _forget(key: int, _ref) -> None:
 
 
 def fresh_copy(workspace: Path, name: str) -> None:
-    """copy_workspace made `workspace`, a fresh copy of fixtures/workspace/<name>, used by no run yet."""
-    _COPIES[str(Path(workspace).resolve())] = [name, None]
+    """copy_workspace made `workspace`, a fresh copy of fixtures/workspace/<name>, used by no run yet.
+    Whether the copy is the workspace as the trust list has it is judged on the copy itself: the files
+    the commands will run are the ones whose digest was checked."""
+    try:
+        trusted = name == "" or workspace_trusted(name, digest=tree_digest(workspace))
+    except OSError:
+        trusted = False
+    _COPIES[str(Path(workspace).resolve())] = [name, None, trusted]
 
 
 def unasked(block, workspace: Path) -> bool:
@@ -114,7 +211,7 @@ def _vouched(transport, recorded: tuple, block, workspace: str) -> bool:
     """Rules 1 and 2, and the copy is of the fixture's workspace (rule 3's `own` is _claim's)."""
     fixture, calls = _LOADED.get(id(transport.fixture), (None, None))
     copy = _COPIES.get(workspace)
-    if fixture is not transport.fixture or copy is None or copy[0] != fixture.get("workspace"):
+    if fixture is not transport.fixture or copy is None or copy[0] != fixture.get("workspace") or not copy[2]:
         return False
     return calls[transport.cursor - 1].get(block.id) == recorded == _call(block.name, block.input)
 

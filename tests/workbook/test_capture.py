@@ -1,0 +1,129 @@
+"""workbook/capture.py's Group and run: nothing a tool's command starts outlives the call, on
+success, timeout or Ctrl-C (issue 39: `sleep 313 &`, a `cat` blocked on a FIFO, children left after a
+timeout, all outlived the step). The last tests are s01's and s03's run_bash, which the steps call
+through; they pass once run_bash runs its command with capture.Group (or capture.run)."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from workbook import capture
+
+import pytest
+
+
+def running(marker: str) -> list[int]:
+    """The live processes whose command line holds `marker` (zombies, already dead, are not counted)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def all_ended(*markers: str) -> bool:
+    """Whether every process with one of `markers` in its command line has ended: a SIGKILL is delivered
+    as the process next runs, so wait for that event (a deadline only as a safety net)."""
+    deadline = time.monotonic() + 30
+    while any(running(m) for m in markers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not any(running(m) for m in markers)
+
+
+@pytest.fixture
+def marker():
+    """A sleep length no other process uses: `sleep <marker>` is how a test finds what was left."""
+    value = str(310_000 + os.getpid() % 1000 * 10 + int(time.monotonic() * 1000) % 10)
+    yield value
+    for pid in running(f"sleep\0{value}") + running(f"cat\0fifo{value}"):  # never leave one behind
+        os.kill(pid, 9)
+
+
+LEAVERS = {
+    "background": "sleep {m} & echo started",
+    "subshell": "(sleep {m} &) ; echo started",
+    "setsid": "setsid sleep {m} & echo started",
+    "daemon": (
+        f'{sys.executable} -c "import os, sys\nif os.fork() == 0:\n    os.setsid()\n'
+        "    if os.fork() == 0: os.execvp('sleep', ['sleep', '{m}'])\n    os._exit(0)\n\" ; echo started"
+    ),
+    "nohup": "nohup sleep {m} >/dev/null 2>&1 & echo started",
+}
+
+
+@pytest.mark.parametrize("how", sorted(LEAVERS))
+def test_nothing_a_command_started_outlives_it(how, marker, tmp_path):
+    done = capture.run(LEAVERS[how].format(m=marker), tmp_path, 30)
+    assert done.returncode == 0 and done.stdout.startswith("started")
+    assert all_ended(f"sleep\0{marker}")
+
+
+def test_a_cat_blocked_on_a_fifo_ends_with_its_timeout(marker, tmp_path):
+    os.mkfifo(tmp_path / f"fifo{marker}")
+    with pytest.raises(subprocess.TimeoutExpired):
+        capture.run(f"sleep {marker} & cat fifo{marker}", tmp_path, 1)
+    assert all_ended(f"sleep\0{marker}", f"cat\0fifo{marker}")
+
+
+def test_a_ctrl_c_ends_the_command_and_all_it_started(marker, tmp_path, monkeypatch):
+    real_wait = subprocess.Popen.wait
+    waits = []
+
+    def interrupted(process, timeout=None):
+        """The first wait ends in a Ctrl-C once the sleeper runs (the event); any later wait is real."""
+        if waits:
+            return real_wait(process, timeout)
+        waits.append(process)
+        deadline = time.monotonic() + 30  # a safety net only
+        while not running(f"sleep\0{marker}") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        capture.run(f"setsid sleep {marker} & sleep {marker}", tmp_path, 30)
+    monkeypatch.undo()
+    assert waits and all_ended(f"sleep\0{marker}")
+
+
+def test_the_command_gets_a_tools_environment_and_its_mark(monkeypatch, tmp_path):
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_teacherGitHubToken0123456789")
+    output = capture.run("env", tmp_path, 10).stdout
+    assert "GITHUB_TOKEN" not in output and f"{capture.MARK}=" in output and "PATH=" in output
+
+
+# -- the steps' bash ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", sorted(LEAVERS))
+def test_s02s_bash_leaves_nothing_running(how, marker, tmp_path):
+    import s02_tools
+
+    assert s02_tools.bash(tmp_path, LEAVERS[how].format(m=marker)).startswith("started")
+    assert all_ended(f"sleep\0{marker}")
+
+
+def test_s02s_bash_timeout_leaves_nothing_running(marker, tmp_path, monkeypatch):
+    import s02_tools
+
+    monkeypatch.setattr(s02_tools, "BASH_TIMEOUT", 1)
+    os.mkfifo(tmp_path / f"fifo{marker}")
+    with pytest.raises(s02_tools.ToolError, match="timed out"):
+        s02_tools.bash(tmp_path, f"setsid sleep {marker} & cat fifo{marker}")
+    assert all_ended(f"sleep\0{marker}", f"cat\0fifo{marker}")
+
+
+@pytest.mark.parametrize("how", ["background", "subshell", "nohup"])
+def test_s01s_run_bash_leaves_nothing_of_its_group_running(how, marker, tmp_path):
+    """s01's run_bash is the plain version a reader writes: a process group of its own, ended with the
+    call. (What leaves the group, setsid or a daemon, is s02's lesson: capture.run.)"""
+    import s01_agent_loop
+
+    assert s01_agent_loop.run_bash(LEAVERS[how].format(m=marker), tmp_path).startswith("started")
+    assert all_ended(f"sleep\0{marker}")

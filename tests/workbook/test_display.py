@@ -1,0 +1,61 @@
+"""workbook/display.py's printable(): whatever a stranger's fixture or a model says reaches the terminal
+with no control sequence (OSC incl. OSC 52, CSI, C1, bidi overrides and isolates) and no secret of the
+process's; the s04-s06 timeline's tool names go through it too (issue 39: raw OSC 52 reached the terminal
+through a tool name)."""
+
+import io
+from types import SimpleNamespace
+
+from workbook import display
+from workbook.timeline import Timed
+
+import pytest
+from rich.console import Console
+
+HOSTILE = (
+    "a\x1b]52;c;ZXZpbA==\x07b\x1b]0;title\x1b\\c\x1b[2Jd\x1b[31me\x9b31mf\x9d8;;x\x9cg"
+    "\u202eh\u2066i\u2069j\u200fk\x00l\rm\x08n"
+)
+
+
+def test_printable_leaves_nothing_a_terminal_would_obey():
+    shown = display.printable(HOSTILE)
+    assert not [c for c in shown if c in "\x1b\x07\x9b\x9c\x9d\x00\r\x08" or c in "\u202e\u2066\u2069\u200f"]
+    assert shown.startswith("ab") and "title" not in shown and shown.endswith("mn")
+
+
+def test_printable_keeps_text_tabs_newlines_and_other_scripts():
+    text = "第一行\tcolumn\nsecond line: naïve café, עברית"
+    assert display.printable(text) == text
+
+
+def test_printable_removes_a_secret_of_the_process(monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_teacherGitHubToken0123456789")
+    assert "ghp_teacher" not in display.printable("token: ghp_teacherGitHubToken0123456789")
+
+
+def test_the_timeline_shows_a_hostile_tool_name_as_plain_text(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(
+        display, "console", Console(file=out, width=80, force_terminal=False, highlight=False)
+    )
+    name = "\x1b]52;c;ZXZpbA==\x07read\u202efile"
+    calls = [
+        Timed(0, SimpleNamespace(name=name, input={"path": "a.py"}), 1, 0.0, 0.5),
+        Timed(1, SimpleNamespace(name="grep", input={"pattern": "\x1b[2Jx"}), 1, 0.0, 0.4),
+    ]
+    display.show_timeline(calls)
+    shown = out.getvalue()
+    assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
+    assert "readfile a.py" in shown and "grep x" in shown
+
+
+@pytest.mark.parametrize("text", ["[bold]not markup[/]", "[y/N]", "[/oops]"])
+def test_a_model_line_with_markup_is_shown_as_written(text, monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(
+        display, "console", Console(file=out, width=80, force_terminal=False, highlight=False)
+    )
+    display.show_model_line("model: " + text)
+    display.error("stopped", text)
+    assert out.getvalue().count(text) == 2
