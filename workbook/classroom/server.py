@@ -6,37 +6,20 @@ from scratch) with their name as the API key, and gets the recorded replies, tur
 
     ANTHROPIC_BASE_URL=http://127.0.0.1:8765  ANTHROPIC_API_KEY=alice  python my_loop.py
 
-Each request is checked as the real API would check it (required fields, the anthropic-version
-header, roles alternating, every tool_use answered by one tool_result), then compared with the
-recorded request by the conversation's shape only: roles, block types, tool_use ids and the
-tool_result pairing. A student's own system prompt, tools, max_tokens and text are theirs. A
-mistake is answered the way the API answers it, a 400 `invalid_request_error`, with a message
-that says which message and which tool_use id, and how the request differs from the recording.
-
-The rules, in one place (docs/teaching.md explains them to a class):
-  - one cursor per student (the API key they send) and per fixture;
-  - a request holding only the first message starts that student over, unless the recording
-    itself expects a first message next (a retry after a recorded 529); POST /replay/reset too;
-  - the first fixture on the command line is the default; `model: "replay:NAME"` or the header
-    `x-replay-fixture: NAME` picks another;
-  - `stream: true` gets SSE and a plain request gets JSON, whichever way the fixture was recorded;
-  - server-held threads (the SDK tool runner's default) work: a `continue` is checked as the whole
-    conversation it stands for (workbook/api/threads.py); what replay cannot hold is refused so the SDK
-    falls back;
-  - recorded errors (429, 529 ...) are served as recorded, headers included; a recorded
-    connection failure or timeout closes the connection without an answer.
-
-A class at once (the limits are `Limits` and `AddressCaps`, below): one event loop holds every
-connection, so a thousand idle students cost sockets, not threads. A small request is judged on the
-loop itself (a few tens of microseconds); a big one, or one whose student is still being answered, goes
-to a worker thread, so one student's 17 MB request never holds up the others. A request that is byte for
-byte the SDK's writing of the recording's next one (what the workbook's own steps send) is answered
-without being parsed or judged again (Classroom.answer_sent): it was checked when the fixture loaded.
-A body above the API's 32 MB is a 413 before it is read; slow clients time out; students and
-connections are capped, in all and per client address; server-held threads are capped in bytes
-(workbook/api/threads.py); names reach the teacher's terminal escaped, and a real API key never reaches
-it at all.
-The recorded replies are recordings: they do not read a student's tool output (the front page says so).
+Whether a request is right, and what it gets, is workbook/classroom/students.py's to judge; this module
+is the HTTP around it. The HTTP is a library's: uvicorn, with its C parser (httptools), runs the
+connections, and starlette routes each request to a handler here. The library reads HTTP/1.1 and
+refuses what is not (a 400), holds kept-alive connections and closes them when idle, and stops reading
+a body while the handler is not taking it. What the workbook adds on top is small:
+  - `Connection`: uvicorn's connection plus what it leaves out: a deadline on every wait for the client
+    (its first request, a request's head, its body, a reply it does not read), a cap on a head's bytes
+    and a body's pieces, the connections each address and the class may hold, the API's error shape;
+  - `ReplayServer`: the routes. A body is read into one buffer up to the API's 32 MB (413 past it, the
+    rest dropped unread), and counted against its address's share of memory until it is answered. One
+    request per student is judged at a time, in order; a big one on a worker thread, so the others are
+    answered meanwhile. Names are capped per address; names reach the teacher's terminal escaped, and
+    a real API key never reaches it at all.
+The caps, and how they are decided, are `Limits` (students.py) and `AddressCaps`; the banner says them.
 
 Run: python -m workbook serve fixtures/s01_hello_agent.json [MORE.json ...] [--port 8765] [--host 0.0.0.0]
 """
@@ -45,18 +28,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import html
 import json
+import logging
 import socket
 import sys
 import textwrap
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 
 from workbook.api.threads import PER_STUDENT_BYTES, TOTAL_BYTES
-from workbook.classroom.connection import Connection, Page, Request
+from workbook.api.wire import sse_bytes
 from workbook.classroom.students import (
     FIXTURE_HEADER,
     LOOPBACK,
@@ -72,21 +59,263 @@ from workbook.classroom.students import (
 from workbook.errors import FixtureError, WorkbookError
 from workbook.replay.fixtures import load_fixture
 
+import httptools
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
 DEFAULT_PORT = 8765
 OFF_LOOP_BYTES = 64 * 1024  # a body at least this big is parsed and judged on a worker thread
 WORKERS = 4  # worker threads for big bodies: a few students may send one at once
+HEAD_BYTES = 64 * 1024  # a request's line and headers, at most (431 above): the C parser sets no limit
+MOST_PIECES = 100_000  # pieces a body may arrive in (a chunked body's chunks): one-byte chunks cost CPU
+HELD_BYTES = 512 * 2**20  # request bodies read and not yet answered, from every address together
+QUIET = 10 * 60  # seconds after its last request that a name stops counting for its address
+NOT_RESENT = ("content-type", "content-length", "transfer-encoding", "connection")  # the server's own
 
 
 @dataclass
 class AddressCaps:
-    """What one client address (one machine) may hold, so that one machine cannot fill the class."""
+    """What one client address (one machine) may hold. Generous, because a lab behind one NAT, a
+    JupyterHub, or one laptop running a whole class of 200 comes from one address: what keeps one
+    address from taking the class is that a full class makes room (`ReplayServer.opened`, `seat`)."""
 
-    connections: int = 64  # open at once; the SDK keeps a few, a whole lab behind one NAT more
-    names: int = 16  # new students (API keys) it brings to the class; names it used before stay its own
+    connections: int = 500  # open at once
+    names: int = 300  # names (API keys) it brought that sent a request in the last QUIET seconds
+    held_bytes: int = 128 * 2**20  # request bodies read and not yet answered (429 above)
+
+
+class Connection(HttpToolsProtocol):
+    """One client's connection: uvicorn's, plus the deadlines and caps it leaves to the application.
+
+    uvicorn closes a kept-alive connection `timeout_keep_alive` seconds after a reply. It sets no
+    deadline on a new connection's first request, on a request's head or body, or on a reply the
+    client does not read, and its C parser takes a head of any size. Those are here: one deadline at a
+    time, set when a wait begins and never moved by bytes that trickle in, so a client sending a byte
+    every few seconds (slowloris) meets it all the same.
+    """
+
+    def __init__(self, *args, server: ReplayServer, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.room, self.limits = server, server.limits
+        self.address = "?"
+        self.counted = False  # in the server's count of open connections
+        self.waiting = ""  # what the client owes: request, head, body, drain, reading ("" nothing)
+        self.since = 0.0  # when that wait began: a full class closes the longest waiting first
+        self.timer: asyncio.TimerHandle | None = None
+        self.head_bytes = self.pieces = 0
+        self.in_message = False  # a request's head or body is still arriving
+        self.refusal: Reply | None = None  # why the parser was stopped, when the workbook stopped it
+        self.refused = False  # a refusal was written: what the client sends now is dropped
+        self.ended = False  # the client sent its last byte (a half-close)
+
+    # -- the event loop's calls --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)
+        self.address = self.client[0] if self.client else "?"
+        if self.room.opened(self):
+            self.wait("request", self.limits.idle)
+        else:
+            transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.stop_waiting()
+        self.room.closed(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.refused:
+            return  # the rest of a refused request, read and dropped so the client reads the refusal
+        in_head = self.waiting == "head"
+        super().data_received(data)
+        if in_head and self.waiting == "head" and not self.refused:  # a head still arriving
+            self.head_bytes += len(data)
+            if self.head_bytes > HEAD_BYTES:
+                self.refuse(api_error(431, "invalid_request_error", f"headers over {HEAD_BYTES:,} bytes"))
+
+    def pause_writing(self) -> None:
+        """The client is not reading what we write: it has `write` seconds to take it."""
+        super().pause_writing()
+        self.wait("reading", self.limits.write)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.waiting == "reading":
+            self.stop_waiting()
+
+    # -- the parser's calls (each calls uvicorn's, then moves the deadline) ----------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope["workbook.connection"] = self  # a handler may close it without an answer: `drop`
+        self.head_bytes = self.pieces = 0
+        self.in_message = True
+        self.wait("head", self.limits.headers)
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        headers = dict(self.headers)
+        chunked = b"transfer-encoding" in headers
+        length = self.limits.body_bytes if chunked else int(headers.get(b"content-length", b"0") or 0)
+        self.wait("body", self.limits.body + min(length, self.limits.body_bytes) / self.limits.body_rate)
+
+    def on_body(self, body: bytes) -> None:
+        self.pieces += 1
+        if self.pieces > MOST_PIECES and self.waiting != "drain":  # stops the parser: uvicorn then
+            # calls send_400_response (a body already answered is dropped as it comes, for `linger` s)
+            self.refusal = api_error(
+                400, "invalid_request_error", f"a body sent in more than {MOST_PIECES:,} pieces (chunks)"
+            )
+            raise ValueError(self.refusal.body["error"]["message"])
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self.in_message = False
+        if self.waiting == "drain":  # the body of a request answered early has all come: carry on
+            self.wait("request", self.limits.idle)
+        elif self.waiting in ("head", "body"):
+            self.stop_waiting()  # the handler has it now: judging is the server's own time
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.ended and self.cycle.response_complete:  # the last thing the client asked is answered
+            self.close_now()
+        if self.transport.is_closing() or self.waiting == "reading":
+            return
+        if self.in_message:  # answered before its body came (a 413): what comes is dropped, for a while
+            self.wait("drain", self.limits.linger)
+        else:
+            self.wait("request", self.limits.idle)
+
+    def send_400_response(self, msg: str) -> None:
+        """What the library says to what it cannot parse, in the API's shape (and one line in the log),
+        with the parser's own words when uvicorn calls this as it handles the parser's error."""
+        error = sys.exc_info()[1]
+        said = f" ({error})" if isinstance(error, httptools.HttpParserError) and not self.refusal else ""
+        self.refuse(self.refusal or api_error(400, "invalid_request_error", NOT_HTTP + said))
+
+    def eof_received(self) -> bool:
+        """The client sent all it will: close once what it asked is answered (True: not yet)."""
+        self.ended = True
+        return not self.in_message and self.cycle is not None and not self.cycle.response_complete
+
+    # -- deadlines: one at a time ----------------------------------------------------------------------
+
+    def wait(self, what: str, seconds: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.waiting, self.since = what, self.loop.time()
+        self.timer = self.loop.call_later(seconds, self.timed_out)
+
+    def stop_waiting(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer, self.waiting = None, ""
+
+    def timed_out(self) -> None:
+        self.timer = None
+        if self.waiting in WAITS:
+            self.log(f"timed out {WAITS[self.waiting]}")
+        self.close_now()
+
+    def close_now(self) -> None:
+        """Closed: at once, and whatever the client did not take is dropped (closing would wait for it)."""
+        self.waiting = ""
+        if self.transport.get_write_buffer_size():
+            self.transport.abort()
+        else:
+            self.transport.close()
+
+    # -- answers the library cannot give -------------------------------------------------------------
+
+    def refuse(self, reply: Reply) -> None:
+        """Answer a request that will not be read (too big a head, not HTTP), then close the connection.
+
+        The client may still be sending: what it sends is read and dropped for `linger` seconds, or
+        closing with unread bytes would reset the connection before the client reads the answer."""
+        self.log(f"{reply.status} {reply.body['error']['message']}")
+        self.refused = True
+        halfway = self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete
+        if not halfway and self.waiting != "drain":  # else a reply is out already, or halfway: just close
+            self.transport.write(error_bytes(reply, self.server_state.default_headers))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.wait("drain", self.limits.linger)
+
+    def drop(self) -> None:
+        """Close without an answer: a recorded connection failure."""
+        self.close_now()
+
+    def log(self, text: str) -> None:
+        self.room.classroom.log("?", "-", "", f"{self.address}: {text}")
+
+
+WAITS = {"head": "reading the request's head", "body": "reading the request's body"}
+WAITS["reading"] = "writing the reply: the client stopped reading"
+NOT_HTTP = "the request is not HTTP/1.1 as this server reads it; an HTTP client library sends it right"
+
+
+def error_bytes(reply: Reply, default_headers: list[tuple[bytes, bytes]]) -> bytes:
+    """An API error as a whole HTTP response that closes its connection."""
+    data = json.dumps(reply.body).encode()
+    head = [f"HTTP/1.1 {reply.status} {HTTPStatus(reply.status).phrase}".encode()]
+    head += [name + b": " + value for name, value in default_headers]
+    head += [b"content-type: application/json", b"content-length: %d" % len(data), b"connection: close"]
+    return b"\r\n".join(head) + b"\r\n\r\n" + data
+
+
+@dataclass
+class Seat:
+    """A name the class has heard: the address it last came from, when, and its turn to be judged."""
+
+    address: str
+    last: float  # time.monotonic() of its last request
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)  # its requests are judged one at a time
+    asking: int = 0  # its requests being read, waiting their turn or judged
+
+
+class Held:
+    """Bytes of request bodies read and not yet answered, per client address and in all."""
+
+    def __init__(self, per_address: int, in_all: int = HELD_BYTES):
+        self.per_address, self.in_all = per_address, in_all
+        self.by_address: dict[str, int] = {}
+        self.total = 0
+
+    def take(self, address: str, n: int) -> Reply | None:
+        """None when `n` more bytes fit; else the error that says why not (the SDK retries either)."""
+        if not n:
+            return None
+        held = self.by_address.get(address, 0)
+        if held + n > self.per_address:
+            return api_error(
+                429,
+                "rate_limit_error",
+                f"this machine has sent over {self.per_address // 2**20} MB of requests the server has "
+                "not answered yet, its most: send again in a moment",
+            )
+        if self.total + n > self.in_all:
+            return api_error(529, "overloaded_error", "the replay server holds all the requests it can")
+        self.by_address[address] = held + n
+        self.total += n
+        return None
+
+    def give_back(self, address: str, n: int) -> None:
+        if n:
+            self.total -= n
+            self.by_address[address] -= n
+            if not self.by_address[address]:
+                del self.by_address[address]
 
 
 def utf8(header: str) -> str:
-    """A header value as the client wrote it: http.server reads headers as latin-1, curl sends UTF-8."""
+    """A header value as the client wrote it: HTTP headers are read as latin-1, curl sends UTF-8."""
     if header.isascii():
         return header
     try:
@@ -108,18 +337,45 @@ def object_in_python(pairs: list) -> dict:
     return dict(pairs)
 
 
-def not_found(path: str) -> Reply:
+def header_dict(request: Request) -> dict[str, str]:
+    """The request's headers by lower-cased name, a repeated one joined by ", " (as HTTP reads it)."""
+    headers: dict[str, str] = {}
+    for name, value in request.headers.items():
+        headers[name] = value if name not in headers else f"{headers[name]}, {value}"
+    return headers
+
+
+def json_response(reply: Reply) -> Response:
+    """A reply as HTTP: JSON with a length, or SSE (chunked, an event at a time); the recorded headers
+    a client reads go along, never one that frames the reply."""
+    headers = {k: str(v) for k, v in reply.headers.items() if k.lower() not in NOT_RESENT}
+    if reply.events is None:
+        data = json.dumps(reply.body, ensure_ascii=False).encode()
+        return Response(data, reply.status, headers, "application/json")
+    headers["cache-control"] = "no-cache"
+    return StreamingResponse(events(reply.events), reply.status, headers, "text/event-stream; charset=utf-8")
+
+
+async def events(recorded: list):
+    for event in recorded:
+        yield sse_bytes([event])
+
+
+def too_large(limit: int, detail: str) -> Reply:
+    """The API's answer to a request over its limit (32 MB), with what to do about it."""
+    most = f"{limit // 2**20} MB" if limit % 2**20 == 0 else f"{limit:,} bytes"
     return api_error(
-        404,
-        "not_found_error",
-        f"{path or '/'} is not served here: the replay server answers POST /v1/messages",
+        413,
+        "request_too_large",
+        f"Request exceeds the maximum allowed number of bytes: the most is {most} ({detail}). "
+        "Send less: shorten long tool output before it goes into a tool_result.",
     )
 
 
 class ReplayServer:
-    """The classroom on one asyncio event loop, listening from the moment it is made (port 0 picks a
-    free port: see `url`). `serve_forever()` runs the loop in the calling thread until `shutdown()`,
-    called from another thread, as with the standard library's servers."""
+    """The classroom, listening from the moment it is made (port 0 picks a free port: see `url`).
+    `serve_forever()` runs it in the calling thread until `shutdown()`, called from another thread, as
+    with the standard library's servers."""
 
     def __init__(
         self,
@@ -132,20 +388,59 @@ class ReplayServer:
     ):
         self.limits, self.caps = limits or Limits(), caps or AddressCaps()
         self.classroom = Classroom(fixtures, out, self.limits.students)
-        for name in fixtures:  # the fast path's bytes, written now rather than at a class's first request
-            self.classroom.recordings(name)
-        # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
-        self.socket = socket.create_server((host, port), backlog=1024)
+        # the listen backlog: a class connecting at once (a backlog of 5 drops most of them); TCP named,
+        # so that asyncio turns Nagle off on each connection (two small writes would wait 40 ms for an ACK)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        try:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.socket.bind((host, port))
+            self.socket.listen(1024)
+        except OSError:
+            self.socket.close()
+            raise
         self.server_address = self.socket.getsockname()
         self.open_connections = 0
-        self.open_from: dict[str, int] = {}  # client address -> connections open
-        self.names_from: dict[str, set[str]] = {}  # client address -> the students it brought
+        self.open_from: dict[str, dict[Connection, None]] = {}  # client address -> its open connections
+        self.seats: dict[str, Seat] = {}  # student -> their seat
+        self.held = Held(self.caps.held_bytes)
         self.workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="replay-judge")
-        self.connection_class = Connection
+        self.app = self.routes()
         self.ready, self.stopped = threading.Event(), threading.Event()
+        self.uvicorn: uvicorn.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.stop: asyncio.Event | None = None
         self.loop_thread, self.flush_due = 0, False
+
+    def routes(self) -> Starlette:
+        routes = [
+            Route("/", self.front_page, methods=["GET"]),
+            Route("/replay/status", self.status, methods=["GET"]),
+            Route("/v1/messages", self.messages, methods=["POST"]),
+            Route("/replay/reset", self.reset, methods=["POST"]),
+        ]
+        routes += [Route(r.path + "/", r.endpoint, methods=r.methods) for r in routes[1:]]  # a trailing /
+        handlers = {HTTPException: self.not_served, Exception: self.failed}
+        return Starlette(routes=routes, exception_handlers=handlers)
+
+    def config(self) -> uvicorn.Config:
+        """uvicorn as the classroom needs it: its own limits set, its logging left to the teacher's log."""
+        limits = self.limits
+        return uvicorn.Config(
+            self.app,
+            http=functools.partial(Connection, server=self),
+            ws="none",
+            lifespan="off",
+            interface="asgi3",
+            proxy_headers=False,  # an X-Forwarded-For header never changes whose address a request is
+            server_header=False,
+            timeout_keep_alive=limits.idle,  # a kept-alive connection, idle this long, is closed
+            timeout_graceful_shutdown=3,
+            # a request while this many connections (or requests) are open is a 503: `opened` keeps them
+            # at half of it, so this is a backstop
+            limit_concurrency=2 * limits.connections,
+            log_config=None,
+            log_level=logging.CRITICAL,  # what goes wrong is logged by the workbook, escaped, in one line
+        )
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until shutdown() (poll_interval: accepted for the standard servers' callers, not needed)."""
@@ -155,12 +450,11 @@ class ReplayServer:
             self.stopped.set()
 
     async def serve(self) -> None:
-        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+        self.loop = asyncio.get_running_loop()
         self.loop_thread, self.classroom.flush = threading.get_ident(), self.flush_log_soon
-        listening = await self.loop.create_server(self.new_connection, sock=self.socket)
+        self.uvicorn = uvicorn.Server(self.config())
         self.ready.set()
-        async with listening:
-            await self.stop.wait()
+        await self.uvicorn.serve(sockets=[self.socket])
 
     def flush_log_soon(self) -> None:
         """The teacher's log flushed once per turn of the event loop, after every line that turn wrote
@@ -175,123 +469,196 @@ class ReplayServer:
         self.flush_due = False
         self.classroom.out.flush()
 
-    def new_connection(self) -> Connection:
-        return self.connection_class(self)
-
     def shutdown(self) -> None:
         """Stop serve_forever() from another thread, and wait for it to end."""
         if self.ready.wait(10) and not self.stopped.is_set():
-            self.loop.call_soon_threadsafe(self.stop.set)
+            self.uvicorn.should_exit = True
             self.stopped.wait(10)
 
     def server_close(self) -> None:
         self.socket.close()
         self.workers.shutdown(wait=False)
 
-    def opened(self, address: str) -> bool:
-        """A new connection from `address`, counted; False (and a log line) when the class or this
-        client address has its most open already: it is closed at once."""
-        full = self.too_many_connections(address)
+    # -- connections: per address and in all -------------------------------------------------------------
+
+    def opened(self, connection: Connection) -> bool:
+        """A new connection, counted; False (and a log line) when its address has its most open already.
+        When the class has its most, the connection that has waited longest on its client, of the
+        address holding the most, is closed to make room; False only when none is waiting."""
+        address, mine = connection.address, self.open_from.get(connection.address, {})
+        full = None
+        if len(mine) >= self.caps.connections:
+            full = f"{self.caps.connections} open already from this address (its most)"
+        elif self.open_connections >= self.limits.connections and not self.make_room():
+            full = f"{self.limits.connections} open already, each busy"
         if full:
             self.classroom.log("?", "-", "", f"{address}: closed, {full}")
             return False
+        self.open_from.setdefault(address, {})[connection] = None
         self.open_connections += 1
-        self.open_from[address] = self.open_from.get(address, 0) + 1
+        connection.counted = True
         return True
 
-    def closed(self, address: str) -> None:
-        self.open_connections -= 1
-        self.open_from[address] -= 1
-        if not self.open_from[address]:
-            del self.open_from[address]
+    def make_room(self) -> bool:
+        busiest = max(self.open_from.values(), key=len)
+        waiting = [c for c in busiest if c.waiting and not c.transport.is_closing()]
+        if not waiting:
+            return False
+        oldest = min(waiting, key=lambda c: c.since)
+        idle = oldest.loop.time() - oldest.since
+        oldest.log(f"closed after {idle:.0f} s waiting for its client: the class has its most connections")
+        self.closed(oldest)
+        oldest.close_now()
+        return True
 
-    def too_many_connections(self, address: str) -> str | None:
-        if self.open_connections >= self.limits.connections:
-            return f"{self.limits.connections} open already"
-        if self.open_from.get(address, 0) >= self.caps.connections:
-            return f"{self.caps.connections} open already from this address (its most)"
-        return None
+    def closed(self, connection: Connection) -> None:
+        if connection.counted:
+            connection.counted = False
+            self.open_connections -= 1
+            mine = self.open_from[connection.address]
+            del mine[connection]
+            if not mine:
+                del self.open_from[connection.address]
 
-    def respond(self, request: Request, address: str) -> Reply | Page | asyncio.Future:
-        """What a request gets: judged here on the loop when small; when big, or when its student is
-        still being answered (their desk is taken: waiting here would stop all), on a worker thread,
-        and then what comes back is the future of its answer."""
-        path, classroom = request.path, self.classroom
-        if request.method == "GET":
-            if path == "/replay/status":
-                return Reply(200, {}, classroom.status())
-            return self.front_page(request) if path == "" else not_found(path)
-        if request.method != "POST":
-            return api_error(
-                405, "invalid_request_error", f"{request.method} is not served here: POST or GET"
+    # -- names: per address, and who gives up their place when the class is full -------------------
+
+    def seat(self, student: str, address: str) -> Seat | Reply:
+        """The student's seat, taken for one request; a 403 for a new name from an address that has
+        brought its most. A name heard before is always its own again, from any address."""
+        now = time.monotonic()
+        seat = self.seats.get(student)
+        if seat is None:
+            brought = sum(1 for s in self.seats.values() if s.address == address and now - s.last < QUIET)
+            if brought >= self.caps.names:
+                most = self.caps.names
+                self.classroom.log("?", "-", "", f"{address}: 403 a new name over this address's {most}")
+                return api_error(
+                    403,
+                    "permission_error",
+                    f"this machine has brought {brought} names to the class in the last {QUIET // 60} "
+                    "minutes, its most: use a name you used before, or ask the teacher to restart with a "
+                    "higher --max-names-per-address",
+                )
+            if len(self.classroom.desks) >= self.limits.students:
+                self.give_up_a_place(now)
+            seat = self.seats[student] = Seat(address, now)
+        seat.address, seat.last = address, now
+        seat.asking += 1
+        return seat
+
+    def give_up_a_place(self, now: float) -> None:
+        """The class is full: the name quiet the longest, if quiet QUIET seconds, leaves it (and starts
+        over if it comes back). If none has, the classroom refuses the new name itself (a 403)."""
+        quiet = [(s.last, name) for name, s in self.seats.items() if not s.asking and now - s.last >= QUIET]
+        if quiet:
+            last, name = min(quiet)
+            del self.seats[name]
+            self.classroom.forget(name)
+            self.classroom.log(
+                name, "-", "", f"quiet {(now - last) / 60:.0f} min: its place given to a new name"
             )
-        if path not in ("/v1/messages", "/replay/reset"):
-            return not_found(path)
-        student = self.student(request)
+
+    def stand_up(self, student: str, seat: Seat) -> None:
+        """One request of the student's answered; a seat that never became a student's is let go."""
+        seat.asking -= 1
+        if not seat.asking and student not in self.classroom.desks and self.seats.get(student) is seat:
+            del self.seats[student]
+
+    # -- the routes -------------------------------------------------------------------------------------
+
+    async def messages(self, request: Request) -> Response:
+        return await self.asked(request, self.judge)
+
+    async def reset(self, request: Request) -> Response:
+        return await self.asked(request, self.start_over)
+
+    async def asked(self, request: Request, judge) -> Response:
+        """A student's request: who they are, their seat, the body read, their turn, then the answer."""
+        headers = header_dict(request)
+        address = request.client.host if request.client else "?"
+        student = self.student(headers)
         if isinstance(student, Reply):
-            return student
-        refused = self.admit(student, address)
+            return json_response(student)
+        seat = self.seat(student, address)
+        if isinstance(seat, Reply):
+            return json_response(seat)
+        held = 0
+        try:
+            body, held = await self.read_body(request, headers, address)
+            if isinstance(body, Reply):
+                return json_response(body)
+            async with seat.turn:  # this student's requests one at a time, in order; others never wait
+                reply = await self.judged(judge, body, headers, student)
+        except ClientDisconnect:
+            return Response(status_code=400)  # nobody is there to read it
+        finally:
+            self.held.give_back(address, held)
+            self.stand_up(student, seat)
+        if reply.drop:  # a recorded connection failure: close without a word, once it is closed
+            request.scope["workbook.connection"].drop()
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            return Response()
+        return json_response(reply)
+
+    async def read_body(self, request: Request, headers: dict, address: str) -> tuple[bytearray | Reply, int]:
+        """The body, read into one buffer no bigger than the API's limit, and the bytes it holds of its
+        address's share; or the error that refuses it (413 before it is read, when its length says so)."""
+        most, encoding = self.limits.body_bytes, headers.get("transfer-encoding")
+        if encoding is not None and encoding.strip().lower() != "chunked":
+            problem = f"transfer-encoding: only chunked is taken, got {printable(encoding[:40])!r}"
+            return api_error(400, "invalid_request_error", problem), 0
+        length = int(headers.get("content-length", "0")) if encoding is None else 0
+        if length > most:
+            refusal = too_large(most, f"this one says content-length: {length:,}")
+            self.classroom.log("?", "-", "", f"{address}: 413 {refusal.body['error']['message']}")
+            return refusal, 0
+        refused = self.held.take(address, length)
         if refused:
-            return refused
-        judge = self.messages if path == "/v1/messages" else self.reset
-        desk = classroom.desks.get(student)
-        known = desk is not None
-        if len(request.body) >= OFF_LOOP_BYTES or (known and desk.locked()):
-            judged = self.loop.run_in_executor(self.workers, judge, request, student)
-            if not known:
-                judged.add_done_callback(lambda _: self.remember(student, address))
-            return judged
-        reply = judge(request, student)
-        if not known:
-            self.remember(student, address)
-        return reply
+            return refused, 0
+        body, held = bytearray(), length
+        async for piece in request.stream():
+            if len(body) + len(piece) > most:  # only a chunked body gets here: its chunks add up
+                self.classroom.log("?", "-", "", f"{address}: 413 chunks over {most:,} bytes")
+                return too_large(most, f"the chunks so far add up to over {most:,} bytes"), held
+            if encoding is not None:
+                refused = self.held.take(address, len(piece))
+                if refused:
+                    return refused, held
+                held += len(piece)
+            body += piece
+        return body, held
 
-    def remember(self, student: str, address: str) -> None:
-        """A student new to the class counts among the names their client address brought."""
-        if student in self.classroom.desks:
-            self.names_from.setdefault(address, set()).add(student)
+    async def judged(self, judge, body: bytearray, headers: dict, student: str) -> Reply:
+        """The answer: judged here on the event loop when small; when big, or when the student's desk is
+        taken by someone else (waiting here would stop all), on a worker thread."""
+        desk = self.classroom.desks.get(student)
+        if len(body) >= OFF_LOOP_BYTES or (desk is not None and desk.locked()):
+            return await self.loop.run_in_executor(self.workers, judge, body, headers, student)
+        return judge(body, headers, student)
 
-    def admit(self, student: str, address: str) -> Reply | None:
-        """A 403 for a new name from an address that has brought its most already; else None."""
-        if student in self.classroom.desks:
-            return None
-        brought = self.names_from.get(address, ())
-        if student in brought or len(brought) < self.caps.names:
-            return None
-        self.classroom.log("?", "-", "", f"{address}: 403 a new name over this address's {self.caps.names}")
-        return api_error(
-            403,
-            "permission_error",
-            f"this machine has brought {self.caps.names} names to the class already, its most: use a "
-            "name you used before, or ask the teacher to restart with a higher --max-names-per-address",
-        )
-
-    def messages(self, request: Request, student: str) -> Reply:
+    def judge(self, body: bytearray, headers: dict, student: str) -> Reply:
         """Whether the API would even read the request, then the classroom's answer (no 500 escapes)."""
         try:
-            return self.judge(request, student)
+            return self.answer(body, headers, student)
         except Exception as err:  # a bug here must not look like the student's mistake
             self.classroom.log(student, "-", "", f"500 server error: {err!r}")
             return api_error(500, "api_error", f"the replay server failed ({err!r}); tell the teacher")
 
-    def judge(self, request: Request, student: str) -> Reply:
-        if not request.headers.get("anthropic-version"):
+    def answer(self, raw: bytearray, headers: dict, student: str) -> Reply:
+        if not headers.get("anthropic-version"):
             self.classroom.log(student, "-", "", "400 no anthropic-version header")
             return api_error(
                 400,
                 "invalid_request_error",
                 "anthropic-version: header is required — send `anthropic-version: 2023-06-01`",
             )
-        chosen = request.headers.get(FIXTURE_HEADER)
-        if chosen is None or REAL_KEY_PREFIX not in utf8(chosen):  # the recording's own bytes: no parse
-            served = self.classroom.answer_sent(student, request.body, chosen, request.headers)
-            if served is not None:
-                return served
         try:
-            body = parse_json(request.body)
+            body = parse_json(raw)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             self.classroom.log(student, "-", "", "400 body is not JSON")
             return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
+        chosen = headers.get(FIXTURE_HEADER)
         if looks_like_a_key(chosen, body):  # never logged, never echoed
             self.classroom.log(student, "-", "", "404 a fixture name that looks like an API key (not shown)")
             return api_error(
@@ -300,15 +667,15 @@ class ReplayServer:
                 "that fixture name looks like a real Anthropic API key, so it is neither shown nor kept: "
                 f"name a fixture this server serves ({', '.join(self.classroom.fixtures)})",
             )
-        return self.classroom.answer(student, body, chosen, headers=request.headers)
+        return self.classroom.answer(student, body, chosen, headers=headers)
 
-    def reset(self, request: Request, student: str) -> Reply:
+    def start_over(self, body: bytearray, headers: dict, student: str) -> Reply:
         return Reply(200, {}, {"reset": student, "fixtures": self.classroom.reset(student)})
 
-    def student(self, request: Request) -> str | Reply:
+    def student(self, headers: dict) -> str | Reply:
         """The API key the client sent (x-api-key or a bearer token): the student's name, or a 401."""
-        key = request.headers.get("x-api-key", "")
-        auth = request.headers.get("authorization", "")
+        key = headers.get("x-api-key", "")
+        auth = headers.get("authorization", "")
         if not key and auth.lower().startswith("bearer "):
             key = auth[len("bearer ") :]
         key, most = utf8(key).strip(), self.limits.key_chars
@@ -328,7 +695,10 @@ class ReplayServer:
             "(e.g. ANTHROPIC_API_KEY=alice)",
         )
 
-    def front_page(self, request: Request) -> Page:
+    async def status(self, request: Request) -> Response:
+        return json_response(Reply(200, {}, self.classroom.status()))
+
+    async def front_page(self, request: Request) -> Response:
         """How to connect, then the class table: HTML for a browser (every name escaped), text for curl."""
         host = printable(utf8(request.headers.get("host", "")) or self.url.split("//")[1])[:100]
         names = ", ".join(self.classroom.fixtures)
@@ -343,11 +713,29 @@ class ReplayServer:
             + self.classroom.table(self.limits.listed)
             + "\n"
         )
+        headers = {"x-content-type-options": "nosniff"}
         if "text/html" not in request.headers.get("accept", ""):
-            return Page("text/plain; charset=utf-8", text.encode())
+            return Response(text.encode(), 200, headers, "text/plain; charset=utf-8")
         title = "Agent Loop Workbook: classroom replay server"
         page = f"<!doctype html><meta charset=utf-8><title>{title}</title><pre>{html.escape(text)}</pre>\n"
-        return Page("text/html; charset=utf-8", page.encode())
+        return Response(page.encode(), 200, headers, "text/html; charset=utf-8")
+
+    async def not_served(self, request: Request, error: HTTPException) -> Response:
+        """A path or method not served here (404, 405), in the API's error shape."""
+        path = printable(request.url.path)[:100]
+        if error.status_code == 405:
+            reply = api_error(405, "invalid_request_error", f"{request.method} is not served at {path}")
+        else:
+            served = "the replay server answers POST /v1/messages"
+            reply = api_error(404, "not_found_error", f"{path} is not served here: {served}")
+        return json_response(reply)
+
+    async def failed(self, request: Request, error: Exception) -> Response:
+        """A bug of the server's: one line in the log and the API's 500, never a traceback."""
+        self.classroom.log("?", "-", "", f"500 server error: {error!r}")
+        return json_response(
+            api_error(500, "api_error", f"the replay server failed ({error!r}); tell the teacher")
+        )
 
     @property
     def url(self) -> str:
@@ -399,19 +787,25 @@ def banner(server: ReplayServer, host: str) -> str:
             f"teacher:  {server.url}/ or {server.url}/replay/status for the class table; "
             + ("Enter prints it here; " if interactive() else "")
             + "Ctrl-C stops",
-            f"limits:   {caps(server)}",
+            *caps(server),
         ]
     )
 
 
-def caps(server: ReplayServer) -> str:
-    """The caps that keep one student or one machine from holding the class, in one line."""
-    limits, per = server.limits, server.caps
-    return (
-        f"{limits.students} students, {limits.connections} connections; per client address "
-        f"{per.connections} connections and {per.names} new names; threads held "
-        f"{PER_STUDENT_BYTES // 2**20} MB a student, {TOTAL_BYTES // 2**20} MB in all (oldest dropped first)"
-    )
+def caps(server: ReplayServer) -> list[str]:
+    """The caps that keep one student or one machine from holding the class, and how they are decided."""
+    limits, per, mb = server.limits, server.caps, 2**20
+    return [
+        f"caps:     in all {limits.students} names, {limits.connections} connections, "
+        f"{TOTAL_BYTES // mb} MB of threads",
+        f"          per name (API key): one request judged at a time, "
+        f"{PER_STUDENT_BYTES // mb} MB of threads",
+        f"          per client address: {per.connections} connections, {per.names} names, "
+        f"{per.held_bytes // mb} MB unanswered",
+        f"          a name counts for its address until it is quiet {QUIET // 60} min; when",
+        "          the class is full, the name quiet longest gives up its place, and the",
+        "          connection waiting longest, of the address holding most, is closed",
+    ]
 
 
 def interactive() -> bool:
@@ -459,19 +853,24 @@ def main(argv: list[str]) -> int:
         "--max-students",
         type=positive,
         default=Limits.students,
-        help=f"distinct API keys (names) kept; one more is refused (default {Limits.students})",
+        metavar="N",
+        help=f"names (API keys) kept at once (default {Limits.students}); when full, a name quiet "
+        f"{QUIET // 60} min gives up its place, else a new one is refused",
     )
     parser.add_argument(
         "--max-connections-per-address",
         type=positive,
         default=AddressCaps.connections,
+        metavar="N",
         help=f"connections one client address may hold open (default {AddressCaps.connections})",
     )
     parser.add_argument(
         "--max-names-per-address",
         type=positive,
         default=AddressCaps.names,
-        help=f"new names (API keys) one client address may bring (default {AddressCaps.names})",
+        metavar="N",
+        help=f"names (API keys) one client address may bring that sent a request in the last "
+        f"{QUIET // 60} min (default {AddressCaps.names})",
     )
     args = parser.parse_args(argv)
     try:
