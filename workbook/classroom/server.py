@@ -105,7 +105,8 @@ class Connection(HttpToolsProtocol):
         self.address = "?"
         self.counted = False  # in the server's count of open connections
         self.waiting = ""  # what the client owes: request, head, body, drain, reading ("" nothing)
-        self.since = 0.0  # when that wait began: a full class closes the longest waiting first
+        self.since = self.deadline = 0.0  # when that wait began (a full class closes the longest waiting
+        # first), and when it ends
         self.timer: asyncio.TimerHandle | None = None
         self.head_bytes = self.pieces = 0
         self.in_message = False  # a request's head or body is still arriving
@@ -116,7 +117,7 @@ class Connection(HttpToolsProtocol):
     # -- the event loop's calls --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:
-        super().connection_made(transport)
+        super().connection_made(OneWrite(transport, self.loop))
         self.address = self.client[0] if self.client else "?"
         if self.room.opened(self):
             self.wait("request", self.limits.idle)
@@ -124,7 +125,9 @@ class Connection(HttpToolsProtocol):
             transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.stop_waiting()
+        self.waiting = ""
+        if self.timer is not None:
+            self.timer.cancel()
         self.room.closed(self)
         super().connection_lost(exc)
 
@@ -205,21 +208,26 @@ class Connection(HttpToolsProtocol):
         self.ended = True
         return not self.in_message and self.cycle is not None and not self.cycle.response_complete
 
-    # -- deadlines: one at a time ----------------------------------------------------------------------
+    # -- deadlines: one at a time, one timer, moved only when a deadline comes sooner -------------------
 
     def wait(self, what: str, seconds: float) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
         self.waiting, self.since = what, self.loop.time()
-        self.timer = self.loop.call_later(seconds, self.timed_out)
+        self.deadline = self.since + seconds
+        if self.timer is None or self.timer.when() > self.deadline:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = self.loop.call_at(self.deadline, self.check_deadline)
 
     def stop_waiting(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer, self.waiting = None, ""
+        self.waiting = ""  # the timer stays: when it comes, nothing is owed
 
-    def timed_out(self) -> None:
+    def check_deadline(self) -> None:
         self.timer = None
+        if not self.waiting:
+            return
+        if self.loop.time() < self.deadline:  # the deadline moved later since: wait on
+            self.timer = self.loop.call_at(self.deadline, self.check_deadline)
+            return
         if self.waiting in WAITS:
             self.log(f"timed out {WAITS[self.waiting]}")
         self.close_now()
@@ -254,6 +262,44 @@ class Connection(HttpToolsProtocol):
 
     def log(self, text: str) -> None:
         self.room.classroom.log("?", "-", "", f"{self.address}: {text}")
+
+
+class OneWrite:
+    """A connection's transport whose writes in one turn of the event loop leave in one send: uvicorn
+    writes a reply's head and its body apart, and a second send costs as much as the rest of a small
+    reply (bench/server_load.py measures it). Everything else is the transport's own."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
+        self.transport, self.loop = transport, loop
+        self.pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self.pending:
+            self.loop.call_soon(self.flush)
+        self.pending.append(data)
+
+    def flush(self) -> None:
+        if self.pending and not self.transport.is_closing():
+            self.transport.write(b"".join(self.pending))
+        self.pending.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def abort(self) -> None:
+        self.pending.clear()
+        self.transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() + sum(map(len, self.pending))
+
+    def __getattr__(self, name: str):
+        return getattr(self.transport, name)
 
 
 WAITS = {"head": "reading the request's head", "body": "reading the request's body"}
@@ -413,12 +459,12 @@ class ReplayServer:
 
     def routes(self) -> Starlette:
         routes = [
-            Route("/", self.front_page, methods=["GET"]),
-            Route("/replay/status", self.status, methods=["GET"]),
             Route("/v1/messages", self.messages, methods=["POST"]),
             Route("/replay/reset", self.reset, methods=["POST"]),
+            Route("/replay/status", self.status, methods=["GET"]),
+            Route("/", self.front_page, methods=["GET"]),
         ]
-        routes += [Route(r.path + "/", r.endpoint, methods=r.methods) for r in routes[1:]]  # a trailing /
+        routes += [Route(r.path + "/", r.endpoint, methods=r.methods) for r in routes[:3]]  # a trailing /
         handlers = {HTTPException: self.not_served, Exception: self.failed}
         return Starlette(routes=routes, exception_handlers=handlers)
 
