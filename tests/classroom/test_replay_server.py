@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from workbook import scratch
 from workbook.api import compare, wire
+from workbook.classroom import caps
 from workbook.classroom import server as classroom_server
 from workbook.classroom import students as classroom
 from workbook.replay import fixtures
@@ -40,10 +41,10 @@ def serve():
     """Start a replay server on a free loopback port; returns (server, log) — log is what it printed."""
     started = []
 
-    def start(limits=None, caps=None, **fixtures: dict):
+    def start(limits=None, per_address=None, **fixtures: dict):
         fixtures = fixtures or {"s01_hello_agent": FIXTURE}  # by name, the first is the default
         log = io.StringIO()
-        server = classroom_server.ReplayServer(fixtures, port=0, out=log, limits=limits, caps=caps)
+        server = classroom_server.ReplayServer(fixtures, port=0, out=log, limits=limits, caps=per_address)
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         started.append(server)
         return server, log
@@ -668,8 +669,8 @@ def test_a_kept_alive_connection_serves_many_requests_with_nagle_off(serve):
     for body in (request(TURN1), request(turn2()), request(TURN1)):
         conn.request("POST", "/v1/messages", json.dumps(body), headers)
         assert conn.getresponse().read()
-        assert server.open_connections == 1  # the same connection each time
-    (opened,) = next(iter(server.open_from.values()))
+        assert server.admission.open_connections == 1  # the same connection each time
+    (opened,) = next(iter(server.admission.open_from.values()))
     sock = opened.transport.get_extra_info("socket")
     # Nagle off: a reply's head and body, and SSE events, go out at once, not 40 ms later
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
@@ -895,8 +896,8 @@ def test_a_transfer_encoding_other_than_chunked_is_a_400(serve, encoding):
 
 
 def test_one_address_cannot_hold_every_connection(serve):
-    server, log = serve(limits=classroom.Limits(connections=10))
-    server.caps = classroom_server.AddressCaps(connections=3, names=16)
+    per = caps.AddressCaps(connections=3, names=16)
+    server, log = serve(limits=classroom.Limits(connections=10), per_address=per)
     parts = urlsplit(server.url)
     held = [socket.create_connection((parts.hostname, parts.port), timeout=60) for _ in range(3)]
     try:
@@ -905,15 +906,17 @@ def test_one_address_cannot_hold_every_connection(serve):
             assert sock.recv(65536).startswith(b"HTTP/1.1 200")
         assert raw_exchange(server.url, b"") == b""  # a fourth from the same address: closed at once
         assert "3 open already from this address" in log.getvalue()
-        assert server.open_connections == 3  # the class (10) is far from full: other machines get in
+        assert (
+            server.admission.open_connections == 3
+        )  # the class (10) is far from full: other machines get in
     finally:
         for sock in held:
             sock.close()
 
 
 def test_one_address_cannot_fill_the_class_with_new_names(serve):
-    server, log = serve(limits=classroom.Limits(students=100))
-    server.caps = classroom_server.AddressCaps(connections=64, names=3)
+    per = caps.AddressCaps(connections=64, names=3)
+    server, log = serve(limits=classroom.Limits(students=100), per_address=per)
     for name in ("a", "b", "c"):
         assert post(server.url, request(TURN1), key=name)[0] == 200
     refused_saying(server, "d", "brought 3 names", "--max-names-per-address")
@@ -1005,10 +1008,10 @@ def test_a_client_that_stops_reading_its_replies_is_closed_after_the_write_limit
             threading.Event().wait(0.05)
     assert "timed out writing the reply" in log.getvalue()
     for _ in range(100):
-        if server.open_connections == 0:
+        if server.admission.open_connections == 0:
             break
         threading.Event().wait(0.05)
-    assert server.open_connections == 0
+    assert server.admission.open_connections == 0
 
 
 def test_a_chunked_body_arriving_in_pieces_is_read_whole_and_its_framing_checked(serve):
@@ -1211,31 +1214,31 @@ def test_a_name_quiet_ten_minutes_gives_its_place_when_the_class_is_full(serve):
     assert post(server.url, request(TURN1), key="alice")[0] == 200
     assert post(server.url, request(TURN1), key="bob")[0] == 200
     refused_saying(server, "carol", "already keeps 2 students")  # both spoke just now
-    server.seats["alice"].last -= classroom_server.QUIET  # as if alice had been quiet ten minutes
+    server.admission.seats["alice"].last -= caps.QUIET  # as if alice had been quiet ten minutes
     assert post(server.url, request(TURN1), key="carol")[0] == 200
     assert {s["student"] for s in server.classroom.status()["students"]} == {"bob", "carol"}
     assert "its place given to a new name" in log.getvalue()
 
 
 def test_a_name_stops_counting_for_its_address_once_quiet(serve):
-    server, _ = serve(caps=classroom_server.AddressCaps(names=2))
+    server, _ = serve(per_address=caps.AddressCaps(names=2))
     for name in ("a", "b"):
         assert post(server.url, request(TURN1), key=name)[0] == 200
     refused_saying(server, "c", "brought 2 names", "--max-names-per-address")
-    server.seats["a"].last -= classroom_server.QUIET
+    server.admission.seats["a"].last -= caps.QUIET
     assert post(server.url, request(TURN1), key="c")[0] == 200
     assert post(server.url, request(turn2()), key="a")[0] == 200  # a name used before is its own again
 
 
 def test_a_forwarded_for_header_does_not_change_a_clients_address(serve):
-    server, _ = serve(caps=classroom_server.AddressCaps(names=1))
+    server, _ = serve(per_address=caps.AddressCaps(names=1))
     assert post(server.url, request(TURN1), key="a")[0] == 200
     status, _, _ = post(server.url, request(TURN1), key="b", x_forwarded_for="10.9.9.9")
     assert status == 403
 
 
 def test_an_address_holding_too_many_unanswered_bytes_gets_a_429(serve):
-    server, _ = serve(caps=classroom_server.AddressCaps(held_bytes=1000))
+    server, _ = serve(per_address=caps.AddressCaps(held_bytes=1000))
     status, _, data = post(server.url, request(TURN1, metadata={"user_id": "x" * 2000}))
     assert (status, data["error"]["type"]) == (429, "rate_limit_error")
     assert post(server.url, request(TURN1))[0] == 200  # what it held was given back

@@ -7,19 +7,16 @@ from scratch) with their name as the API key, and gets the recorded replies, tur
     ANTHROPIC_BASE_URL=http://127.0.0.1:8765  ANTHROPIC_API_KEY=alice  python my_loop.py
 
 Whether a request is right, and what it gets, is workbook/classroom/students.py's to judge; this module
-is the HTTP around it. The HTTP is a library's: uvicorn, with its C parser (httptools), runs the
-connections, and starlette routes each request to a handler here. The library reads HTTP/1.1 and
-refuses what is not (a 400), holds kept-alive connections and closes them when idle, and stops reading
-a body while the handler is not taking it. What the workbook adds on top is small:
-  - `Connection`: uvicorn's connection plus what it leaves out: a deadline on every wait for the client
-    (its first request, a request's head, its body, a reply it does not read), a cap on a head's bytes
-    and a body's pieces, the connections each address and the class may hold, the API's error shape;
-  - `ReplayServer`: the routes. A body is read into one buffer up to the API's 32 MB (413 past it, the
-    rest dropped unread), and counted against its address's share of memory until it is answered. One
-    request per student is judged at a time, in order; a big one on a worker thread, so the others are
-    answered meanwhile. Names are capped per address; names reach the teacher's terminal escaped, and
-    a real API key never reaches it at all.
-The caps, and how they are decided, are `Limits` (students.py) and `AddressCaps`; the banner says them.
+is the HTTP around it, and the HTTP is a library's: uvicorn, with its C parser (httptools), runs the
+connections, and starlette routes each request to a handler here. What the workbook adds is small:
+  - workbook/classroom/protocol.py: uvicorn's connection plus the deadlines and caps it leaves out;
+  - workbook/classroom/caps.py: the connections and names each address and the class may hold, and
+    how a full class makes room;
+  - here: the routes. A body is read into one buffer up to the API's 32 MB (413 past it, the rest
+    dropped unread), counted against its address's share until it is answered; one request per
+    student is judged at a time, in order, a big one on a worker thread so that others are answered
+    meanwhile; names reach the teacher's terminal escaped, and a real API key never reaches it at all.
+docs/teaching.md says which guarantee the library gives and which the workbook adds.
 
 Run: python -m workbook serve fixtures/s01_hello_agent.json [MORE.json ...] [--port 8765] [--host 0.0.0.0]
 """
@@ -36,14 +33,13 @@ import socket
 import sys
 import textwrap
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from http import HTTPStatus
 from pathlib import Path
 
 from workbook.api.threads import PER_STUDENT_BYTES, TOTAL_BYTES
 from workbook.api.wire import sse_bytes
+from workbook.classroom.caps import QUIET, AddressCaps, Admission
+from workbook.classroom.protocol import Connection
 from workbook.classroom.students import (
     FIXTURE_HEADER,
     LOOPBACK,
@@ -59,305 +55,17 @@ from workbook.classroom.students import (
 from workbook.errors import FixtureError, WorkbookError
 from workbook.replay.fixtures import load_fixture
 
-import httptools
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 DEFAULT_PORT = 8765
 OFF_LOOP_BYTES = 64 * 1024  # a body at least this big is parsed and judged on a worker thread
 WORKERS = 4  # worker threads for big bodies: a few students may send one at once
-HEAD_BYTES = 64 * 1024  # a request's line and headers, at most (431 above): the C parser sets no limit
-MOST_PIECES = 100_000  # pieces a body may arrive in (a chunked body's chunks): one-byte chunks cost CPU
-HELD_BYTES = 512 * 2**20  # request bodies read and not yet answered, from every address together
-QUIET = 10 * 60  # seconds after its last request that a name stops counting for its address
 NOT_RESENT = ("content-type", "content-length", "transfer-encoding", "connection")  # the server's own
-
-
-@dataclass
-class AddressCaps:
-    """What one client address (one machine) may hold. Generous, because a lab behind one NAT, a
-    JupyterHub, or one laptop running a whole class of 200 comes from one address: what keeps one
-    address from taking the class is that a full class makes room (`ReplayServer.opened`, `seat`)."""
-
-    connections: int = 500  # open at once
-    names: int = 300  # names (API keys) it brought that sent a request in the last QUIET seconds
-    held_bytes: int = 128 * 2**20  # request bodies read and not yet answered (429 above)
-
-
-class Connection(HttpToolsProtocol):
-    """One client's connection: uvicorn's, plus the deadlines and caps it leaves to the application.
-
-    uvicorn closes a kept-alive connection `timeout_keep_alive` seconds after a reply. It sets no
-    deadline on a new connection's first request, on a request's head or body, or on a reply the
-    client does not read, and its C parser takes a head of any size. Those are here: one deadline at a
-    time, set when a wait begins and never moved by bytes that trickle in, so a client sending a byte
-    every few seconds (slowloris) meets it all the same.
-    """
-
-    def __init__(self, *args, server: ReplayServer, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.room, self.limits = server, server.limits
-        self.address = "?"
-        self.counted = False  # in the server's count of open connections
-        self.waiting = ""  # what the client owes: request, head, body, drain, reading ("" nothing)
-        self.since = self.deadline = 0.0  # when that wait began (a full class closes the longest waiting
-        # first), and when it ends
-        self.timer: asyncio.TimerHandle | None = None
-        self.head_bytes = self.pieces = 0
-        self.in_message = False  # a request's head or body is still arriving
-        self.refusal: Reply | None = None  # why the parser was stopped, when the workbook stopped it
-        self.refused = False  # a refusal was written: what the client sends now is dropped
-        self.ended = False  # the client sent its last byte (a half-close)
-
-    # -- the event loop's calls --------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        super().connection_made(OneWrite(transport, self.loop))
-        self.address = self.client[0] if self.client else "?"
-        if self.room.opened(self):
-            self.wait("request", self.limits.idle)
-        else:
-            transport.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.waiting = ""
-        if self.timer is not None:
-            self.timer.cancel()
-        self.room.closed(self)
-        super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if self.refused:
-            return  # the rest of a refused request, read and dropped so the client reads the refusal
-        in_head = self.waiting == "head"
-        super().data_received(data)
-        if in_head and self.waiting == "head" and not self.refused:  # a head still arriving
-            self.head_bytes += len(data)
-            if self.head_bytes > HEAD_BYTES:
-                self.refuse(api_error(431, "invalid_request_error", f"headers over {HEAD_BYTES:,} bytes"))
-
-    def pause_writing(self) -> None:
-        """The client is not reading what we write: it has `write` seconds to take it."""
-        super().pause_writing()
-        self.wait("reading", self.limits.write)
-
-    def resume_writing(self) -> None:
-        super().resume_writing()
-        if self.waiting == "reading":
-            self.stop_waiting()
-
-    # -- the parser's calls (each calls uvicorn's, then moves the deadline) ----------------------------
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self.scope["workbook.connection"] = self  # a handler may close it without an answer: `drop`
-        self.head_bytes = self.pieces = 0
-        self.in_message = True
-        self.wait("head", self.limits.headers)
-
-    def on_headers_complete(self) -> None:
-        super().on_headers_complete()
-        headers = dict(self.headers)
-        chunked = b"transfer-encoding" in headers
-        length = self.limits.body_bytes if chunked else int(headers.get(b"content-length", b"0") or 0)
-        self.wait("body", self.limits.body + min(length, self.limits.body_bytes) / self.limits.body_rate)
-
-    def on_body(self, body: bytes) -> None:
-        self.pieces += 1
-        if self.pieces > MOST_PIECES and self.waiting != "drain":  # stops the parser: uvicorn then
-            # calls send_400_response (a body already answered is dropped as it comes, for `linger` s)
-            self.refusal = api_error(
-                400, "invalid_request_error", f"a body sent in more than {MOST_PIECES:,} pieces (chunks)"
-            )
-            raise ValueError(self.refusal.body["error"]["message"])
-        super().on_body(body)
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self.in_message = False
-        if self.waiting == "drain":  # the body of a request answered early has all come: carry on
-            self.wait("request", self.limits.idle)
-        elif self.waiting in ("head", "body"):
-            self.stop_waiting()  # the handler has it now: judging is the server's own time
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if self.ended and self.cycle.response_complete:  # the last thing the client asked is answered
-            self.close_now()
-        if self.transport.is_closing() or self.waiting == "reading":
-            return
-        if self.in_message:  # answered before its body came (a 413): what comes is dropped, for a while
-            self.wait("drain", self.limits.linger)
-        else:
-            self.wait("request", self.limits.idle)
-
-    def send_400_response(self, msg: str) -> None:
-        """What the library says to what it cannot parse, in the API's shape (and one line in the log),
-        with the parser's own words when uvicorn calls this as it handles the parser's error."""
-        error = sys.exc_info()[1]
-        said = f" ({error})" if isinstance(error, httptools.HttpParserError) and not self.refusal else ""
-        self.refuse(self.refusal or api_error(400, "invalid_request_error", NOT_HTTP + said))
-
-    def eof_received(self) -> bool:
-        """The client sent all it will: close once what it asked is answered (True: not yet)."""
-        self.ended = True
-        return not self.in_message and self.cycle is not None and not self.cycle.response_complete
-
-    # -- deadlines: one at a time, one timer, moved only when a deadline comes sooner -------------------
-
-    def wait(self, what: str, seconds: float) -> None:
-        self.waiting, self.since = what, self.loop.time()
-        self.deadline = self.since + seconds
-        if self.timer is None or self.timer.when() > self.deadline:
-            if self.timer is not None:
-                self.timer.cancel()
-            self.timer = self.loop.call_at(self.deadline, self.check_deadline)
-
-    def stop_waiting(self) -> None:
-        self.waiting = ""  # the timer stays: when it comes, nothing is owed
-
-    def check_deadline(self) -> None:
-        self.timer = None
-        if not self.waiting:
-            return
-        if self.loop.time() < self.deadline:  # the deadline moved later since: wait on
-            self.timer = self.loop.call_at(self.deadline, self.check_deadline)
-            return
-        if self.waiting in WAITS:
-            self.log(f"timed out {WAITS[self.waiting]}")
-        self.close_now()
-
-    def close_now(self) -> None:
-        """Closed: at once, and whatever the client did not take is dropped (closing would wait for it)."""
-        self.waiting = ""
-        if self.transport.get_write_buffer_size():
-            self.transport.abort()
-        else:
-            self.transport.close()
-
-    # -- answers the library cannot give -------------------------------------------------------------
-
-    def refuse(self, reply: Reply) -> None:
-        """Answer a request that will not be read (too big a head, not HTTP), then close the connection.
-
-        The client may still be sending: what it sends is read and dropped for `linger` seconds, or
-        closing with unread bytes would reset the connection before the client reads the answer."""
-        self.log(f"{reply.status} {reply.body['error']['message']}")
-        self.refused = True
-        halfway = self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete
-        if not halfway and self.waiting != "drain":  # else a reply is out already, or halfway: just close
-            self.transport.write(error_bytes(reply, self.server_state.default_headers))
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        self.wait("drain", self.limits.linger)
-
-    def drop(self) -> None:
-        """Close without an answer: a recorded connection failure."""
-        self.close_now()
-
-    def log(self, text: str) -> None:
-        self.room.classroom.log("?", "-", "", f"{self.address}: {text}")
-
-
-class OneWrite:
-    """A connection's transport whose writes in one turn of the event loop leave in one send: uvicorn
-    writes a reply's head and its body apart, and a second send costs as much as the rest of a small
-    reply (bench/server_load.py measures it). Everything else is the transport's own."""
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
-        self.transport, self.loop = transport, loop
-        self.pending: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        if not self.pending:
-            self.loop.call_soon(self.flush)
-        self.pending.append(data)
-
-    def flush(self) -> None:
-        if self.pending and not self.transport.is_closing():
-            self.transport.write(b"".join(self.pending))
-        self.pending.clear()
-
-    def close(self) -> None:
-        self.flush()
-        self.transport.close()
-
-    def write_eof(self) -> None:
-        self.flush()
-        self.transport.write_eof()
-
-    def abort(self) -> None:
-        self.pending.clear()
-        self.transport.abort()
-
-    def get_write_buffer_size(self) -> int:
-        return self.transport.get_write_buffer_size() + sum(map(len, self.pending))
-
-    def __getattr__(self, name: str):
-        return getattr(self.transport, name)
-
-
-WAITS = {"head": "reading the request's head", "body": "reading the request's body"}
-WAITS["reading"] = "writing the reply: the client stopped reading"
-NOT_HTTP = "the request is not HTTP/1.1 as this server reads it; an HTTP client library sends it right"
-
-
-def error_bytes(reply: Reply, default_headers: list[tuple[bytes, bytes]]) -> bytes:
-    """An API error as a whole HTTP response that closes its connection."""
-    data = json.dumps(reply.body).encode()
-    head = [f"HTTP/1.1 {reply.status} {HTTPStatus(reply.status).phrase}".encode()]
-    head += [name + b": " + value for name, value in default_headers]
-    head += [b"content-type: application/json", b"content-length: %d" % len(data), b"connection: close"]
-    return b"\r\n".join(head) + b"\r\n\r\n" + data
-
-
-@dataclass
-class Seat:
-    """A name the class has heard: the address it last came from, when, and its turn to be judged."""
-
-    address: str
-    last: float  # time.monotonic() of its last request
-    turn: asyncio.Lock = field(default_factory=asyncio.Lock)  # its requests are judged one at a time
-    asking: int = 0  # its requests being read, waiting their turn or judged
-
-
-class Held:
-    """Bytes of request bodies read and not yet answered, per client address and in all."""
-
-    def __init__(self, per_address: int, in_all: int = HELD_BYTES):
-        self.per_address, self.in_all = per_address, in_all
-        self.by_address: dict[str, int] = {}
-        self.total = 0
-
-    def take(self, address: str, n: int) -> Reply | None:
-        """None when `n` more bytes fit; else the error that says why not (the SDK retries either)."""
-        if not n:
-            return None
-        held = self.by_address.get(address, 0)
-        if held + n > self.per_address:
-            return api_error(
-                429,
-                "rate_limit_error",
-                f"this machine has sent over {self.per_address // 2**20} MB of requests the server has "
-                "not answered yet, its most: send again in a moment",
-            )
-        if self.total + n > self.in_all:
-            return api_error(529, "overloaded_error", "the replay server holds all the requests it can")
-        self.by_address[address] = held + n
-        self.total += n
-        return None
-
-    def give_back(self, address: str, n: int) -> None:
-        if n:
-            self.total -= n
-            self.by_address[address] -= n
-            if not self.by_address[address]:
-                del self.by_address[address]
 
 
 def utf8(header: str) -> str:
@@ -446,10 +154,7 @@ class ReplayServer:
             self.socket.close()
             raise
         self.server_address = self.socket.getsockname()
-        self.open_connections = 0
-        self.open_from: dict[str, dict[Connection, None]] = {}  # client address -> its open connections
-        self.seats: dict[str, Seat] = {}  # student -> their seat
-        self.held = Held(self.caps.held_bytes)
+        self.admission = Admission(self.classroom, self.limits, self.caps)
         self.workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="replay-judge")
         self.app = self.routes()
         self.ready, self.stopped = threading.Event(), threading.Event()
@@ -473,7 +178,7 @@ class ReplayServer:
         limits = self.limits
         return uvicorn.Config(
             self.app,
-            http=functools.partial(Connection, server=self),
+            http=functools.partial(Connection, admission=self.admission),
             ws="none",
             lifespan="off",
             interface="asgi3",
@@ -525,91 +230,6 @@ class ReplayServer:
         self.socket.close()
         self.workers.shutdown(wait=False)
 
-    # -- connections: per address and in all -------------------------------------------------------------
-
-    def opened(self, connection: Connection) -> bool:
-        """A new connection, counted; False (and a log line) when its address has its most open already.
-        When the class has its most, the connection that has waited longest on its client, of the
-        address holding the most, is closed to make room; False only when none is waiting."""
-        address, mine = connection.address, self.open_from.get(connection.address, {})
-        full = None
-        if len(mine) >= self.caps.connections:
-            full = f"{self.caps.connections} open already from this address (its most)"
-        elif self.open_connections >= self.limits.connections and not self.make_room():
-            full = f"{self.limits.connections} open already, each busy"
-        if full:
-            self.classroom.log("?", "-", "", f"{address}: closed, {full}")
-            return False
-        self.open_from.setdefault(address, {})[connection] = None
-        self.open_connections += 1
-        connection.counted = True
-        return True
-
-    def make_room(self) -> bool:
-        busiest = max(self.open_from.values(), key=len)
-        waiting = [c for c in busiest if c.waiting and not c.transport.is_closing()]
-        if not waiting:
-            return False
-        oldest = min(waiting, key=lambda c: c.since)
-        idle = oldest.loop.time() - oldest.since
-        oldest.log(f"closed after {idle:.0f} s waiting for its client: the class has its most connections")
-        self.closed(oldest)
-        oldest.close_now()
-        return True
-
-    def closed(self, connection: Connection) -> None:
-        if connection.counted:
-            connection.counted = False
-            self.open_connections -= 1
-            mine = self.open_from[connection.address]
-            del mine[connection]
-            if not mine:
-                del self.open_from[connection.address]
-
-    # -- names: per address, and who gives up their place when the class is full -------------------
-
-    def seat(self, student: str, address: str) -> Seat | Reply:
-        """The student's seat, taken for one request; a 403 for a new name from an address that has
-        brought its most. A name heard before is always its own again, from any address."""
-        now = time.monotonic()
-        seat = self.seats.get(student)
-        if seat is None:
-            brought = sum(1 for s in self.seats.values() if s.address == address and now - s.last < QUIET)
-            if brought >= self.caps.names:
-                most = self.caps.names
-                self.classroom.log("?", "-", "", f"{address}: 403 a new name over this address's {most}")
-                return api_error(
-                    403,
-                    "permission_error",
-                    f"this machine has brought {brought} names to the class in the last {QUIET // 60} "
-                    "minutes, its most: use a name you used before, or ask the teacher to restart with a "
-                    "higher --max-names-per-address",
-                )
-            if len(self.classroom.desks) >= self.limits.students:
-                self.give_up_a_place(now)
-            seat = self.seats[student] = Seat(address, now)
-        seat.address, seat.last = address, now
-        seat.asking += 1
-        return seat
-
-    def give_up_a_place(self, now: float) -> None:
-        """The class is full: the name quiet the longest, if quiet QUIET seconds, leaves it (and starts
-        over if it comes back). If none has, the classroom refuses the new name itself (a 403)."""
-        quiet = [(s.last, name) for name, s in self.seats.items() if not s.asking and now - s.last >= QUIET]
-        if quiet:
-            last, name = min(quiet)
-            del self.seats[name]
-            self.classroom.forget(name)
-            self.classroom.log(
-                name, "-", "", f"quiet {(now - last) / 60:.0f} min: its place given to a new name"
-            )
-
-    def stand_up(self, student: str, seat: Seat) -> None:
-        """One request of the student's answered; a seat that never became a student's is let go."""
-        seat.asking -= 1
-        if not seat.asking and student not in self.classroom.desks and self.seats.get(student) is seat:
-            del self.seats[student]
-
     # -- the routes -------------------------------------------------------------------------------------
 
     async def messages(self, request: Request) -> Response:
@@ -625,7 +245,7 @@ class ReplayServer:
         student = self.student(headers)
         if isinstance(student, Reply):
             return json_response(student)
-        seat = self.seat(student, address)
+        seat = self.admission.seat(student, address)
         if isinstance(seat, Reply):
             return json_response(seat)
         held = 0
@@ -638,8 +258,8 @@ class ReplayServer:
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is there to read it
         finally:
-            self.held.give_back(address, held)
-            self.stand_up(student, seat)
+            self.admission.held.give_back(address, held)
+            self.admission.stand_up(student, seat)
         if reply.drop:  # a recorded connection failure: close without a word, once it is closed
             request.scope["workbook.connection"].drop()
             while (await request.receive())["type"] != "http.disconnect":
@@ -659,7 +279,7 @@ class ReplayServer:
             refusal = too_large(most, f"this one says content-length: {length:,}")
             self.classroom.log("?", "-", "", f"{address}: 413 {refusal.body['error']['message']}")
             return refusal, 0
-        refused = self.held.take(address, length)
+        refused = self.admission.held.take(address, length)
         if refused:
             return refused, 0
         body, held = bytearray(), length
@@ -668,7 +288,7 @@ class ReplayServer:
                 self.classroom.log("?", "-", "", f"{address}: 413 chunks over {most:,} bytes")
                 return too_large(most, f"the chunks so far add up to over {most:,} bytes"), held
             if encoding is not None:
-                refused = self.held.take(address, len(piece))
+                refused = self.admission.held.take(address, len(piece))
                 if refused:
                     return refused, held
                 held += len(piece)
