@@ -1242,3 +1242,16 @@ def test_an_address_holding_too_many_unanswered_bytes_gets_a_429(serve):
     status, _, data = post(server.url, request(TURN1, metadata={"user_id": "x" * 2000}))
     assert (status, data["error"]["type"]) == (429, "rate_limit_error")
     assert post(server.url, request(TURN1))[0] == 200  # what it held was given back
+
+
+def test_a_client_gone_mid_body_gives_back_what_its_request_held(serve):
+    server, _ = serve(per_address=caps.AddressCaps(held_bytes=1000))
+    parts = urlsplit(server.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        sock.sendall(head(content_length=900) + b'{"model":')  # 900 bytes held, then it leaves
+    for _ in range(100):  # bounded: the server notices the client has gone
+        if server.admission.held.total == 0:
+            break
+        threading.Event().wait(0.05)
+    assert server.admission.held.total == 0
+    assert post(server.url, request(TURN1))[0] == 200  # 900 + this would be over 1000

@@ -23,7 +23,7 @@ QUIET = 10 * 60  # seconds after its last request that a name stops counting for
 class AddressCaps:
     """What one client address (one machine) may hold. Generous, because a lab behind one NAT, a
     JupyterHub, or one laptop running a whole class of 200 comes from one address: what keeps one
-    address from taking the class is that a full class makes room (`ReplayServer.opened`, `seat`)."""
+    address from taking the class is that a full class makes room (`Admission.opened`, `seat`)."""
 
     connections: int = 500  # open at once
     names: int = 300  # names (API keys) it brought that sent a request in the last QUIET seconds
@@ -72,6 +72,23 @@ class Held:
             self.by_address[address] -= n
             if not self.by_address[address]:
                 del self.by_address[address]
+
+
+class Holding:
+    """The bytes one request holds of its address's share, taken as its body comes, given back at once."""
+
+    def __init__(self, held: Held, address: str):
+        self.held, self.address, self.bytes = held, address, 0
+
+    def take(self, n: int) -> Reply | None:
+        refused = self.held.take(self.address, n)
+        if refused is None:
+            self.bytes += n
+        return refused
+
+    def give_back(self) -> None:
+        self.held.give_back(self.address, self.bytes)
+        self.bytes = 0
 
 
 class Admission:

@@ -36,12 +36,12 @@ class Connection(HttpToolsProtocol):
 
     def __init__(self, *args, admission: Admission, **kwargs):
         super().__init__(*args, **kwargs)
-        self.room, self.limits = admission, admission.limits
+        self.admission, self.limits = admission, admission.limits
         self.address = "?"
-        self.counted = False  # in the server's count of open connections
+        self.counted = False  # in the admission's count of open connections
         self.waiting = ""  # what the client owes: request, head, body, drain, reading ("" nothing)
-        self.since = self.deadline = 0.0  # when that wait began (a full class closes the longest waiting
-        # first), and when it ends
+        self.since = 0.0  # when that wait began: a full class closes the connection waiting longest
+        self.deadline = 0.0  # when that wait ends
         self.timer: asyncio.TimerHandle | None = None
         self.head_bytes = self.pieces = 0
         self.in_message = False  # a request's head or body is still arriving
@@ -55,7 +55,7 @@ class Connection(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(OneWrite(transport, self.loop))
         self.address = self.client[0] if self.client else "?"
-        if self.room.opened(self):
+        if self.admission.opened(self):
             self.wait("request", self.limits.idle)
         else:
             transport.close()
@@ -64,7 +64,7 @@ class Connection(HttpToolsProtocol):
         self.waiting = ""
         if self.timer is not None:
             self.timer.cancel()
-        self.room.closed(self)
+        self.admission.closed(self)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -203,7 +203,7 @@ class Connection(HttpToolsProtocol):
         self.close_now()
 
     def log(self, text: str) -> None:
-        self.room.classroom.log("?", "-", "", f"{self.address}: {text}")
+        self.admission.classroom.log("?", "-", "", f"{self.address}: {text}")
 
 
 class OneWrite:

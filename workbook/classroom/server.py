@@ -38,7 +38,7 @@ from pathlib import Path
 
 from workbook.api.threads import PER_STUDENT_BYTES, TOTAL_BYTES
 from workbook.api.wire import sse_bytes
-from workbook.classroom.caps import QUIET, AddressCaps, Admission
+from workbook.classroom.caps import QUIET, AddressCaps, Admission, Holding
 from workbook.classroom.protocol import Connection
 from workbook.classroom.students import (
     FIXTURE_HEADER,
@@ -99,7 +99,7 @@ def header_dict(request: Request) -> dict[str, str]:
     return headers
 
 
-def json_response(reply: Reply) -> Response:
+def as_response(reply: Reply) -> Response:
     """A reply as HTTP: JSON with a length, or SSE (chunked, an event at a time); the recorded headers
     a client reads go along, never one that frames the reply."""
     headers = {k: str(v) for k, v in reply.headers.items() if k.lower() not in NOT_RESENT}
@@ -244,56 +244,56 @@ class ReplayServer:
         address = request.client.host if request.client else "?"
         student = self.student(headers)
         if isinstance(student, Reply):
-            return json_response(student)
+            return as_response(student)
         seat = self.admission.seat(student, address)
         if isinstance(seat, Reply):
-            return json_response(seat)
-        held = 0
+            return as_response(seat)
+        holding = Holding(self.admission.held, address)
         try:
-            body, held = await self.read_body(request, headers, address)
+            body = await self.read_body(request, headers, holding)
             if isinstance(body, Reply):
-                return json_response(body)
+                return as_response(body)
             async with seat.turn:  # this student's requests one at a time, in order; others never wait
                 reply = await self.judged(judge, body, headers, student)
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is there to read it
         finally:
-            self.admission.held.give_back(address, held)
+            holding.give_back()
             self.admission.stand_up(student, seat)
         if reply.drop:  # a recorded connection failure: close without a word, once it is closed
             request.scope["workbook.connection"].drop()
             while (await request.receive())["type"] != "http.disconnect":
                 pass
             return Response()
-        return json_response(reply)
+        return as_response(reply)
 
-    async def read_body(self, request: Request, headers: dict, address: str) -> tuple[bytearray | Reply, int]:
-        """The body, read into one buffer no bigger than the API's limit, and the bytes it holds of its
+    async def read_body(self, request: Request, headers: dict, holding: Holding) -> bytearray | Reply:
+        """The body, read into one buffer no bigger than the API's limit, its bytes held of its
         address's share; or the error that refuses it (413 before it is read, when its length says so)."""
         most, encoding = self.limits.body_bytes, headers.get("transfer-encoding")
         if encoding is not None and encoding.strip().lower() != "chunked":
             problem = f"transfer-encoding: only chunked is taken, got {printable(encoding[:40])!r}"
-            return api_error(400, "invalid_request_error", problem), 0
+            return api_error(400, "invalid_request_error", problem)
         length = int(headers.get("content-length", "0")) if encoding is None else 0
         if length > most:
             refusal = too_large(most, f"this one says content-length: {length:,}")
-            self.classroom.log("?", "-", "", f"{address}: 413 {refusal.body['error']['message']}")
-            return refusal, 0
-        refused = self.admission.held.take(address, length)
-        if refused:
-            return refused, 0
-        body, held = bytearray(), length
-        async for piece in request.stream():
-            if len(body) + len(piece) > most:  # only a chunked body gets here: its chunks add up
-                self.classroom.log("?", "-", "", f"{address}: 413 chunks over {most:,} bytes")
-                return too_large(most, f"the chunks so far add up to over {most:,} bytes"), held
-            if encoding is not None:
-                refused = self.admission.held.take(address, len(piece))
+            self.classroom.log("?", "-", "", f"{holding.address}: 413 {refusal.body['error']['message']}")
+            return refusal
+        body, refused = bytearray(), holding.take(length)
+        if refused is None:
+            async for piece in request.stream():
+                if len(body) + len(piece) > most:  # only a chunked body gets here: its chunks add up
+                    self.classroom.log("?", "-", "", f"{holding.address}: 413 chunks over {most:,} bytes")
+                    return too_large(most, f"the chunks so far add up to over {most:,} bytes")
+                refused = holding.take(len(piece)) if encoding is not None else None
                 if refused:
-                    return refused, held
-                held += len(piece)
-            body += piece
-        return body, held
+                    break
+                body += piece
+        if refused:
+            said = f"{refused.status} {refused.body['error']['message']}"
+            self.classroom.log("?", "-", "", f"{holding.address}: {said}")
+            return refused
+        return body
 
     async def judged(self, judge, body: bytearray, headers: dict, student: str) -> Reply:
         """The answer: judged here on the event loop when small; when big, or when the student's desk is
@@ -362,7 +362,7 @@ class ReplayServer:
         )
 
     async def status(self, request: Request) -> Response:
-        return json_response(Reply(200, {}, self.classroom.status()))
+        return as_response(Reply(200, {}, self.classroom.status()))
 
     async def front_page(self, request: Request) -> Response:
         """How to connect, then the class table: HTML for a browser (every name escaped), text for curl."""
@@ -394,12 +394,12 @@ class ReplayServer:
         else:
             served = "the replay server answers POST /v1/messages"
             reply = api_error(404, "not_found_error", f"{path} is not served here: {served}")
-        return json_response(reply)
+        return as_response(reply)
 
     async def failed(self, request: Request, error: Exception) -> Response:
         """A bug of the server's: one line in the log and the API's 500, never a traceback."""
         self.classroom.log("?", "-", "", f"500 server error: {error!r}")
-        return json_response(
+        return as_response(
             api_error(500, "api_error", f"the replay server failed ({error!r}); tell the teacher")
         )
 
