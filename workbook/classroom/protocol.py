@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sys
 from http import HTTPStatus
 
@@ -55,10 +56,15 @@ class Connection(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(OneWrite(transport, self.loop))
         self.address = self.client[0] if self.client else "?"
-        if self.admission.opened(self):
-            self.wait("request", self.limits.idle)
-        else:
+        if not self.admission.opened(self):
             transport.close()
+            return
+        # Nagle off, so that a reply goes out at once (asyncio sets it only on sockets whose protocol
+        # number says TCP, and a socket accepted from socket.create_server's says 0)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.wait("request", self.limits.idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.waiting = ""

@@ -142,17 +142,8 @@ class ReplayServer:
     ):
         self.limits, self.caps = limits or Limits(), caps or AddressCaps()
         self.classroom = Classroom(fixtures, out, self.limits.students)
-        # the listen backlog: a class connecting at once (a backlog of 5 drops most of them); TCP named,
-        # so that asyncio turns Nagle off on each connection (two small writes would wait 40 ms for an ACK)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.socket = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        try:
-            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.socket.bind((host, port))
-            self.socket.listen(1024)
-        except OSError:
-            self.socket.close()
-            raise
+        # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
+        self.socket = socket.create_server((host, port), backlog=1024)
         self.server_address = self.socket.getsockname()
         self.admission = Admission(self.classroom, self.limits, self.caps)
         self.workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="replay-judge")
