@@ -50,9 +50,13 @@ def serve():
         return server, log
 
     yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
+    for server in started:  # uvicorn takes a tenth of a second to stop: the next test does not wait for it
+        threading.Thread(target=stop, args=(server,), daemon=True).start()
+
+
+def stop(server) -> None:
+    server.shutdown()
+    server.server_close()
 
 
 def post(url: str, body, key: str | None = "alice", path: str = "/v1/messages", **headers):
@@ -550,7 +554,7 @@ def answer_of(received: bytes) -> tuple[int, dict]:
 
 
 def test_a_body_over_32_mb_is_a_413_answered_before_the_body_is_read(serve):
-    server, log = serve()
+    server, log = serve(limits=classroom.Limits(linger=0.2))
     # the headers alone, claiming 40 MB: the answer can only come before the body, which never comes
     received = raw_exchange(server.url, head(content_length=40 * 1024 * 1024))
     status, data = answer_of(received)
@@ -573,7 +577,7 @@ def test_a_client_that_sends_a_body_too_large_whole_still_reads_the_413(serve):
 
 
 def test_a_client_waiting_for_100_continue_hears_413_instead(serve):
-    server, _ = serve()
+    server, _ = serve(limits=classroom.Limits(linger=0.2))
     received = raw_exchange(server.url, head(content_length=40 * 1024 * 1024, expect="100-continue"))
     assert received.startswith(b"HTTP/1.1 413") and b"100 Continue" not in received
 
@@ -870,7 +874,7 @@ def test_a_chunk_size_that_is_not_plain_hex_digits_is_a_400_before_anything_is_r
 
 
 def test_a_chunk_that_claims_gigabytes_is_a_413_once_its_data_passes_the_limit(serve):
-    server, _ = serve(limits=classroom.Limits(body_bytes=1000))
+    server, _ = serve(limits=classroom.Limits(body_bytes=1000, linger=0.2))
     claim = head(transfer_encoding="chunked") + b"123456789\r\n"  # 4.9 GB, a size HTTP allows
     status, data = answer_of(raw_exchange(server.url, claim + b"x" * 5000))
     assert (status, data["error"]["type"]) == (413, "request_too_large")

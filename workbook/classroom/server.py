@@ -212,9 +212,10 @@ class ReplayServer:
         self.classroom.out.flush()
 
     def shutdown(self) -> None:
-        """Stop serve_forever() from another thread, and wait for it to end."""
+        """Stop serve_forever() from another thread, and wait for it to end: at once, without waiting
+        for connections to finish (Ctrl-C in the teacher's terminal lets them, for 3 s at most)."""
         if self.ready.wait(10) and not self.stopped.is_set():
-            self.uvicorn.should_exit = True
+            self.uvicorn.should_exit = self.uvicorn.force_exit = True
             self.stopped.wait(10)
 
     def server_close(self) -> None:
