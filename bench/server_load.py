@@ -4,17 +4,18 @@
     python -m bench.server_load --quick      fewer requests per student
     python -m bench.server_load --root DIR   the server of another checkout (before -> after), same clients
 
-The server runs as a teacher runs it, `python -m workbook serve fixtures/s01_hello_agent.json --port 0`,
-in a process of its own. Each student is a thread here, on one kept-alive HTTP/1.1 connection, sending
-the s01 recording's two requests in turn (turn 1, turn 2, then turn 1 again: a restart) and timing
-each answer. Two floors answer one fixed JSON reply with keep-alive, each in a process of its own and
-driven by the same clients: the threaded http.server (`python -m bench.server_load floor`), and a raw
-asyncio protocol (`... floor-asyncio`), the least an event loop in Python can do. When wrk (a load
-generator written in C: `apt-get install wrk`) is installed, it drives the server and both floors too,
-the same way (keep-alive, the s01 recording's first request, one API key per connection's turn), so
-the client's own cost does not cap what is measured. The extra rows are what a class does to a server:
-everyone connecting at once, one student's 17 MB request while another keeps working, and what a
-held thread costs in memory for the body that made it.
+The server runs as a teacher runs it, `python -m workbook serve fixtures/s01_hello_agent.json --port 0`
+with default flags (a whole class from one machine, as on a lab server), in a process of its own. Each
+student is a thread here, on one kept-alive HTTP/1.1 connection, sending the s01 recording's two
+requests in turn (turn 1, turn 2, then turn 1 again: a restart) and timing each answer. Two floors
+answer one fixed JSON reply with keep-alive, each in a process of its own and driven by the same
+clients: the threaded http.server (`python -m bench.server_load floor`), what a teacher would pick
+instead, and a raw asyncio protocol (`... floor-asyncio`), the least an event loop in Python can do.
+When wrk (a load generator written in C: `apt-get install wrk`) is installed, it drives the server and
+both floors too, the same way (keep-alive, the s01 recording's first request, one API key per
+connection's turn), so the client's own cost does not cap what is measured. The extra rows are what a
+class does to a server: everyone connecting at once, one student's 17 MB request while another keeps
+working, and what a held thread costs in memory for the body that made it.
 
 Loopback only; every loop is bounded in requests and in seconds. Benchmarks print; no test asserts a
 timing (tests/classroom/test_replay_server.py runs this on tiny inputs).
@@ -50,27 +51,21 @@ FIXTURE = ROOT / "fixtures" / "s01_hello_agent.json"
 STUDENTS = (1, 50, 200)
 WRK_SECONDS = 5
 WRK_ROUNDS = 3  # wrk runs per server and class size: the median is reported
-# A load test brings a whole class from one machine: the per-address caps (a real class has one
-# machine per student) are raised for it.
-OPEN_CAPS = ["--max-connections-per-address", "1000", "--max-names-per-address", "1000"]
 REQUESTS = 2000  # per class size, shared among its students (at least 4 each)
 STORMS = (50, 200)  # connections opened at once
 BIG_MB = 17  # legal: the API's limit is 32 MB
 TOO_BIG_MB = 40
 TIME_LIMIT = 30.0  # seconds, for any one measurement
 HEADERS = {"anthropic-version": "2023-06-01", "content-type": "application/json"}
+# One class of students, the same names in every measurement against one server: a class, not a stream
+# of new ones from one machine (which the server's caps per address would refuse past 300)
+HEAVY, LIGHT = "student000", "student001"
 
 
-def turns(form: str = "sdk") -> list[bytes]:
-    """The bodies of the s01 recording's requests, as a student's loop sends them: as the SDK writes
-    them (compact JSON, the form a class sends), or `spaced` (json.dumps's default spacing, as a loop
-    written from scratch might: the same request, other bytes, so the server parses and judges it)."""
-    from workbook.replay.transport import sdk_json
-
+def turns() -> list[bytes]:
+    """The bodies of the s01 recording's requests, as a student's SDK loop sends them (compact JSON)."""
     fixture = json.loads(FIXTURE.read_text())
-    if form == "sdk":
-        return [sdk_json(e["request"]) for e in fixture["exchanges"]]
-    return [json.dumps(e["request"]).encode() for e in fixture["exchanges"]]
+    return [json.dumps(e["request"], separators=(",", ":")).encode() for e in fixture["exchanges"]]
 
 
 # -- the servers, each in a process of its own ---------------------------------------------------------
@@ -98,10 +93,8 @@ def server(argv: list[str], cwd: Path = ROOT):
 
 
 def replay_server(root: Path = ROOT):
-    """The classroom server as a teacher starts it, from this checkout or another (whose server may
-    not have the per-address caps: then it is started without raising them)."""
-    caps = OPEN_CAPS if (root / "workbook" / "connection.py").exists() else []
-    return server(["-m", "workbook", "serve", str(FIXTURE.relative_to(ROOT)), "--port", "0", *caps], cwd=root)
+    """The classroom server as a teacher starts it, with default flags, from this checkout or another."""
+    return server(["-m", "workbook", "serve", str(FIXTURE.relative_to(ROOT)), "--port", "0"], cwd=root)
 
 
 def floor_server(kind: str = "floor"):
@@ -137,7 +130,6 @@ def floor_main() -> None:
     FloorHandler.reply = json.dumps(fixture["exchanges"][0]["response"]["body"]).encode()
     httpd = FloorServer(("127.0.0.1", 0), FloorHandler)
     print(f"floor listening on http://127.0.0.1:{httpd.server_address[1]}", flush=True)
-    gc.freeze()  # as the replay server does once it serves
     httpd.serve_forever()
 
 
@@ -171,7 +163,6 @@ def asyncio_floor_main() -> None:
     async def serve():
         listening = await asyncio.get_running_loop().create_server(AsyncioFloor, "127.0.0.1", 0, backlog=1024)
         print(f"floor listening on http://127.0.0.1:{listening.sockets[0].getsockname()[1]}", flush=True)
-        gc.freeze()
         await listening.serve_forever()
 
     asyncio.run(serve())
@@ -263,11 +254,11 @@ end
 """
 
 
-def wrk(url: str, students: int, seconds: int = WRK_SECONDS, form: str = "sdk", pause_ms: int = 0) -> dict:
+def wrk(url: str, students: int, seconds: int = WRK_SECONDS, pause_ms: int = 0) -> dict:
     """wrk with one kept-alive connection per student, each request the s01 recording's first (the
     student starts over each time, a 200 every time): requests/s, p50 and p99 in ms, non-2xx replies.
     `pause_ms`: a pause before each request (WRK_PAUSE), for the tests."""
-    script = WRK_SCRIPT.replace("BODY", json.dumps(turns(form)[0].decode()))
+    script = WRK_SCRIPT.replace("BODY", json.dumps(turns()[0].decode()))
     if pause_ms:
         script += WRK_PAUSE.replace("PAUSE_MS", str(int(pause_ms)))
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
@@ -310,21 +301,15 @@ def wrk_levels(
     servers=("replay", "threaded", "asyncio"),
     pause_ms: int = 0,
 ) -> list:
-    """Each server under wrk at each class size, rounds interleaved server by server: medians of each.
-
-    The replay server is driven twice at each size: with the SDK's bytes (row `replay`: what a class
-    of SDK loops sends, served by the classroom's fast path) and with the same requests spaced as
-    json.dumps writes them (row `replay-spaced`: each one parsed, checked and compared in full)."""
+    """Each server under wrk at each class size, rounds interleaved server by server: medians of each."""
     runs: dict[tuple[str, int], list[dict]] = {}
     starts = {"replay": lambda: replay_server(root), "threaded": floor_server, "asyncio": asyncio_floor}
     servers = {name: starts[name] for name in servers}
-    forms = {"replay": {"replay": "sdk", "replay-spaced": "spaced"}}
     for _ in range(rounds):
         for name, start in servers.items():
             with start() as url:
                 for n in students:
-                    for row, form in forms.get(name, {name: "sdk"}).items():
-                        runs.setdefault((row, n), []).append(wrk(url, n, seconds, form, pause_ms))
+                    runs.setdefault((name, n), []).append(wrk(url, n, seconds, pause_ms))
     rows = []
     for (name, n), results in runs.items():
         row = {"server": name, "students": n, "rounds": len(results)}
@@ -375,7 +360,8 @@ def storm(url: str, n: int) -> dict:
     start = threading.Barrier(n + 1, timeout=TIME_LIMIT)
     bodies, out = turns()[:1], {}
     threads = [
-        threading.Thread(target=student, args=(url, f"storm{i:03d}", 1, bodies, start, out)) for i in range(n)
+        threading.Thread(target=student, args=(url, f"student{i:03d}", 1, bodies, start, out))
+        for i in range(n)
     ]
     for t in threads:
         t.start()
@@ -405,20 +391,20 @@ def stall(url: str, megabytes: int = BIG_MB, rounds: int = 3) -> dict:
     def heavy():
         conn = connect(url)
         for _ in range(rounds):
-            ask(conn, small, "heavy")  # turn 1, so the big turn 2 is the recording's next
+            ask(conn, small, HEAVY)  # turn 1, so the big turn 2 is the recording's next
             began = time.perf_counter()
-            out["big"].append((ask(conn, big, "heavy"), time.perf_counter() - began))
+            out["big"].append((ask(conn, big, HEAVY), time.perf_counter() - began))
         conn.close()
         done.set()
 
     conn = connect(url)
-    ask(conn, small, "light")  # connected and warm before the big requests start
+    ask(conn, small, LIGHT)  # connected and warm before the big requests start
     latencies, deadline = [], time.monotonic() + TIME_LIMIT
     thread = threading.Thread(target=heavy)
     thread.start()
     while not done.is_set() and time.monotonic() < deadline:
         began = time.perf_counter()
-        ask(conn, small, "light")
+        ask(conn, small, LIGHT)
         latencies.append(time.perf_counter() - began)
     thread.join(TIME_LIMIT)
     conn.close()
@@ -437,7 +423,7 @@ def too_large(url: str, megabytes: int = TOO_BIG_MB) -> dict:
     with socket.create_connection(url.split("//")[1].split(":"), timeout=TIME_LIMIT) as sock:
         began = time.perf_counter()
         sock.sendall(
-            b"POST /v1/messages HTTP/1.1\r\nhost: bench\r\nx-api-key: bench\r\n"
+            b"POST /v1/messages HTTP/1.1\r\nhost: bench\r\nx-api-key: student002\r\n"
             b"anthropic-version: 2023-06-01\r\ncontent-type: application/json\r\n"
             b"content-length: %d\r\n\r\n" % (megabytes * 1024 * 1024)
         )
@@ -471,20 +457,17 @@ def longest_pause(work, tick: float = 0.0005) -> float:
     return max(gaps) * 1000
 
 
-PARSES = ("json.loads", "parse_json", "frozen")
+PARSES = ("json.loads", "parse_json")
 
 
 def parse_pause(variant: str, megabytes: int = BIG_MB) -> float:
     """In a process set up as the server is (its modules, the fixture loaded): the longest pause of
-    another thread while one big body is parsed by `variant`, one of PARSES ("frozen": parse_json
-    after gc.freeze(), as `python -m workbook serve` does once serving)."""
+    another thread while one big body is parsed by `variant`, one of PARSES."""
 
     from workbook.classroom import server as classroom_server
 
     classroom_server.load_fixtures([str(FIXTURE)])
     raw = big_request(megabytes)
-    if variant == "frozen":
-        gc.freeze()
     parse = json.loads if variant == "json.loads" else classroom_server.parse_json
     return longest_pause(lambda: parse(raw))
 
@@ -608,9 +591,7 @@ def what_a_class_does(result: dict) -> list[str]:
         return lines
     lines.append(
         f"longest pause of other threads while a {p['megabytes']} MB body is parsed (worst of "
-        f"{p['reps']}): json.loads "
-        f"{p['json.loads']:.0f} ms, the server's parse_json {p['parse_json']:.0f} ms, "
-        f"and after gc.freeze() {p['frozen']:.0f} ms"
+        f"{p['reps']}): json.loads {p['json.loads']:.0f} ms, the server's parse_json {p['parse_json']:.0f} ms"
     )
     return lines
 

@@ -342,7 +342,7 @@ def test_the_table_says_how_the_programs_ran(capsys, monkeypatch):
 
 
 def test_the_class_table_and_the_grade_table_strip_control_sequences(capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("COLUMNS", "400")
     source = "print('\\x1b]52;c;ZXZpbA==\\x07clip \\u202egnp.exe \\x1b[2J[bold]x[/]')"
     grade.main(["--only", "loop", "--sandbox", "off", "--", PYTHON, "-c", source])
     out = capsys.readouterr().out

@@ -193,12 +193,9 @@ class Result:
 
 
 def sandbox_words(sandbox: grade_sandbox.Sandbox) -> str:
-    """How the programs run, in the report's words: "bwrap", or "none: " and why not."""
-    if sandbox.bwrap:
-        return "bwrap"
-    if sandbox.notice:  # --sandbox auto, and no sandbox can be made here: the notice says why
-        return "none: " + sandbox.notice.removeprefix("note: ").split(": the graded programs", 1)[0]
-    return "none: --sandbox off"
+    """How the programs run, in the report's words: "bwrap", or the sandbox used instead ("landlock",
+    "none") and why not bwrap."""
+    return "bwrap" if sandbox.kind == "bwrap" else f"{sandbox.kind}: {sandbox.why}"
 
 
 # -- the rungs' servers: one per rung, each program a student of its own -----------------------------

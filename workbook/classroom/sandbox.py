@@ -76,6 +76,7 @@ class Sandbox:
     bwrap: str | None = None
     how: str = "no sandbox (--sandbox off): each program ran with your rights"
     notice: str | None = None
+    why: str = "--sandbox off"  # why not bwrap, in a few words (the report's sandbox column)
 
     @property
     def side_by_side(self) -> bool:
@@ -144,7 +145,7 @@ def choose(mode: str, environ=None) -> Sandbox:
             "(it reads only the system and the project, writes only its folder, reaches only its server); "
             "apt-get install bubblewrap to hide the project's own files too and grade side by side"
         )
-        return Sandbox("landlock", None, how, notice)
+        return Sandbox("landlock", None, how, notice, problem)
     secrets = scrub.secret_names(os.environ if environ is None else environ)
     if secrets:
         raise SandboxError(
@@ -157,7 +158,7 @@ def choose(mode: str, environ=None) -> Sandbox:
         f"WARNING: {problem} and this kernel has no Landlock: the graded programs run UNSANDBOXED, with "
         "your rights, one at a time (apt-get install bubblewrap)"
     )
-    return Sandbox("none", None, how, notice)
+    return Sandbox("none", None, how, notice, problem)
 
 
 def probe(bwrap: str) -> str | None:

@@ -6,37 +6,17 @@ from scratch) with their name as the API key, and gets the recorded replies, tur
 
     ANTHROPIC_BASE_URL=http://127.0.0.1:8765  ANTHROPIC_API_KEY=alice  python my_loop.py
 
-Each request is checked as the real API would check it (required fields, the anthropic-version
-header, roles alternating, every tool_use answered by one tool_result), then compared with the
-recorded request by the conversation's shape only: roles, block types, tool_use ids and the
-tool_result pairing. A student's own system prompt, tools, max_tokens and text are theirs. A
-mistake is answered the way the API answers it, a 400 `invalid_request_error`, with a message
-that says which message and which tool_use id, and how the request differs from the recording.
-
-The rules, in one place (docs/teaching.md explains them to a class):
-  - one cursor per student (the API key they send) and per fixture;
-  - a request holding only the first message starts that student over, unless the recording
-    itself expects a first message next (a retry after a recorded 529); POST /replay/reset too;
-  - the first fixture on the command line is the default; `model: "replay:NAME"` or the header
-    `x-replay-fixture: NAME` picks another;
-  - `stream: true` gets SSE and a plain request gets JSON, whichever way the fixture was recorded;
-  - server-held threads (the SDK tool runner's default) work: a `continue` is checked as the whole
-    conversation it stands for (workbook/api/threads.py); what replay cannot hold is refused so the SDK
-    falls back;
-  - recorded errors (429, 529 ...) are served as recorded, headers included; a recorded
-    connection failure or timeout closes the connection without an answer.
-
-A class at once (the limits are `Limits` and `AddressCaps`, below): one event loop holds every
-connection, so a thousand idle students cost sockets, not threads. A small request is judged on the
-loop itself (a few tens of microseconds); a big one, or one whose student is still being answered, goes
-to a worker thread, so one student's 17 MB request never holds up the others. A request that is byte for
-byte the SDK's writing of the recording's next one (what the workbook's own steps send) is answered
-without being parsed or judged again (Classroom.answer_sent): it was checked when the fixture loaded.
-A body above the API's 32 MB is a 413 before it is read; slow clients time out; students and
-connections are capped, in all and per client address; server-held threads are capped in bytes
-(workbook/api/threads.py); names reach the teacher's terminal escaped, and a real API key never reaches
-it at all.
-The recorded replies are recordings: they do not read a student's tool output (the front page says so).
+Whether a request is right, and what it gets, is workbook/classroom/students.py's to judge; this module
+is the HTTP around it, and the HTTP is a library's: uvicorn, with its C parser (httptools), runs the
+connections, and starlette routes each request to a handler here. What the workbook adds is small:
+  - workbook/classroom/protocol.py: uvicorn's connection plus the deadlines and caps it leaves out;
+  - workbook/classroom/caps.py: the connections and names each address and the class may hold, and
+    how a full class makes room;
+  - here: the routes. A body is read into one buffer up to the API's 32 MB (413 past it, the rest
+    dropped unread), counted against its address's share until it is answered; one request per
+    student is judged at a time, in order, a big one on a worker thread so that others are answered
+    meanwhile; names reach the teacher's terminal escaped, and a real API key never reaches it at all.
+docs/teaching.md says which guarantee the library gives and which the workbook adds.
 
 Run: python -m workbook serve fixtures/s01_hello_agent.json [MORE.json ...] [--port 8765] [--host 0.0.0.0]
 """
@@ -48,16 +28,18 @@ import asyncio
 import functools
 import html
 import json
+import logging
 import socket
 import sys
 import textwrap
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from workbook.api.threads import PER_STUDENT_BYTES, TOTAL_BYTES
-from workbook.classroom.connection import Connection, Page, Request
+from workbook.api.wire import sse_bytes
+from workbook.classroom.caps import QUIET, AddressCaps, Admission, Holding
+from workbook.classroom.protocol import Connection
 from workbook.classroom.students import (
     FIXTURE_HEADER,
     LOOPBACK,
@@ -73,21 +55,21 @@ from workbook.classroom.students import (
 from workbook.errors import FixtureError, WorkbookError
 from workbook.replay.fixtures import load_fixture
 
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
 DEFAULT_PORT = 8765
 OFF_LOOP_BYTES = 64 * 1024  # a body at least this big is parsed and judged on a worker thread
 WORKERS = 4  # worker threads for big bodies: a few students may send one at once
-
-
-@dataclass
-class AddressCaps:
-    """What one client address (one machine) may hold, so that one machine cannot fill the class."""
-
-    connections: int = 64  # open at once; the SDK keeps a few, a whole lab behind one NAT more
-    names: int = 16  # new students (API keys) it brings to the class; names it used before stay its own
+NOT_RESENT = ("content-type", "content-length", "transfer-encoding", "connection")  # the server's own
 
 
 def utf8(header: str) -> str:
-    """A header value as the client wrote it: http.server reads headers as latin-1, curl sends UTF-8."""
+    """A header value as the client wrote it: HTTP headers are read as latin-1, curl sends UTF-8."""
     if header.isascii():
         return header
     try:
@@ -109,18 +91,45 @@ def object_in_python(pairs: list) -> dict:
     return dict(pairs)
 
 
-def not_found(path: str) -> Reply:
+def header_dict(request: Request) -> dict[str, str]:
+    """The request's headers by lower-cased name, a repeated one joined by ", " (as HTTP reads it)."""
+    headers: dict[str, str] = {}
+    for name, value in request.headers.items():
+        headers[name] = value if name not in headers else f"{headers[name]}, {value}"
+    return headers
+
+
+def as_response(reply: Reply) -> Response:
+    """A reply as HTTP: JSON with a length, or SSE (chunked, an event at a time); the recorded headers
+    a client reads go along, never one that frames the reply."""
+    headers = {k: str(v) for k, v in reply.headers.items() if k.lower() not in NOT_RESENT}
+    if reply.events is None:
+        data = json.dumps(reply.body, ensure_ascii=False).encode()
+        return Response(data, reply.status, headers, "application/json")
+    headers["cache-control"] = "no-cache"
+    return StreamingResponse(events(reply.events), reply.status, headers, "text/event-stream; charset=utf-8")
+
+
+async def events(recorded: list):
+    for event in recorded:
+        yield sse_bytes([event])
+
+
+def too_large(limit: int, detail: str) -> Reply:
+    """The API's answer to a request over its limit (32 MB), with what to do about it."""
+    most = f"{limit // 2**20} MB" if limit % 2**20 == 0 else f"{limit:,} bytes"
     return api_error(
-        404,
-        "not_found_error",
-        f"{path or '/'} is not served here: the replay server answers POST /v1/messages",
+        413,
+        "request_too_large",
+        f"Request exceeds the maximum allowed number of bytes: the most is {most} ({detail}). "
+        "Send less: shorten long tool output before it goes into a tool_result.",
     )
 
 
 class ReplayServer:
-    """The classroom on one asyncio event loop, listening from the moment it is made (port 0 picks a
-    free port: see `url`). `serve_forever()` runs the loop in the calling thread until `shutdown()`,
-    called from another thread, as with the standard library's servers."""
+    """The classroom, listening from the moment it is made (port 0 picks a free port: see `url`).
+    `serve_forever()` runs it in the calling thread until `shutdown()`, called from another thread, as
+    with the standard library's servers."""
 
     def __init__(
         self,
@@ -133,20 +142,47 @@ class ReplayServer:
     ):
         self.limits, self.caps = limits or Limits(), caps or AddressCaps()
         self.classroom = Classroom(fixtures, out, self.limits.students)
-        for name in fixtures:  # the fast path's bytes, written now rather than at a class's first request
-            self.classroom.recordings(name)
         # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
         self.socket = socket.create_server((host, port), backlog=1024)
         self.server_address = self.socket.getsockname()
-        self.open_connections = 0
-        self.open_from: dict[str, int] = {}  # client address -> connections open
-        self.names_from: dict[str, set[str]] = {}  # client address -> the students it brought
+        self.admission = Admission(self.classroom, self.limits, self.caps)
         self.workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="replay-judge")
-        self.connection_class = Connection
+        self.app = self.routes()
         self.ready, self.stopped = threading.Event(), threading.Event()
+        self.uvicorn: uvicorn.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.stop: asyncio.Event | None = None
         self.loop_thread, self.flush_due = 0, False
+
+    def routes(self) -> Starlette:
+        routes = [
+            Route("/v1/messages", self.messages, methods=["POST"]),
+            Route("/replay/reset", self.reset, methods=["POST"]),
+            Route("/replay/status", self.status, methods=["GET"]),
+            Route("/", self.front_page, methods=["GET"]),
+        ]
+        routes += [Route(r.path + "/", r.endpoint, methods=r.methods) for r in routes[:3]]  # a trailing /
+        handlers = {HTTPException: self.not_served, Exception: self.failed}
+        return Starlette(routes=routes, exception_handlers=handlers)
+
+    def config(self) -> uvicorn.Config:
+        """uvicorn as the classroom needs it: its own limits set, its logging left to the teacher's log."""
+        limits = self.limits
+        return uvicorn.Config(
+            self.app,
+            http=functools.partial(Connection, admission=self.admission),
+            ws="none",
+            lifespan="off",
+            interface="asgi3",
+            proxy_headers=False,  # an X-Forwarded-For header never changes whose address a request is
+            server_header=False,
+            timeout_keep_alive=limits.idle,  # a kept-alive connection, idle this long, is closed
+            timeout_graceful_shutdown=3,
+            # a request while this many connections (or requests) are open is a 503: `opened` keeps them
+            # at half of it, so this is a backstop
+            limit_concurrency=2 * limits.connections,
+            log_config=None,
+            log_level=logging.CRITICAL,  # what goes wrong is logged by the workbook, escaped, in one line
+        )
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until shutdown() (poll_interval: accepted for the standard servers' callers, not needed)."""
@@ -156,12 +192,11 @@ class ReplayServer:
             self.stopped.set()
 
     async def serve(self) -> None:
-        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+        self.loop = asyncio.get_running_loop()
         self.loop_thread, self.classroom.flush = threading.get_ident(), self.flush_log_soon
-        listening = await self.loop.create_server(self.new_connection, sock=self.socket)
+        self.uvicorn = uvicorn.Server(self.config())
         self.ready.set()
-        async with listening:
-            await self.stop.wait()
+        await self.uvicorn.serve(sockets=[self.socket])
 
     def flush_log_soon(self) -> None:
         """The teacher's log flushed once per turn of the event loop, after every line that turn wrote
@@ -176,123 +211,112 @@ class ReplayServer:
         self.flush_due = False
         self.classroom.out.flush()
 
-    def new_connection(self) -> Connection:
-        return self.connection_class(self)
-
     def shutdown(self) -> None:
-        """Stop serve_forever() from another thread, and wait for it to end."""
+        """Stop serve_forever() from another thread, and wait for it to end: at once, without waiting
+        for connections to finish (Ctrl-C in the teacher's terminal lets them, for 3 s at most)."""
         if self.ready.wait(10) and not self.stopped.is_set():
-            self.loop.call_soon_threadsafe(self.stop.set)
+            self.uvicorn.should_exit = self.uvicorn.force_exit = True
             self.stopped.wait(10)
 
     def server_close(self) -> None:
         self.socket.close()
         self.workers.shutdown(wait=False)
 
-    def opened(self, address: str) -> bool:
-        """A new connection from `address`, counted; False (and a log line) when the class or this
-        client address has its most open already: it is closed at once."""
-        full = self.too_many_connections(address)
-        if full:
-            self.classroom.log("?", "-", "", f"{address}: closed, {full}")
-            return False
-        self.open_connections += 1
-        self.open_from[address] = self.open_from.get(address, 0) + 1
-        return True
+    # -- the routes -------------------------------------------------------------------------------------
 
-    def closed(self, address: str) -> None:
-        self.open_connections -= 1
-        self.open_from[address] -= 1
-        if not self.open_from[address]:
-            del self.open_from[address]
+    async def messages(self, request: Request) -> Response:
+        return await self.asked(request, self.judge)
 
-    def too_many_connections(self, address: str) -> str | None:
-        if self.open_connections >= self.limits.connections:
-            return f"{self.limits.connections} open already"
-        if self.open_from.get(address, 0) >= self.caps.connections:
-            return f"{self.caps.connections} open already from this address (its most)"
-        return None
+    async def reset(self, request: Request) -> Response:
+        return await self.asked(request, self.start_over)
 
-    def respond(self, request: Request, address: str) -> Reply | Page | asyncio.Future:
-        """What a request gets: judged here on the loop when small; when big, or when its student is
-        still being answered (their desk is taken: waiting here would stop all), on a worker thread,
-        and then what comes back is the future of its answer."""
-        path, classroom = request.path, self.classroom
-        if request.method == "GET":
-            if path == "/replay/status":
-                return Reply(200, {}, classroom.status())
-            return self.front_page(request) if path == "" else not_found(path)
-        if request.method != "POST":
-            return api_error(
-                405, "invalid_request_error", f"{request.method} is not served here: POST or GET"
-            )
-        if path not in ("/v1/messages", "/replay/reset"):
-            return not_found(path)
-        student = self.student(request)
+    async def asked(self, request: Request, judge) -> Response:
+        """A student's request: who they are, their seat, the body read, their turn, then the answer."""
+        headers = header_dict(request)
+        address = request.client.host if request.client else "?"
+        student = self.student(headers)
         if isinstance(student, Reply):
-            return student
-        refused = self.admit(student, address)
+            return as_response(student)
+        seat = self.admission.seat(student, address)
+        if isinstance(seat, Reply):
+            return as_response(seat)
+        holding = Holding(self.admission.held, address)
+        try:
+            body = await self.read_body(request, headers, holding)
+            if isinstance(body, Reply):
+                return as_response(body)
+            async with seat.turn:  # this student's requests one at a time, in order; others never wait
+                reply = await self.judged(judge, body, headers, student)
+        except ClientDisconnect:
+            return Response(status_code=400)  # nobody is there to read it
+        finally:
+            holding.give_back()
+            self.admission.stand_up(student, seat)
+        if reply.drop:  # a recorded connection failure: close without a word, once it is closed
+            request.scope["workbook.connection"].drop()
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            return Response()
+        return as_response(reply)
+
+    async def read_body(self, request: Request, headers: dict, holding: Holding) -> bytearray | Reply:
+        """The body, read into one buffer no bigger than the API's limit, its bytes held of its
+        address's share; or the error that refuses it (413 before it is read, when its length says so)."""
+        most, encoding = self.limits.body_bytes, headers.get("transfer-encoding")
+        if encoding is not None and encoding.strip().lower() != "chunked":
+            problem = f"transfer-encoding: only chunked is taken, got {printable(encoding[:40])!r}"
+            return api_error(400, "invalid_request_error", problem)
+        length = int(headers.get("content-length", "0")) if encoding is None else 0
+        if length > most:
+            refusal = too_large(most, f"this one says content-length: {length:,}")
+            self.classroom.log("?", "-", "", f"{holding.address}: 413 {refusal.body['error']['message']}")
+            return refusal
+        body, refused = bytearray(), holding.take(length)
+        if refused is None:
+            async for piece in request.stream():
+                if len(body) + len(piece) > most:  # only a chunked body gets here: its chunks add up
+                    self.classroom.log("?", "-", "", f"{holding.address}: 413 chunks over {most:,} bytes")
+                    return too_large(most, f"the chunks so far add up to over {most:,} bytes")
+                refused = holding.take(len(piece)) if encoding is not None else None
+                if refused:
+                    break
+                body += piece
         if refused:
+            said = f"{refused.status} {refused.body['error']['message']}"
+            self.classroom.log("?", "-", "", f"{holding.address}: {said}")
             return refused
-        judge = self.messages if path == "/v1/messages" else self.reset
-        desk = classroom.desks.get(student)
-        known = desk is not None
-        if len(request.body) >= OFF_LOOP_BYTES or (known and desk.locked()):
-            judged = self.loop.run_in_executor(self.workers, judge, request, student)
-            if not known:
-                judged.add_done_callback(lambda _: self.remember(student, address))
-            return judged
-        reply = judge(request, student)
-        if not known:
-            self.remember(student, address)
-        return reply
+        return body
 
-    def remember(self, student: str, address: str) -> None:
-        """A student new to the class counts among the names their client address brought."""
-        if student in self.classroom.desks:
-            self.names_from.setdefault(address, set()).add(student)
+    async def judged(self, judge, body: bytearray, headers: dict, student: str) -> Reply:
+        """The answer: judged here on the event loop when small; when big, or when the student's desk is
+        taken by someone else (waiting here would stop all), on a worker thread."""
+        desk = self.classroom.desks.get(student)
+        if len(body) >= OFF_LOOP_BYTES or (desk is not None and desk.locked()):
+            return await self.loop.run_in_executor(self.workers, judge, body, headers, student)
+        return judge(body, headers, student)
 
-    def admit(self, student: str, address: str) -> Reply | None:
-        """A 403 for a new name from an address that has brought its most already; else None."""
-        if student in self.classroom.desks:
-            return None
-        brought = self.names_from.get(address, ())
-        if student in brought or len(brought) < self.caps.names:
-            return None
-        self.classroom.log("?", "-", "", f"{address}: 403 a new name over this address's {self.caps.names}")
-        return api_error(
-            403,
-            "permission_error",
-            f"this machine has brought {self.caps.names} names to the class already, its most: use a "
-            "name you used before, or ask the teacher to restart with a higher --max-names-per-address",
-        )
-
-    def messages(self, request: Request, student: str) -> Reply:
+    def judge(self, body: bytearray, headers: dict, student: str) -> Reply:
         """Whether the API would even read the request, then the classroom's answer (no 500 escapes)."""
         try:
-            return self.judge(request, student)
+            return self.answer(body, headers, student)
         except Exception as err:  # a bug here must not look like the student's mistake
             self.classroom.log(student, "-", "", f"500 server error: {err!r}")
             return api_error(500, "api_error", f"the replay server failed ({err!r}); tell the teacher")
 
-    def judge(self, request: Request, student: str) -> Reply:
-        if not request.headers.get("anthropic-version"):
+    def answer(self, raw: bytearray, headers: dict, student: str) -> Reply:
+        if not headers.get("anthropic-version"):
             self.classroom.log(student, "-", "", "400 no anthropic-version header")
             return api_error(
                 400,
                 "invalid_request_error",
                 "anthropic-version: header is required — send `anthropic-version: 2023-06-01`",
             )
-        chosen = request.headers.get(FIXTURE_HEADER)
-        if chosen is None or REAL_KEY_PREFIX not in utf8(chosen):  # the recording's own bytes: no parse
-            served = self.classroom.answer_sent(student, request.body, chosen, request.headers)
-            if served is not None:
-                return served
         try:
-            body = parse_json(request.body)
+            body = parse_json(raw)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             self.classroom.log(student, "-", "", "400 body is not JSON")
             return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
+        chosen = headers.get(FIXTURE_HEADER)
         if looks_like_a_key(chosen, body):  # never logged, never echoed
             self.classroom.log(student, "-", "", "404 a fixture name that looks like an API key (not shown)")
             return api_error(
@@ -301,15 +325,15 @@ class ReplayServer:
                 "that fixture name looks like a real Anthropic API key, so it is neither shown nor kept: "
                 f"name a fixture this server serves ({', '.join(self.classroom.fixtures)})",
             )
-        return self.classroom.answer(student, body, chosen, headers=request.headers)
+        return self.classroom.answer(student, body, chosen, headers=headers)
 
-    def reset(self, request: Request, student: str) -> Reply:
+    def start_over(self, body: bytearray, headers: dict, student: str) -> Reply:
         return Reply(200, {}, {"reset": student, "fixtures": self.classroom.reset(student)})
 
-    def student(self, request: Request) -> str | Reply:
+    def student(self, headers: dict) -> str | Reply:
         """The API key the client sent (x-api-key or a bearer token): the student's name, or a 401."""
-        key = request.headers.get("x-api-key", "")
-        auth = request.headers.get("authorization", "")
+        key = headers.get("x-api-key", "")
+        auth = headers.get("authorization", "")
         if not key and auth.lower().startswith("bearer "):
             key = auth[len("bearer ") :]
         key, most = utf8(key).strip(), self.limits.key_chars
@@ -329,7 +353,10 @@ class ReplayServer:
             "(e.g. ANTHROPIC_API_KEY=alice)",
         )
 
-    def front_page(self, request: Request) -> Page:
+    async def status(self, request: Request) -> Response:
+        return as_response(Reply(200, {}, self.classroom.status()))
+
+    async def front_page(self, request: Request) -> Response:
         """How to connect, then the class table: HTML for a browser (every name escaped), text for curl."""
         host = printable(utf8(request.headers.get("host", "")) or self.url.split("//")[1])[:100]
         names = ", ".join(self.classroom.fixtures)
@@ -344,11 +371,29 @@ class ReplayServer:
             + self.classroom.table(self.limits.listed)
             + "\n"
         )
+        headers = {"x-content-type-options": "nosniff"}
         if "text/html" not in request.headers.get("accept", ""):
-            return Page("text/plain; charset=utf-8", text.encode())
+            return Response(text.encode(), 200, headers, "text/plain; charset=utf-8")
         title = "Agent Loop Workbook: classroom replay server"
         page = f"<!doctype html><meta charset=utf-8><title>{title}</title><pre>{html.escape(text)}</pre>\n"
-        return Page("text/html; charset=utf-8", page.encode())
+        return Response(page.encode(), 200, headers, "text/html; charset=utf-8")
+
+    async def not_served(self, request: Request, error: HTTPException) -> Response:
+        """A path or method not served here (404, 405), in the API's error shape."""
+        path = printable(request.url.path)[:100]
+        if error.status_code == 405:
+            reply = api_error(405, "invalid_request_error", f"{request.method} is not served at {path}")
+        else:
+            served = "the replay server answers POST /v1/messages"
+            reply = api_error(404, "not_found_error", f"{path} is not served here: {served}")
+        return as_response(reply)
+
+    async def failed(self, request: Request, error: Exception) -> Response:
+        """A bug of the server's: one line in the log and the API's 500, never a traceback."""
+        self.classroom.log("?", "-", "", f"500 server error: {error!r}")
+        return as_response(
+            api_error(500, "api_error", f"the replay server failed ({error!r}); tell the teacher")
+        )
 
     @property
     def url(self) -> str:
@@ -400,19 +445,25 @@ def banner(server: ReplayServer, host: str) -> str:
             f"teacher:  {server.url}/ or {server.url}/replay/status for the class table; "
             + ("Enter prints it here; " if interactive() else "")
             + "Ctrl-C stops",
-            f"limits:   {caps(server)}",
+            *caps(server),
         ]
     )
 
 
-def caps(server: ReplayServer) -> str:
-    """The caps that keep one student or one machine from holding the class, in one line."""
-    limits, per = server.limits, server.caps
-    return (
-        f"{limits.students} students, {limits.connections} connections; per client address "
-        f"{per.connections} connections and {per.names} new names; threads held "
-        f"{PER_STUDENT_BYTES // 2**20} MB a student, {TOTAL_BYTES // 2**20} MB in all (oldest dropped first)"
-    )
+def caps(server: ReplayServer) -> list[str]:
+    """The caps that keep one student or one machine from holding the class, and how they are decided."""
+    limits, per, mb = server.limits, server.caps, 2**20
+    return [
+        f"caps:     in all {limits.students} names, {limits.connections} connections, "
+        f"{TOTAL_BYTES // mb} MB of threads",
+        f"          per name (API key): one request judged at a time, "
+        f"{PER_STUDENT_BYTES // mb} MB of threads",
+        f"          per client address: {per.connections} connections, {per.names} names, "
+        f"{per.held_bytes // mb} MB unanswered",
+        f"          a name counts for its address until it is quiet {QUIET // 60} min; when",
+        "          the class is full, the name quiet longest gives up its place, and the",
+        "          connection waiting longest, of the address holding most, is closed",
+    ]
 
 
 def interactive() -> bool:
@@ -459,24 +510,26 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--max-students",
-        metavar="N",
         type=positive,
         default=Limits.students,
-        help=f"distinct API keys (names) kept; one more is refused (default {Limits.students})",
+        metavar="N",
+        help=f"names (API keys) kept at once (default {Limits.students}); when full, a name quiet "
+        f"{QUIET // 60} min gives up its place, else a new one is refused",
     )
     parser.add_argument(
         "--max-connections-per-address",
-        metavar="N",
         type=positive,
         default=AddressCaps.connections,
+        metavar="N",
         help=f"connections one client address may hold open (default {AddressCaps.connections})",
     )
     parser.add_argument(
         "--max-names-per-address",
-        metavar="N",
         type=positive,
         default=AddressCaps.names,
-        help=f"new names (API keys) one client address may bring (default {AddressCaps.names})",
+        metavar="N",
+        help=f"names (API keys) one client address may bring that sent a request in the last "
+        f"{QUIET // 60} min (default {AddressCaps.names})",
     )
     args = parser.parse_args(argv)
     try:

@@ -381,6 +381,14 @@ class Classroom:
         self.log(student, ", ".join(names) or "-", "", "reset")
         return names
 
+    def forget(self, student: str) -> None:
+        """Take a student off the roll, with their place in every fixture (the server makes room this
+        way for a new name when the class is full and this one has been quiet the longest)."""
+        with self.lock:
+            self.desks.pop(student, None)
+            for key in [key for key in self.cursors if key[0] == student]:
+                del self.cursors[key]
+
     def turn(self, name: str, n: int) -> str:
         return f"turn {n}/{len(self.fixtures[name]['exchanges'])}"
 
