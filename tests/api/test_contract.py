@@ -11,7 +11,6 @@ import sys
 
 from workbook import errors
 from workbook.api import compare, contract, wire
-from workbook.api import sdk_types as shapes
 from workbook.classroom import students as classroom
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -344,23 +343,6 @@ def test_a_hole_is_one_line_from_a_step_started_as_a_program(tmp_path):
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "Traceback" not in run.stderr + run.stdout
     assert "lone surrogate" in run.stdout + run.stderr
-
-
-# -- the compiled shapes are cached by SDK version, and a damaged cache is rebuilt -------------------
-
-
-def test_a_damaged_cache_file_is_rebuilt(monkeypatch, tmp_path):
-    monkeypatch.setattr(shapes, "cache_file", lambda name, kind="bin": tmp_path / f"{name}.{kind}")
-    (tmp_path / "message.bin").write_bytes(b"\0" * 40)
-    contract._VALIDATORS.pop("message", None)
-    assert contract.message_problems(OK["body"]) == []
-    data = (tmp_path / "message.bin").read_bytes()
-    assert len(data) > 40 and contract._cached("message") is not None
-    contract._VALIDATORS.pop("message", None)
-
-
-def test_the_cache_is_keyed_by_the_sdk_version():
-    assert anthropic.__version__ in contract.cache_file("request").name
 
 
 def test_a_refusal_reaches_the_sdk_as_its_bad_request_error():

@@ -1,8 +1,8 @@
 """The Messages API's rules, in one place: what a request may hold, and what a recorded response must be.
 
-Shapes come from the SDK's own types, not from code of ours: workbook/api/sdk_types.py compiles
-`MessageCreateParams` (and `Message`, `ErrorResponse`, `RawMessageStreamEvent`) into checks, cached by
-the SDK's version, with every object of a request closed, as the API refuses unknown fields.
+Shapes come from the SDK's own types, not from code of ours: workbook/api/sdk_types.py builds checks
+from `MessageCreateParams` (and `Message`, `ErrorResponse`, `RawMessageStreamEvent`), with every object
+of a request closed, as the API refuses unknown fields.
 
 What the types cannot say is written once, below, as rules: consecutive same-role turns are combined
 (the SDK's own docstring: "Consecutive `user` or `assistant` turns in your request will be combined
@@ -16,13 +16,10 @@ grader. docs/faults.md's fidelity table lists each rule, what the API does, and 
 
 from __future__ import annotations
 
-import hashlib
-import json
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from workbook.api.sdk_types import _VALIDATORS, _cached, cache_file, schema, validator  # noqa: F401 (re-exported)
+from workbook.api.sdk_types import schema, validator
 from workbook.api.wire import events_to_message, header_problems
 from workbook.errors import ReplayMismatch
 
@@ -67,62 +64,25 @@ NO_BETAS = Betas()  # a request to the plain API, with no anthropic-beta header
 
 def shape_problems(name: str, value) -> list[Problem]:
     """Where `value` is not the SDK type `name` (empty when it is): the first problem, in the API's words."""
-    import fastjsonschema
+    if fits(name, value):
+        return []
+    root = schema(name)
+    try:
+        found = _explain(root, root, value, [])
+    except RecursionError:  # nested deeper than the words can follow
+        found = None
+    return [Problem(".".join(map(str, found[0])), found[1]) if found else Problem("", "Input is not valid")]
+
+
+def fits(name: str, value) -> bool:
+    """Whether `value` is the SDK type `name` (see workbook/api/sdk_types.py)."""
+    import pydantic_core
 
     try:
-        if name.endswith("request") and isinstance(value, dict) and isinstance(value.get("messages"), list):
-            _check_request(name, value)
-        else:
-            validator(name)["validate"](value)
-        return []
-    except fastjsonschema.JsonSchemaException as err:
-        root = schema(name)
-        found = _explain(root, root, value, []) or ([], str(err.message))
-        return [Problem(".".join(map(str, found[0])), found[1])]
-    except (RecursionError, TypeError, ValueError) as err:  # a value JSON cannot hold (NaN, a cycle)
-        return [Problem("", f"not valid JSON ({type(err).__name__})")]
-
-
-SHORT = 8  # a conversation this short is checked whole every time
-_CHECKED_MESSAGES: dict[bytes, bool] = {}  # a message's JSON digest -> it fitted: checked once, not per turn
-
-
-def _check_request(name: str, body: dict, messages: list | None = None) -> None:
-    """The request without its messages, then each message by its role, each distinct message once
-    (`messages`: only these of its messages, the others known to fit: see RequestChain).
-
-    A loop resends the whole history every turn: checked whole each time, a 200-turn conversation cost
-    50 ms a request. Each message's JSON is remembered, so each turn costs only what it added."""
-    namespace = validator(name)
-    namespace["validate"](body | {"messages": []})
-    by_role = _BY_ROLE.get(name) or _BY_ROLE.setdefault(name, _message_checks(name))
-    if len(_CHECKED_MESSAGES) > 20_000:
-        _CHECKED_MESSAGES.clear()
-    for message in body["messages"] if messages is None else messages:
-        check = by_role.get(message.get("role")) if isinstance(message, dict) else None
-        if check is None:
-            namespace["validate"](body)  # an unknown role or not an object: the whole check says where
-        if len(body["messages"]) <= SHORT:  # too few to repeat much: the JSON key would cost more
-            check(message)
-            continue
-        text = json.dumps(message, ensure_ascii=False, allow_nan=False) + name
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()  # 16 bytes kept
-        if key not in _CHECKED_MESSAGES:
-            check(message)
-            _CHECKED_MESSAGES[key] = True
-
-
-_BY_ROLE: dict[str, dict] = {}  # shape name -> role -> compiled check
-
-
-def _message_checks(name: str) -> dict:
-    """role -> the compiled check of that message type (fastjsonschema compiles one per definition)."""
-    checks = {}
-    for option in schema(name)["properties"]["messages"]["items"]["anyOf"]:
-        definition = option["$ref"].rsplit("/", 1)[-1]
-        role = schema(name)["$defs"][definition]["properties"]["role"]["const"]
-        checks[role] = validator(name)[f"validate____defs_{definition.lower()}"]
-    return checks
+        validator(name).validate_python(value)
+        return True
+    except (pydantic_core.ValidationError, RecursionError, TypeError, ValueError):
+        return False
 
 
 KINDS = {  # JSON type -> (Python test, pydantic's words)
@@ -221,11 +181,10 @@ class Turn:
     blocks: list = field(default_factory=list)  # (message index, block index, block)
 
 
-def combined(messages: list, start: int = 0) -> list[Turn]:
-    """The conversation as the API reads it: consecutive user (or assistant) messages are one turn
-    (from message `start` on: a RequestChain reads only the end of a conversation)."""
+def combined(messages: list) -> list[Turn]:
+    """The conversation as the API reads it: consecutive user (or assistant) messages are one turn."""
     turns: list[Turn] = []
-    for i, message in enumerate(messages[start:] if start else messages, start):
+    for i, message in enumerate(messages):
         role, content = message.get("role"), message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         if not turns or turns[-1].role != role:
@@ -252,14 +211,14 @@ def conversation_problems(messages, betas: Betas = NO_BETAS) -> list[Problem]:
     return problems + _tool_problems(turns)
 
 
-def _empty_problems(messages: list, start: int = 0) -> list[Problem]:
-    """Only the final message, and only an assistant's, may be empty (from message `start` on)."""
+def _empty_problems(messages: list) -> list[Problem]:
+    """Only the final message, and only an assistant's, may be empty."""
     return [
         Problem(
             f"messages.{i}",
             "all messages must have non-empty content except for the optional final assistant message",
         )
-        for i, m in enumerate(messages[start:], start)
+        for i, m in enumerate(messages)
         if m.get("content") in ("", []) and not (i == len(messages) - 1 and m.get("role") == "assistant")
     ]
 
@@ -279,11 +238,9 @@ def _system_problems(messages: list, betas: Betas) -> list[Problem]:
     ]
 
 
-def _tool_problems(turns: list[Turn], seen_ids: set | None = None, before: Turn | None = None) -> list:
-    """Every tool_use answered once by id in the next user turn, the results first; ids unique.
-    A RequestChain judges only the last turns: `seen_ids` are the ids asked before them (it grows),
-    `before` the turn before the first of them."""
-    problems, seen_ids = [], set() if seen_ids is None else seen_ids
+def _tool_problems(turns: list[Turn]) -> list[Problem]:
+    """Every tool_use answered once by id in the next user turn, the results first; ids unique."""
+    problems, seen_ids = [], set()
     for n, turn in enumerate(turns):
         asked = [(i, j, b.get("id")) for i, j, b in turn.blocks if b.get("type") == "tool_use"]
         for i, j, tool_id in asked:
@@ -291,7 +248,7 @@ def _tool_problems(turns: list[Turn], seen_ids: set | None = None, before: Turn 
                 problems.append(Problem(f"messages.{i}.content.{j}", "`tool_use` ids must be unique"))
             seen_ids.add(tool_id)
         if turn.role == "user":
-            before = turns[n - 1] if n else before
+            before = turns[n - 1] if n else None
             open_ids = (
                 {b.get("id") for _, _, b in before.blocks if b.get("type") == "tool_use"} if before else set()
             )
@@ -342,7 +299,7 @@ def sent_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
     thread...), which the SDK sends to the same endpoint with no mark of their own."""
     if not isinstance(body, dict):
         return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
-    problems = shape_problems("request", body) and shape_problems("beta_request", body)
+    problems = request_shape_problems(body)
     if not problems and body.get("thread") is not None and THREADS_BETA not in betas.names:
         problems = [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
     return problems
@@ -368,8 +325,15 @@ def messages_problems(messages) -> list[str]:
     if not isinstance(messages, list):
         return [".messages: Input should be a valid list"]
     probe = {"model": "m", "max_tokens": 1, "messages": messages}
-    found = shape_problems("request", probe) and shape_problems("beta_request", probe)
-    return [f".{p}" for p in found]
+    return [f".{p}" for p in request_shape_problems(probe)]
+
+
+def request_shape_problems(body) -> list[Problem]:
+    """Where a request is neither the SDK's MessageCreateParams nor its beta params (the beta's are
+    sent to the same endpoint with no mark of their own), in the beta params' words: they hold the most."""
+    if fits("request", body):
+        return []
+    return shape_problems("beta_request", body)
 
 
 def check_api_rules(body: dict, where: str, betas: Betas = NO_BETAS) -> None:
@@ -377,79 +341,6 @@ def check_api_rules(body: dict, where: str, betas: Betas = NO_BETAS) -> None:
     problems = request_problems(body, betas)
     if problems:
         raise ReplayMismatch(f"{where}: the API would reject this request — {problems[0]}")
-
-
-@dataclass
-class _Judged:
-    """A request a RequestChain found fine, as much of it as the next one needs."""
-
-    messages: list
-    shape: str  # the shape ("request" or "beta_request") the whole request fits
-    seen_ids: set  # the tool_use ids of every turn but the last two
-    last_turns: list  # its last three turns (the first only as the one before the other two)
-
-
-class RequestChain:
-    """Requests judged in order, as a recording holds them: each the history so far (the very message
-    objects of the last one judged fine) plus what its turn added. The verdict is request_problems'
-    on the whole request, at the cost of what was added; the rules that span the boundary (the last
-    message no longer last, the last turns combined with new messages, ids unique over the whole
-    conversation) are judged on the last turns, with the ids asked before them carried over.
-
-    Any other request (the first, a history rewritten by a collapse, a thread, a system message), and
-    any request the short judgement doubts, is judged whole: problems are always request_problems' own."""
-
-    def __init__(self, betas: Betas = NO_BETAS):
-        self.betas, self.last = betas, None
-
-    def problems(self, body) -> list[Problem]:
-        if self._fine_as_extended(body):
-            return []
-        problems = request_problems(body, self.betas)
-        self.last = None if problems else _judged(body)
-        return problems
-
-    def _fine_as_extended(self, body) -> bool:
-        import fastjsonschema
-
-        last = self.last
-        messages = body.get("messages") if isinstance(body, dict) else None
-        if last is None or not isinstance(messages, list) or len(messages) < len(last.messages):
-            return False
-        if body.get("thread") is not None or not all(map(operator.is_, messages, last.messages)):
-            return False
-        added = messages[len(last.messages) :]
-        if not all(isinstance(m, dict) and m.get("role") != "system" for m in added):
-            return False
-        try:
-            _check_request(last.shape, body, added)
-        except (fastjsonschema.JsonSchemaException, RecursionError, TypeError, ValueError):
-            return False
-        if _empty_problems(messages, len(last.messages) - 1):
-            return False
-        before = last.last_turns[-3] if len(last.last_turns) == 3 else None
-        start = last.last_turns[-2].first if len(last.last_turns) > 1 else 0
-        turns, seen_ids = combined(messages, start), last.seen_ids  # seen_ids grows: no copy of them all
-        if _tool_problems(turns, seen_ids, before):
-            self.last = None  # its seen_ids hold this request's ids now
-            return False
-        seen_ids.difference_update(_asked(turns[-2:]))  # unique (no problem): back to all but the last two
-        self.last = _Judged(messages, last.shape, seen_ids, (([before] if before else []) + turns)[-3:])
-        return True
-
-
-def _judged(body) -> _Judged | None:
-    """A request found fine, as a RequestChain carries it, or None when the next is judged whole anyway."""
-    messages = body["messages"]
-    if body.get("thread") is not None or any(m.get("role") == "system" for m in messages):
-        return None
-    shape = "beta_request" if shape_problems("request", body) else "request"
-    turns = combined(messages)
-    return _Judged(messages, shape, set(_asked(turns[:-2])), turns[-3:])
-
-
-def _asked(turns: list[Turn]) -> list:
-    return [b.get("id") for turn in turns for _, _, b in turn.blocks if b.get("type") == "tool_use"]
 
 
 def refusal_body(problem: Problem | str, hint: str = "") -> dict:
@@ -463,14 +354,12 @@ def refusal_body(problem: Problem | str, hint: str = "") -> dict:
 STATUSES = (200, *range(400, 600))  # what the Messages API answers: a Message, or an error
 
 
-def exchange_problems(exchange, chain: RequestChain | None = None) -> list[str]:
-    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`).
-    `chain`: the fixture's exchanges are judged in order by one RequestChain (of BETA_ALL)."""
+def exchange_problems(exchange) -> list[str]:
+    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`)."""
     if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
-    found = chain.problems(request) if chain else request_problems(request, BETA_ALL)
-    problems = [p.under(".request") for p in found]
+    problems = [p.under(".request") for p in request_problems(request, BETA_ALL)]
     if exchange.get("match", "structure") != "structure":
         problems.append(".match: must be `structure` or absent")
     if not isinstance(response, dict):

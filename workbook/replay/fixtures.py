@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbook.api.contract import BETA_ALL, RequestChain, exchange_problems
+from workbook.api.contract import exchange_problems
 from workbook.environment import environment_problems
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import MAX_JSON_DEPTH, json_depth, parse_json, read_bytes
@@ -83,9 +83,8 @@ def _problems(fixture: dict) -> list[str]:
     problems += _field_problems(fixture)
     if not isinstance(fixture["exchanges"], list) or not fixture["exchanges"]:
         return problems + ["`exchanges` must be a non-empty list"]
-    chain = RequestChain(BETA_ALL)  # each request judged on what it adds to the one before
     for n, exchange in enumerate(fixture["exchanges"]):
-        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange, chain)]
+        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange)]
     return problems
 
 

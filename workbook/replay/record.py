@@ -7,7 +7,7 @@ import os
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from workbook.api.contract import BETA_ALL, RequestChain, exchange_problems
+from workbook.api.contract import exchange_problems
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import read_bytes, write_json
 from workbook.replay.journal import Journal, read_journal
@@ -184,8 +184,7 @@ def _journal_to_fixture(run: Run, journal: Journal) -> str:
     exchanges, problem = rebuilt_exchanges(loaded["exchanges"])
     if problem:
         raise FixtureError(f"{journal.path}: {problem}")
-    chain = RequestChain(BETA_ALL)  # each request judged on what it adds to the one before
-    whole = [exchange for exchange in exchanges if not exchange_problems(exchange, chain)]
+    whole = [exchange for exchange in exchanges if not exchange_problems(exchange)]
     if not whole:
         journal.remove()
         return f"nothing recorded: no exchange the API would accept ({run.fixture_path} not written)"
