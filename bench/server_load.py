@@ -65,11 +65,10 @@ def turns(form: str = "sdk") -> list[bytes]:
     """The bodies of the s01 recording's requests, as a student's loop sends them: as the SDK writes
     them (compact JSON, the form a class sends), or `spaced` (json.dumps's default spacing, as a loop
     written from scratch might: the same request, other bytes, so the server parses and judges it)."""
-    from workbook.replay.transport import sdk_json
-
     fixture = json.loads(FIXTURE.read_text())
     if form == "sdk":
-        return [sdk_json(e["request"]) for e in fixture["exchanges"]]
+        compact = {"ensure_ascii": False, "separators": (",", ":")}
+        return [json.dumps(e["request"], **compact).encode() for e in fixture["exchanges"]]
     return [json.dumps(e["request"]).encode() for e in fixture["exchanges"]]
 
 

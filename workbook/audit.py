@@ -6,8 +6,6 @@ import time
 from pathlib import Path
 
 from workbook import tracing
-from workbook.launch import Run
-from workbook.step_cli import run_folder
 
 
 def log_call(audit: Path | None, block, decision: str, output: str, is_error: bool, started: float) -> None:
@@ -16,8 +14,3 @@ def log_call(audit: Path | None, block, decision: str, output: str, is_error: bo
         line = {"id": block.id, "tool": block.name, "input": block.input, "decision": decision}
         line |= {"ms": round((time.monotonic() - started) * 1000), "chars": len(output), "is_error": is_error}
         tracing.append_line(audit, line)  # one write, the key scrubbed: a crash leaves no half line
-
-
-def audit_path(run: Run, script: str = "s02") -> Path:
-    """The audit log, in the run's folder: beside a replay's temp workspace, else in runs/."""
-    return run_folder(run, script) / "audit.jsonl"

@@ -13,10 +13,7 @@ import platform
 import subprocess
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # for the annotations only: launch does not import this module
-    from workbook.launch import Run
+from typing import Protocol
 
 LABELS = {"working_folder": "Working folder", "os": "OS", "date": "Today's date", "git": "Git"}
 FACTS = tuple(LABELS)  # what a fixture's `environment` holds, each a string (git: or null)
@@ -72,6 +69,15 @@ def instructions(workspace: Path) -> tuple[str, str] | None:
                 )
             return name, text
     return None
+
+
+class Run(Protocol):
+    """What `for_run` reads of a run (workbook/launch.py's Run, which imports what imports this module)."""
+
+    environment: dict | None
+    mode: str
+    workspace: Path
+    fixture: dict | None
 
 
 def for_run(run: Run) -> dict | None:

@@ -86,12 +86,6 @@ class Run:
             if self.folder:
                 release(self.folder)
 
-    def __enter__(self) -> Run:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.finish()
-
 
 def start(args: argparse.Namespace, model: str, script: str, **client_options) -> Run:
     """Pick the mode from the flags and the environment, and build the client for it (see `choose`)."""

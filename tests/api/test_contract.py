@@ -189,7 +189,7 @@ def test_tool_results_match_by_id_whatever_their_order():
     assert compare.request_diff(recorded, swapped) is None
     other = body(*ROUND, user(result("toolu_A"), result("toolu_B", "different")))
     assert "content expected" in compare.request_diff(recorded, other)
-    assert compare.request_diff(recorded, other, structure_only=True) is None  # match="shape" unchanged
+    assert compare.request_diff(recorded, other, compare.Match.STRUCTURE) is None  # looser matches too
 
 
 # -- the in-process replay answers as the API would ---------------------------------------------------
@@ -208,7 +208,7 @@ def test_the_in_process_replay_answers_a_refused_request_with_the_apis_400():
 
 
 def test_the_in_process_replay_refuses_a_thread_without_its_beta():
-    client, _ = replay.replay_client(S01, "s01", max_retries=0, match="shape")
+    client, _ = replay.replay_client(S01, "s01", max_retries=0, match=compare.Match.CONVERSATION)
     first = S01["exchanges"][0]["request"]
     with pytest.raises(anthropic.BadRequestError, match="thread: "):
         client.messages.create(**first, extra_body={"thread": {"type": "create"}})

@@ -454,12 +454,14 @@ def test_conversation_only_ignores_what_a_student_writes_but_not_the_ids():
     recorded = FIXTURE["exchanges"][1]["request"]
     theirs = {"model": "x", "max_tokens": 5, "stream": True, "system": "mine", "messages": turn2()}
     theirs["messages"][0] = {"role": "user", "content": [{"type": "text", "text": "my words"}]}
-    assert compare.request_diff(recorded, theirs, conversation_only=True) is None
-    assert compare.request_diff(recorded, theirs, structure_only=True).startswith("max_tokens")  # unchanged
+    assert compare.request_diff(recorded, theirs, compare.Match.CONVERSATION) is None
+    assert compare.request_diff(recorded, theirs, compare.Match.STRUCTURE).startswith(
+        "max_tokens"
+    )  # unchanged
     swapped = turn2([IDS[1], IDS[0], IDS[2]])  # the API pairs results by id: any order is the same turn
-    assert compare.request_diff(recorded, {"messages": swapped}, conversation_only=True) is None
+    assert compare.request_diff(recorded, {"messages": swapped}, compare.Match.CONVERSATION) is None
     wrong = turn2([IDS[0], IDS[1], "toolu_other"])
-    problem = compare.request_diff(recorded, {"messages": wrong}, conversation_only=True)
+    problem = compare.request_diff(recorded, {"messages": wrong}, compare.Match.CONVERSATION)
     assert problem == f'messages[2].content[2]: tool_use_id expected "{IDS[2]}", got "toolu_other"'
 
 
@@ -953,14 +955,13 @@ def test_a_big_body_is_judged_off_the_loop_while_others_are_answered(serve):
     assert judged_on[1][1].startswith("replay-judge") and not judged_on[2][1].startswith("replay-judge")
 
 
-# -- issue 29: the recording's own bytes are served without being judged again ----------------------
+# -- the recording's own bytes, as a student's SDK sends them: each parsed and judged ----------------
 
 
 def sdk_bytes(exchange: int, fixture: dict = FIXTURE) -> bytes:
     """A recorded request as the SDK writes it (compact JSON): what a student's SDK loop sends."""
-    from workbook.replay.transport import sdk_json
-
-    return sdk_json(fixture["exchanges"][exchange]["request"])
+    request = fixture["exchanges"][exchange]["request"]
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 @pytest.fixture
@@ -976,15 +977,14 @@ def parses(monkeypatch):
     return parsed
 
 
-def test_the_recordings_own_bytes_are_served_without_a_parse(serve, parses):
+def test_the_recordings_own_bytes_are_answered_as_recorded(serve, parses):
     server, log = serve()
-    assert post(server.url, sdk_bytes(0))[2] == BODY1  # a new student: judged in full, once
-    assert len(parses) == 1
+    assert post(server.url, sdk_bytes(0))[2] == BODY1
     assert post(server.url, sdk_bytes(1))[2] == BODY2  # turn 2, byte for byte the recording's
     status, _, data = post(server.url, sdk_bytes(0))  # the program run again: a restart
     assert (status, data) == (200, BODY1)
     assert post(server.url, sdk_bytes(0), stream="x") == post(server.url, sdk_bytes(0), stream="y")
-    assert len(parses) == 1  # none of these was parsed
+    assert len(parses) == 5  # every one parsed and judged
     row = server.classroom.status()["students"][0]
     assert (row["turn"], row["requests"], row["restarts"], row["last"]) == (1, 5, 3, "200 tool_use (json)")
     lines = log.getvalue().splitlines()
@@ -1011,7 +1011,7 @@ def test_the_recordings_bytes_keep_a_recorded_retry_a_retry(serve, tmp_path, par
     assert post(server.url, sdk_bytes(1, retry))[0] == 200
     assert post(server.url, sdk_bytes(2, retry))[0] == 200
     assert post(server.url, sdk_bytes(1, retry))[0] == 529  # turn 1 after the end: a restart, as recorded
-    assert len(parses) == 1
+    assert len(parses) == 4
     row = server.classroom.status()["students"][0]
     assert (row["turn"], row["restarts"]) == (1, 1)
 

@@ -209,10 +209,10 @@ def test_structure_only_ignores_tool_output_but_not_ids():
     recorded = good()["exchanges"][1]["request"]
     sent = copy.deepcopy(recorded)
     sent["messages"][2]["content"][0]["content"] = "different output on this machine"
-    assert compare.request_diff(recorded, sent, structure_only=True) is None
+    assert compare.request_diff(recorded, sent, compare.Match.STRUCTURE) is None
     assert "content expected" in compare.request_diff(recorded, sent)
     sent["messages"][2]["content"][0]["tool_use_id"] = "toolu_other"
-    assert "tool_use_id expected" in compare.request_diff(recorded, sent, structure_only=True)
+    assert "tool_use_id expected" in compare.request_diff(recorded, sent, compare.Match.STRUCTURE)
 
 
 def test_the_cli_checks_fixtures(tmp_path):

@@ -98,6 +98,6 @@ def test_the_public_interface_is_importable_from_the_top():
     from workbook import copy_workspace, load_fixture, replay_client
 
     fixture = load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
-    client, transport = replay_client(fixture, "s01_hello_agent.json", match="shape")
-    assert transport.match == "shape" and client.api_key == "replay"
+    client, transport = replay_client(fixture, "s01_hello_agent.json", match="conversation")
+    assert transport.player.match == "conversation" and client.api_key == "replay"
     assert copy_workspace(fixture["workspace"]).is_dir()

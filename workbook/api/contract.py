@@ -360,8 +360,6 @@ def exchange_problems(exchange) -> list[str]:
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
     problems = [p.under(".request") for p in request_problems(request, BETA_ALL)]
-    if exchange.get("match", "structure") != "structure":
-        problems.append(".match: must be `structure` or absent")
     if not isinstance(response, dict):
         return problems + [".response: must be an object"]
     return problems + [f".response{p}" for p in response_problems(response)]

@@ -27,7 +27,18 @@ TYPES = {  # name -> (module, type, closed): the SDK type each check is built fr
     "event": ("anthropic.types", "RawMessageStreamEvent", False),
 }
 TAGS = ("type", "role")  # the fields that pick a member of a union, as the API reads them
-STRICT = {"str", "int", "float", "bool", "list", "dict", "typed-dict", "model-fields", "union", "tagged-union"}
+STRICT = {
+    "str",
+    "int",
+    "float",
+    "bool",
+    "list",
+    "dict",
+    "typed-dict",
+    "model-fields",
+    "union",
+    "tagged-union",
+}
 
 
 @functools.cache
@@ -79,7 +90,7 @@ def _core_schema(name: str) -> dict:
 
 
 class Tightened:
-    """A core schema made as strict as the API (see the module's docstring): a new tree, the SDK's untouched."""
+    """A core schema made as strict as the API (see the module's docstring), as a new tree."""
 
     def __init__(self, schema: dict, closed: bool):
         self.closed, self.definitions = closed, {}
@@ -104,7 +115,9 @@ class Tightened:
         kind = node.get("type") if isinstance(node.get("type"), str) else None
         if kind in ("typed-dict", "model-fields"):  # `fields` is a dict of names, not a schema
             fields = {key: self._walk(field) for key, field in node["fields"].items()}
-            node = {key: self._walk(value) for key, value in node.items() if key != "fields"} | {"fields": fields}
+            node = {key: self._walk(value) for key, value in node.items() if key != "fields"} | {
+                "fields": fields
+            }
             open_ = "extras_schema" in node or not self.closed
             node["extra_behavior"] = "allow" if open_ else "forbid"
         else:
@@ -135,12 +148,19 @@ class Tightened:
                 if len(by_tag) < 2:
                     continue
                 choices = {
-                    value: same[0] if len(same) == 1 else {"type": "union", "choices": same, "mode": "left_to_right"}
+                    value: same[0]
+                    if len(same) == 1
+                    else {"type": "union", "choices": same, "mode": "left_to_right"}
                     for value, same in by_tag.items()
                 }
                 pick = _picker(tag) if "" in by_tag else tag  # "": a member may omit it
                 kept = {"ref": union["ref"]} if "ref" in union else {}
-                return {"type": "tagged-union", "choices": choices, "discriminator": pick, "strict": True} | kept
+                return {
+                    "type": "tagged-union",
+                    "choices": choices,
+                    "discriminator": pick,
+                    "strict": True,
+                } | kept
         return None
 
     def _members(self, choices: list) -> list:
@@ -157,10 +177,14 @@ class Tightened:
         return members
 
     def _tag(self, member: dict, tag: str) -> tuple[list, bool] | None:
-        """(the values of `tag` this member takes, whether it may omit it), or None when it has no such tag."""
+        """(the values of `tag` this member takes, whether it may omit it), or None without such a tag."""
         while member.get("type") in ("definition-ref", "model"):  # a model is read as its fields
             member = self.definitions[member["schema_ref"]] if "schema_ref" in member else member["schema"]
-        field = member.get("fields", {}).get(tag) if member.get("type") in ("typed-dict", "model-fields") else None
+        field = (
+            member.get("fields", {}).get(tag)
+            if member.get("type") in ("typed-dict", "model-fields")
+            else None
+        )
         if not field:
             return None
         schema, optional = field["schema"], not field.get("required", True)

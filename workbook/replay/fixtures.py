@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from workbook.api import compare
 from workbook.api.contract import exchange_problems
 from workbook.environment import environment_problems
 from workbook.errors import FixtureError, WorkbookError
@@ -17,6 +18,7 @@ from workbook.replay.request_delta import rebuilt_exchanges, stored_exchanges
 from workbook.scratch import workspace_problem
 
 HINT = "fix the file or re-record it"
+MATCH_PROBLEM = f"must be one of {', '.join(compare.NAMES)}, or absent (strict)"
 FIXTURE_FIELDS = ("script", "scenario", "description", "provenance", "task", "workspace", "exchanges")
 
 
@@ -85,6 +87,8 @@ def _problems(fixture: dict) -> list[str]:
         return problems + ["`exchanges` must be a non-empty list"]
     for n, exchange in enumerate(fixture["exchanges"]):
         problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange)]
+        if isinstance(exchange, dict) and exchange.get("match", "strict") not in compare.NAMES:
+            problems.append(f"exchanges[{n}].match: {MATCH_PROBLEM}")
     return problems
 
 
@@ -150,8 +154,8 @@ def _field_problems(fixture: dict) -> list[str]:
     recorded = fixture.get("recorded", {})
     if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
         problems.append("`recorded` must be an object of strings (date, model, sdk, endpoint)")
-    if fixture.get("match", "structure") != "structure":
-        problems.append("`match` must be `structure` or absent")
+    if fixture.get("match", "strict") not in compare.NAMES:
+        problems.append(f"`match` {MATCH_PROBLEM}")
     latency = fixture.get("read_latency", 0)
     if not isinstance(latency, int | float) or isinstance(latency, bool) or not 0 <= latency <= 60:
         problems.append("read_latency must be 0 to 60 seconds")
