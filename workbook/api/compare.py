@@ -72,9 +72,24 @@ def combined_form(messages: list) -> list[dict]:
 def request_diff(expected: dict, actual: dict, match: Match | str = Match.STRICT) -> str | None:
     """A readable explanation of how `actual` differs from the recorded request, or None (see Match)."""
     match = Match(match)
-    want, got = combined_form(expected["messages"]), combined_form(actual.get("messages", []))
+    if expected["messages"] != actual.get("messages"):  # equal messages are equal by every match
+        problem = _messages_diff(expected["messages"], actual.get("messages", []), match)
+        if problem:
+            return problem
+    if match is Match.CONVERSATION:
+        return None
+    for key in ("system", "max_tokens", "stream"):
+        if expected.get(key) != actual.get(key) and not (match is Match.STRUCTURE and key == "system"):
+            return f"{key}: expected {_short(expected.get(key))}, got {_short(actual.get(key))}"
+    if _tool_names(expected) != _tool_names(actual):
+        return f"tools: expected {_tool_names(expected)}, got {_tool_names(actual)}"
+    return None
+
+
+def _messages_diff(expected: list, actual: list, match: Match) -> str | None:
+    want, got = combined_form(expected), combined_form(actual)
     if len(want) != len(got):
-        return _count_diff(want, got, len(expected["messages"]), len(actual.get("messages", [])))
+        return _count_diff(want, got, len(expected), len(actual))
     for i, (w, g) in enumerate(zip(want, got)):
         if w["role"] != g["role"]:
             return f"messages[{i}] should come from the {w['role']}, got {g['role']}"
@@ -84,13 +99,6 @@ def request_diff(expected: dict, actual: dict, match: Match | str = Match.STRICT
             problem = _block_diff(wb, gb, match)
             if problem:
                 return f"messages[{i}].content[{j}]: {problem}"
-    if match is Match.CONVERSATION:
-        return None
-    for key in ("system", "max_tokens", "stream"):
-        if expected.get(key) != actual.get(key) and not (match is Match.STRUCTURE and key == "system"):
-            return f"{key}: expected {_short(expected.get(key))}, got {_short(actual.get(key))}"
-    if _tool_names(expected) != _tool_names(actual):
-        return f"tools: expected {_tool_names(expected)}, got {_tool_names(actual)}"
     return None
 
 

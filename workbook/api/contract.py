@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from workbook.api.sdk_types import schema, validator
+from workbook.api.sdk_types import message_validator, schema, validator
 from workbook.api.wire import events_to_message, header_problems
 from workbook.errors import ReplayMismatch
 
@@ -76,10 +76,19 @@ def shape_problems(name: str, value) -> list[Problem]:
 
 def fits(name: str, value) -> bool:
     """Whether `value` is the SDK type `name` (see workbook/api/sdk_types.py)."""
+    return _valid(validator(name), value)
+
+
+def message_fits(name: str, message) -> bool:
+    """Whether one message is a message of the request type `name` ("request" or "beta_request")."""
+    return _valid(message_validator(name), message)
+
+
+def _valid(check, value) -> bool:
     import pydantic_core
 
     try:
-        validator(name).validate_python(value)
+        check.validate_python(value)
         return True
     except (pydantic_core.ValidationError, RecursionError, TypeError, ValueError):
         return False
@@ -179,6 +188,7 @@ class Turn:
     role: str
     first: int  # index of its first message in the request
     blocks: list = field(default_factory=list)  # (message index, block index, block)
+    dups: list = field(default_factory=list)  # its tool_use blocks whose id came before: Problems
 
 
 def combined(messages: list) -> list[Turn]:
@@ -200,73 +210,148 @@ def combined_messages(messages: list) -> list[dict]:
 
 def conversation_problems(messages, betas: Betas = NO_BETAS) -> list[Problem]:
     """What the API would refuse in a well-shaped messages list that no type can say (empty when none)."""
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        return [Problem("messages", "Input should be a valid list of {role, content} objects")]
-    if not messages:
-        return [Problem("messages", "at least one message is required")]
-    problems = _empty_problems(messages) + _system_problems(messages, betas)
-    turns = combined([m for m in messages if m.get("role") != "system"])
-    if turns and turns[0].role != "user":
-        problems.append(Problem("messages", 'first message must use the "user" role'))
-    return problems + _tool_problems(turns)
+    return Requests().rule_problems(messages, betas)
 
 
-def _empty_problems(messages: list) -> list[Problem]:
-    """Only the final message, and only an assistant's, may be empty."""
-    return [
-        Problem(
-            f"messages.{i}",
-            "all messages must have non-empty content except for the optional final assistant message",
+MALFORMED = Problem("messages", "Input should be a valid list of {role, content} objects")
+REPEATED_ID = "`tool_use` ids must be unique"
+EMPTY = "all messages must have non-empty content except for the optional final assistant message"
+MISSING = "`tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` \
+block must have a corresponding `tool_result` block in the next message."
+
+
+@dataclass
+class Conversation:
+    """A messages list judged message by message, with the verdict the API gives it whole: each
+    message's shape (the SDK's types) and the rules no type can say.
+
+    `grown(messages)` judges only what `messages` add to the messages judged so far (when they start
+    with them; else it judges them all, from nothing): a loop resends its whole history every turn, and
+    each request then costs what its turn added. Judged from nothing, it is the one verdict there is.
+
+    The rules, as the API reads a conversation: consecutive same-role messages are one turn, a
+    `system` message (a beta) between them is no turn of its own; a turn is settled once another
+    begins, and the last turn and the last message are judged as last.
+    """
+
+    shapes: bool = True  # whether each message's shape is judged too (not when its request's already was)
+    messages: list = field(default_factory=list)  # the messages judged, as given
+    fits: dict = field(default_factory=lambda: dict.fromkeys(REQUESTS, True))  # shape -> all fit it
+    malformed: bool = False  # a message that is not an object
+    last: dict | None = None  # the last message
+    empty: list = field(default_factory=list)  # messages with no content that are not the last
+    systems: list = field(default_factory=list)  # indexes of `role: "system"` messages
+    first_role: str | None = None
+    settled: list = field(default_factory=list)  # the tool problems of every turn before `before`
+    before: Turn | None = None  # the turn before the last one
+    turn: Turn | None = None  # the last turn: more messages of its role join it
+    seen: set = field(default_factory=set)  # every tool_use id so far
+
+    def grown(self, messages: list) -> Conversation:
+        """This conversation extended by what `messages` add to it, or `messages` judged afresh."""
+        known = len(self.messages)
+        extends = len(messages) >= known and messages[:known] == self.messages
+        grown = self.copy() if extends else Conversation(self.shapes)
+        for i in range(len(grown.messages), len(messages)):
+            grown.add(i, messages[i])
+        grown.messages = list(messages)
+        return grown
+
+    def copy(self) -> Conversation:
+        turn = self.turn and Turn(
+            self.turn.role, self.turn.first, list(self.turn.blocks), list(self.turn.dups)
         )
-        for i, m in enumerate(messages)
-        if m.get("content") in ("", []) and not (i == len(messages) - 1 and m.get("role") == "assistant")
-    ]
+        return Conversation(
+            self.shapes, self.messages, dict(self.fits), self.malformed, self.last, list(self.empty),
+            list(self.systems), self.first_role, list(self.settled), self.before, turn, set(self.seen),
+        )  # fmt: skip
 
+    def add(self, i: int, message) -> None:
+        """Judge message `i`, the next one."""
+        if not isinstance(message, dict):
+            self.malformed, self.fits = True, dict.fromkeys(REQUESTS, False)
+            return
+        for name in REQUESTS if self.shapes else ():
+            self.fits[name] = self.fits[name] and message_fits(name, message)
+        if self.last is not None and _empty(self.last):
+            self.empty.append(i - 1)
+        self.last = message
+        role, content = message.get("role"), message.get("content")
+        if role == "system":
+            self.systems.append(i)
+            return
+        if self.turn is None:
+            self.first_role = role
+        if self.turn is None or self.turn.role != role:
+            self.settle()
+            self.turn = Turn(role, i)
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for j, block in enumerate(blocks if isinstance(blocks, list) else []):
+            if isinstance(block, dict):
+                self.turn.blocks.append((i, j, block))
+                if block.get("type") == "tool_use":
+                    if block.get("id") in self.seen:
+                        self.turn.dups.append(Problem(f"messages.{i}.content.{j}", REPEATED_ID))
+                    self.seen.add(block.get("id"))
 
-def _system_problems(messages: list, betas: Betas) -> list[Problem]:
-    """A `role: "system"` message is in the SDK's types, but only the mid-conversation beta allows it."""
-    if MID_CONVERSATION_SYSTEM in betas.names:
-        return []
-    return [
-        Problem(
-            f"messages.{i}.role",
-            f"a system message needs the beta header `anthropic-beta: {MID_CONVERSATION_SYSTEM}`; "
-            "without it, use the top-level `system` field",
-        )
-        for i, m in enumerate(messages)
-        if m.get("role") == "system"
-    ]
+    def settle(self) -> None:
+        """The last turn is followed now: its problems and its predecessor's can no longer change."""
+        if self.turn is not None:
+            self.settled += self.turn_problems(self.before, self.turn)
+            self.before = self.turn
 
-
-def _tool_problems(turns: list[Turn]) -> list[Problem]:
-    """Every tool_use answered once by id in the next user turn, the results first; ids unique."""
-    problems, seen_ids = [], set()
-    for n, turn in enumerate(turns):
-        asked = [(i, j, b.get("id")) for i, j, b in turn.blocks if b.get("type") == "tool_use"]
-        for i, j, tool_id in asked:
-            if tool_id in seen_ids:
-                problems.append(Problem(f"messages.{i}.content.{j}", "`tool_use` ids must be unique"))
-            seen_ids.add(tool_id)
+    def turn_problems(self, before: Turn | None, turn: Turn) -> list[Problem]:
+        """Before's tool_use ids left unanswered by `turn`, then turn's own: repeated ids, its results."""
+        problems = _missing_problems(before, turn) if before is not None else []
+        problems += turn.dups
         if turn.role == "user":
-            before = turns[n - 1] if n else None
-            open_ids = (
-                {b.get("id") for _, _, b in before.blocks if b.get("type") == "tool_use"} if before else set()
-            )
-            problems += _result_problems(turn, open_ids)
-        if turn.role == "assistant" and asked:
-            following = turns[n + 1] if n + 1 < len(turns) else None
-            answered = {b.get("tool_use_id") for _, _, b in following.blocks} if following else set()
-            missing = [tool_id for _, _, tool_id in asked if tool_id not in answered]
-            if missing:
-                problems.append(
-                    Problem(
-                        f"messages.{turn.first}",
-                        f"`tool_use` ids were found without `tool_result` blocks immediately after: "
-                        f"{', '.join(map(str, missing))}. Each `tool_use` block must have a corresponding "
-                        "`tool_result` block in the next message.",
-                    )
-                )
-    return problems
+            problems += _result_problems(turn, _asked_ids(before))
+        return problems
+
+    def problems(self, betas: Betas = NO_BETAS) -> list[Problem]:
+        """The rules' verdict on the messages judged, as the last of them stand (empty when none)."""
+        if self.malformed:
+            return [MALFORMED]
+        if not self.messages:
+            return [Problem("messages", "at least one message is required")]
+        problems = [Problem(f"messages.{i}", EMPTY) for i in self.empty]
+        if _empty(self.last) and self.last.get("role") != "assistant":
+            problems.append(Problem(f"messages.{len(self.messages) - 1}", EMPTY))
+        if MID_CONVERSATION_SYSTEM not in betas.names:
+            problems += [Problem(f"messages.{i}.role", SYSTEM) for i in self.systems]
+        if self.turn is not None and self.first_role != "user":
+            problems.append(Problem("messages", 'first message must use the "user" role'))
+        problems += self.settled
+        if self.turn is not None:
+            problems += self.turn_problems(self.before, self.turn) + _missing_problems(self.turn, None)
+        return problems
+
+
+REQUESTS = ("request", "beta_request")  # the request shapes: the SDK's params, and its beta params
+SYSTEM = (
+    f"a system message needs the beta header `anthropic-beta: {MID_CONVERSATION_SYSTEM}`; "
+    "without it, use the top-level `system` field"
+)
+
+
+def _empty(message: dict) -> bool:
+    return message.get("content") in ("", [])
+
+
+def _asked_ids(turn: Turn | None) -> set:
+    return {b.get("id") for _, _, b in turn.blocks if b.get("type") == "tool_use"} if turn else set()
+
+
+def _missing_problems(turn: Turn, following: Turn | None) -> list[Problem]:
+    """An assistant turn's tool_use ids that the turn following it does not answer."""
+    if turn.role != "assistant":
+        return []
+    answered = {b.get("tool_use_id") for _, _, b in following.blocks} if following else set()
+    asked = [b.get("id") for _, _, b in turn.blocks if b.get("type") == "tool_use"]
+    missing = [tool_id for tool_id in asked if tool_id not in answered]
+    if not missing:
+        return []
+    return [Problem(f"messages.{turn.first}", MISSING.format(", ".join(map(str, missing))))]
 
 
 UNEXPECTED = "unexpected `tool_use_id` found in `tool_result` blocks: {}. Each `tool_result` block must have \
@@ -292,27 +377,58 @@ def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
     return problems
 
 
-def sent_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
-    """What the API would refuse in a request as sent, before a thread is expanded: its shape, its betas.
+class Requests:
+    """Requests judged one after another (a recording's, a loop's), each at the cost of what its
+    messages add to those of the request before (see Conversation): the verdict is always the API's
+    on the whole request. A new Requests judges its first request whole, as request_problems does."""
 
-    The shape is the SDK's MessageCreateParams; failing that, its beta params (context_management,
-    thread...), which the SDK sends to the same endpoint with no mark of their own."""
-    if not isinstance(body, dict):
-        return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
-    problems = request_shape_problems(body)
-    if not problems and body.get("thread") is not None and THREADS_BETA not in betas.names:
-        problems = [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
-    return problems
+    def __init__(self):
+        self.sent = Conversation()  # the messages of the last request, as sent
+        self.sent_list: list | None = None  # that request's own list, for rule_problems to know it again
+        self.whole = Conversation(shapes=False)  # the last conversation judged by its rules
+
+    def problems(self, body, betas: Betas = NO_BETAS) -> list[Problem]:
+        """Everything the API would refuse in a request body (empty when none): shape, then the rules.
+        A thread's conversation is judged once expanded (workbook/api/threads.py), so its rules wait."""
+        problems = self.sent_problems(body, betas)
+        if problems or body.get("thread") is not None:
+            return problems
+        return self.rule_problems(body["messages"], betas)
+
+    def sent_problems(self, body, betas: Betas = NO_BETAS) -> list[Problem]:
+        """What the API would refuse in a request as sent, before a thread is expanded: its shape (the
+        SDK's MessageCreateParams, or its beta params, which the SDK sends to the same endpoint with no
+        mark of their own) and the beta its `thread` needs."""
+        if not isinstance(body, dict):
+            return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
+        messages = body.get("messages")
+        sent = self.sent.grown(messages) if isinstance(messages, list) else None
+        fields = body | {"messages": []}  # each message is judged in `sent`, the rest of the request here
+        if sent is None or not any(sent.fits[name] and fits(name, fields) for name in REQUESTS):
+            problems = request_shape_problems(body)  # the whole request again, for the words
+            if problems:
+                return problems
+        self.sent, self.sent_list = sent or Conversation(), messages
+        if body.get("thread") is not None and THREADS_BETA not in betas.names:
+            return [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
+        return []
+
+    def rule_problems(self, messages, betas: Betas = NO_BETAS) -> list[Problem]:
+        """What the API would refuse in a well-shaped conversation that no type can say (empty when none)."""
+        if not isinstance(messages, list):
+            return [MALFORMED]
+        self.whole = self.sent if messages is self.sent_list else self.whole.grown(messages)
+        return self.whole.problems(betas)
+
+
+def sent_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
+    """What the API would refuse in a request as sent (see Requests.sent_problems)."""
+    return Requests().sent_problems(body, betas)
 
 
 def request_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
-    """Everything the API would refuse in a request body (empty when none): shape, then the rules.
-
-    A thread's conversation is judged once expanded (workbook/api/threads.py), so its rules wait."""
-    problems = sent_problems(body, betas)
-    if problems or body.get("thread") is not None:
-        return problems
-    return conversation_problems(body["messages"], betas)
+    """Everything the API would refuse in a request body, judged whole (see Requests.problems)."""
+    return Requests().problems(body, betas)
 
 
 def api_rule_problems(messages) -> list[str]:
@@ -354,12 +470,13 @@ def refusal_body(problem: Problem | str, hint: str = "") -> dict:
 STATUSES = (200, *range(400, 600))  # what the Messages API answers: a Message, or an error
 
 
-def exchange_problems(exchange) -> list[str]:
-    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`)."""
+def exchange_problems(exchange, requests: Requests | None = None) -> list[str]:
+    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`);
+    `requests`: a recording's exchanges judged in order, each request on what it adds."""
     if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
-    problems = [p.under(".request") for p in request_problems(request, BETA_ALL)]
+    problems = [p.under(".request") for p in (requests or Requests()).problems(request, BETA_ALL)]
     if not isinstance(response, dict):
         return problems + [".response: must be an object"]
     return problems + [f".response{p}" for p in response_problems(response)]

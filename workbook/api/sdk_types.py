@@ -46,11 +46,36 @@ def validator(name: str):
     """The check for one of TYPES: a pydantic_core.SchemaValidator (`.validate_python(value)`)."""
     import pydantic_core
 
+    return pydantic_core.SchemaValidator(_tightened(name))
+
+
+@functools.cache
+def message_validator(name: str):
+    """The check for one message of a request type ("request" or "beta_request"): a request fits its
+    type when its other fields do (with `messages: []`) and each of its messages does."""
+    import pydantic_core
+
+    definitions, root = _root(_tightened(name))
+    items = root["fields"]["messages"]["schema"]["items_schema"]
+    return pydantic_core.SchemaValidator({"type": "definitions", "schema": items, "definitions": definitions})
+
+
+@functools.cache
+def _tightened(name: str) -> dict:
     closed = TYPES[name][2]
     tightened = Tightened(_core_schema(name), closed).schema
-    if closed:
-        _either_stream(tightened)
-    return pydantic_core.SchemaValidator(tightened)
+    if closed:  # the params say `stream: false` (the non-streaming form); the API takes either
+        _root(tightened)[1]["fields"]["stream"]["schema"] = {"type": "bool", "strict": True}
+    return tightened
+
+
+def _root(schema: dict) -> tuple[list, dict]:
+    """A request type's definitions, and its own typed-dict among them."""
+    definitions = schema.get("definitions", []) if schema["type"] == "definitions" else []
+    root = schema["schema"] if schema["type"] == "definitions" else schema
+    if root["type"] == "definition-ref":
+        root = next(d for d in definitions if d.get("ref") == root["schema_ref"])
+    return definitions, root
 
 
 @functools.cache
@@ -63,17 +88,6 @@ def schema(name: str) -> dict:
         _close(built)
         built["properties"]["stream"] = {"type": "boolean"}  # MessageCreateParams: either form
     return built
-
-
-def _either_stream(schema: dict) -> None:
-    """The params say `stream: false` (the non-streaming form); the check takes either, as the API does."""
-    root, definitions = schema, {}
-    if root["type"] == "definitions":
-        definitions = {d.get("ref"): d for d in root["definitions"]}
-        root = root["schema"]
-    if root["type"] == "definition-ref":
-        root = definitions[root["schema_ref"]]
-    root["fields"]["stream"]["schema"] = {"type": "bool", "strict": True}
 
 
 def _sdk_type(name: str):

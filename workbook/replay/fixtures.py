@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from workbook.api import compare
-from workbook.api.contract import exchange_problems
+from workbook.api.contract import Requests, exchange_problems
 from workbook.environment import environment_problems
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import MAX_JSON_DEPTH, json_depth, parse_json, read_bytes
@@ -85,8 +85,9 @@ def _problems(fixture: dict) -> list[str]:
     problems += _field_problems(fixture)
     if not isinstance(fixture["exchanges"], list) or not fixture["exchanges"]:
         return problems + ["`exchanges` must be a non-empty list"]
+    requests = Requests()  # each request judged on what it adds to the one before
     for n, exchange in enumerate(fixture["exchanges"]):
-        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange)]
+        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange, requests)]
         if isinstance(exchange, dict) and exchange.get("match", "strict") not in compare.NAMES:
             problems.append(f"exchanges[{n}].match: {MATCH_PROBLEM}")
     return problems

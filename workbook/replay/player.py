@@ -78,6 +78,7 @@ class Player:
     served: int = 0  # exchanges answered; the next request is turn served + 1
     restarts: int = 0  # times it started over: by a first-turn request (restartable), or by `restart`
     threads: Threads = field(default_factory=Threads)  # conversations held for thread requests
+    requests: contract.Requests = field(default_factory=contract.Requests)  # each judged on what it adds
 
     @property
     def exchanges(self) -> list:
@@ -85,11 +86,11 @@ class Player:
 
     def play(self, body, betas: contract.Betas = contract.NO_BETAS) -> Played:
         """The recorded answer to one request (a parsed JSON body; `betas` from its headers)."""
-        problems = contract.sent_problems(body, betas)  # the request as sent: its shape, its betas
+        problems = self.requests.sent_problems(body, betas)  # the request as sent: its shape, its betas
         if problems:
             raise Refused(self.served + 1, problems)
         body, thread = self.threads.expand(body)  # a thread's request, whole again (or threads.Refusal)
-        problems = contract.conversation_problems(body["messages"], betas)
+        problems = self.requests.rule_problems(body["messages"], betas)
         restarted = not problems and self.restartable and self.starts_over(body["messages"])
         if restarted:
             self.restart()

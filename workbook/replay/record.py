@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from workbook.api.contract import exchange_problems
+from workbook.api.contract import Requests, exchange_problems
 from workbook.api.wire import is_read_header
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import read_bytes, write_json
@@ -153,7 +153,8 @@ def _journal_to_fixture(run: Recording, journal: Journal) -> str:
     exchanges, problem = rebuilt_exchanges(loaded["exchanges"])
     if problem:
         raise FixtureError(f"{journal.path}: {problem}")
-    whole = [exchange for exchange in exchanges if not exchange_problems(exchange)]
+    requests = Requests()  # each request judged on what it adds to the one before
+    whole = [exchange for exchange in exchanges if not exchange_problems(exchange, requests)]
     if not whole:
         journal.remove()
         return f"nothing recorded: no exchange the API would accept ({run.fixture_path} not written)"
