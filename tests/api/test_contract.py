@@ -353,3 +353,45 @@ def test_a_refusal_reaches_the_sdk_as_its_bad_request_error():
         "type": "invalid_request_error",
         "message": "foo: Extra inputs — hint",
     }
+
+
+USE = {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}}
+
+
+RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+
+
+@pytest.mark.parametrize(
+    "messages, problem",
+    [
+        ([], "messages: at least one message is required"),
+        ([assistant(TEXT)], 'messages: first message must use the "user" role'),
+        (
+            [user(TEXT), assistant(USE), user(TEXT)],
+            "messages.1: `tool_use` ids were found without `tool_result`",
+        ),
+        (
+            [user(TEXT), assistant(USE), user(RESULT, RESULT)],
+            "Found multiple `tool_result` blocks with id: toolu_1",
+        ),
+        ([user(TEXT), assistant(TEXT), user(RESULT)], "messages.2.content.0: unexpected `tool_use_id`"),
+        (
+            [user(TEXT), assistant(USE), user(TEXT, RESULT)],
+            "messages.2.content.1: `tool_result` blocks must come first",
+        ),
+        ([user(TEXT), assistant(USE)], "messages.1: `tool_use` ids were found without `tool_result`"),
+        (
+            [user(TEXT), {"role": "user", "content": []}],
+            "messages.1: all messages must have non-empty content",
+        ),
+    ],
+)
+def test_api_rules_catch_what_the_api_rejects(messages, problem):
+    assert any(problem in p for p in contract.api_rule_problems(messages))
+
+
+def test_api_rules_accept_a_valid_tool_round():
+    assert (
+        contract.api_rule_problems([user(TEXT), assistant(TEXT, USE), user(RESULT, TEXT), assistant(TEXT)])
+        == []
+    )
