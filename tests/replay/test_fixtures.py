@@ -317,3 +317,20 @@ def test_a_long_chain_that_keeps_the_rules_loads_and_a_rewritten_history_is_judg
     )
     _, deltas = both_forms(fixture, tmp_path)
     assert len(fixtures.load_fixture(deltas)["exchanges"]) == len(ends) + 1
+
+
+def test_a_long_recording_of_tiny_deltas_judges_each_message_once(tmp_path, monkeypatch):
+    # Issue 39: a few MB of tiny deltas over one big first message took 30 s to serve. Each request is
+    # judged on what it adds to the one before, so each message is judged once (as each shape's).
+    messages, turns = tool_rounds(300), 300
+    fixture = fixture_of(messages, user_ends(messages)[:turns])
+    fixture["exchanges"][0]["request"]["messages"][0]["content"] = "x" * 1_000_000
+    path = tmp_path / "deltas.json"
+    path.write_text(json.dumps(fixture | {"exchanges": request_delta.stored_exchanges(fixture["exchanges"])}))
+    judged = []
+    fits = contract.message_fits
+    monkeypatch.setattr(contract, "message_fits", lambda name, m: judged.append(id(m)) or fits(name, m))
+    loaded = fixtures.load_fixture(path)
+    assert len(loaded["exchanges"]) == turns
+    assert len(set(judged)) == len(loaded["exchanges"][-1]["request"]["messages"])  # every message, once
+    assert len(judged) == len(set(judged)) * len(contract.REQUESTS)  # once for each request shape

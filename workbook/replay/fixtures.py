@@ -119,8 +119,8 @@ def _lone_surrogate(fixture: dict) -> str | None:
 
 def _each_string_once(fixture: dict) -> dict:
     """A fixture built in memory with whole requests sharing their history (bench/per_turn.py's, say),
-    in the stored form: every string it holds, each history once. Serialised whole, 1,000 turns of
-    whole requests were a 250 MB string; anything not of that shape is checked as it is."""
+    in the stored form: every string it holds, each history once (serialised whole, the history would
+    be written once per turn); anything not of that shape is checked as it is."""
     exchanges = fixture.get("exchanges")
     whole = isinstance(exchanges, list) and all(
         isinstance(e, dict) and isinstance(e.get("request"), dict) and "request_delta" not in e
