@@ -236,7 +236,7 @@ class Conversation:
 
     shapes: bool = True  # whether each message's shape is judged too (not when its request's already was)
     messages: list = field(default_factory=list)  # the messages judged, as given
-    fits: dict = field(default_factory=lambda: dict.fromkeys(REQUESTS, True))  # shape -> all fit it
+    fits: bool = True  # every message so far is a message of the SDK's MessageCreateParams
     malformed: bool = False  # a message that is not an object
     last: dict | None = None  # the last message
     empty: list = field(default_factory=list)  # messages with no content that are not the last
@@ -262,17 +262,17 @@ class Conversation:
             self.turn.role, self.turn.first, list(self.turn.blocks), list(self.turn.dups)
         )
         return Conversation(
-            self.shapes, self.messages, dict(self.fits), self.malformed, self.last, list(self.empty),
+            self.shapes, self.messages, self.fits, self.malformed, self.last, list(self.empty),
             list(self.systems), self.first_role, list(self.settled), self.before, turn, set(self.seen),
         )  # fmt: skip
 
     def add(self, i: int, message) -> None:
         """Judge message `i`, the next one."""
         if not isinstance(message, dict):
-            self.malformed, self.fits = True, dict.fromkeys(REQUESTS, False)
+            self.malformed, self.fits = True, False
             return
-        for name in REQUESTS if self.shapes else ():
-            self.fits[name] = self.fits[name] and message_fits(name, message)
+        if self.shapes:
+            self.fits = self.fits and message_fits("request", message)
         if self.last is not None and _empty(self.last):
             self.empty.append(i - 1)
         self.last = message
@@ -327,7 +327,6 @@ class Conversation:
         return problems
 
 
-REQUESTS = ("request", "beta_request")  # the request shapes: the SDK's params, and its beta params
 SYSTEM = (
     f"a system message needs the beta header `anthropic-beta: {MID_CONVERSATION_SYSTEM}`; "
     "without it, use the top-level `system` field"
@@ -404,8 +403,8 @@ class Requests:
         messages = body.get("messages")
         sent = self.sent.grown(messages) if isinstance(messages, list) else None
         fields = body | {"messages": []}  # each message is judged in `sent`, the rest of the request here
-        if sent is None or not any(sent.fits[name] and fits(name, fields) for name in REQUESTS):
-            problems = request_shape_problems(body)  # the whole request again, for the words
+        if sent is None or not (sent.fits and fits("request", fields)):
+            problems = request_shape_problems(body)  # whole: the beta params, and the words if neither
             if problems:
                 return problems
         self.sent, self.sent_list = sent or Conversation(), messages

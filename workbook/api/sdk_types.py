@@ -99,7 +99,8 @@ def _core_schema(name: str) -> dict:
     import pydantic
 
     adapter = pydantic.TypeAdapter(_sdk_type(name))
-    adapter.rebuild(force=True)  # the SDK's models defer building their schema until first use
+    if not isinstance(adapter.core_schema, dict):  # the SDK's models defer building it to first use
+        adapter.rebuild(force=True)
     return adapter.core_schema
 
 
