@@ -94,3 +94,12 @@ def test_each_request_is_judged_as_the_whole_request_would_be():
     with pytest.raises(Refused) as caught:
         player.play(rewritten)
     assert [str(p) for p in caught.value.problems] == [str(p) for p in contract.request_problems(rewritten)]
+
+
+def test_a_player_that_does_not_remember_keeps_nothing_of_a_request():
+    player = Player(S01, Match.CONVERSATION, remembers=False)
+    player.play(sent(1))
+    assert player.requests.sent.messages == [] and player.requests.whole.messages == []
+    remembering = Player(S01)
+    remembering.play(sent(1))
+    assert remembering.requests.sent.messages == sent(1)["messages"]  # the next is judged on what it adds

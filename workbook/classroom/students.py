@@ -195,7 +195,7 @@ class Classroom:
         with self.lock:
             cursor = self.cursors.get((student, name))
             if cursor is None:
-                player = Player(self.fixtures[name], Match.CONVERSATION, restartable=True)
+                player = Player(self.fixtures[name], Match.CONVERSATION, restartable=True, remembers=False)
                 cursor = self.cursors[(student, name)] = Cursor(player)
             return cursor
 

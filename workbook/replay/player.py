@@ -70,11 +70,15 @@ class Player:
     None compares nothing, and the recording is a script of responses (rebuilding a fixture, tests).
     `restartable`: a request holding only the recording's first messages starts it over mid-way (the
     classroom's students run their programs again), unless the recording expects that request next.
+    `remembers`: each request is judged on what it adds to the last one (a long replay stays linear);
+    False judges each whole and keeps nothing of it (the classroom: a stranger's last request, up to
+    32 MB, must not stay in the teacher's memory for each of their names).
     """
 
     fixture: dict
     match: Match | None = Match.STRICT
     restartable: bool = False
+    remembers: bool = True
     served: int = 0  # exchanges answered; the next request is turn served + 1
     restarts: int = 0  # times it started over: by a first-turn request (restartable), or by `restart`
     threads: Threads = field(default_factory=Threads)  # conversations held for thread requests
@@ -86,11 +90,12 @@ class Player:
 
     def play(self, body, betas: contract.Betas = contract.NO_BETAS) -> Played:
         """The recorded answer to one request (a parsed JSON body; `betas` from its headers)."""
-        problems = self.requests.sent_problems(body, betas)  # the request as sent: its shape, its betas
+        requests = self.requests if self.remembers else contract.Requests()
+        problems = requests.sent_problems(body, betas)  # the request as sent: its shape, its betas
         if problems:
             raise Refused(self.served + 1, problems)
         body, thread = self.threads.expand(body)  # a thread's request, whole again (or threads.Refusal)
-        problems = self.requests.rule_problems(body["messages"], betas)
+        problems = requests.rule_problems(body["messages"], betas)
         restarted = not problems and self.restartable and self.starts_over(body["messages"])
         if restarted:
             self.restart()
