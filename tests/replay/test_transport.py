@@ -6,7 +6,9 @@ import copy
 from workbook import errors
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
+from workbook.replay.player import Player
 
+import anthropic
 import pytest
 from conftest import ROOT
 
@@ -88,3 +90,39 @@ def test_a_request_is_compared_with_the_recording_of_its_own_turn():
     with pytest.raises(errors.ReplayMismatch, match="turn 2: expected 3 messages, got 1"):
         client.messages.create(**sent)
     assert transport.cursor == 1
+
+
+def test_the_recordings_own_bytes_are_answered_unjudged_in_a_checked_strict_replay(monkeypatch):
+    judged, play = [], Player.play
+    monkeypatch.setattr(
+        Player, "play", lambda player, body, betas: judged.append(body) or play(player, body, betas)
+    )
+    fixture = good()
+    client, transport = replay.replay_client(fixture, "t", checked=True)
+    for exchange in fixture["exchanges"]:
+        client.messages.create(**exchange["request"])
+    assert transport.cursor == len(fixture["exchanges"]) and judged == []
+    client, _ = replay.replay_client(fixture, "t")  # not checked when it loaded: every request is judged
+    client.messages.create(**fixture["exchanges"][0]["request"])
+    assert len(judged) == 1
+
+
+def test_other_bytes_in_a_checked_replay_are_judged_and_compared_in_full():
+    fixture = good()
+    client, transport = replay.replay_client(fixture, "t", checked=True, max_retries=0)
+    first = copy.deepcopy(fixture["exchanges"][0]["request"])
+    with pytest.raises(anthropic.BadRequestError, match="foo: Extra inputs are not permitted"):
+        client.messages.create(**first, extra_body={"foo": 1})
+    first["messages"][0]["content"] = "another task"
+    with pytest.raises(errors.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
+        client.messages.create(**first)
+    assert transport.cursor == 0
+
+
+def test_a_recorded_request_that_needs_a_beta_is_judged_with_the_senders_headers():
+    fixture = good()
+    system_turn = {"role": "system", "content": "be brief"}
+    fixture["exchanges"][0]["request"]["messages"].insert(0, system_turn)  # the recording may use any beta
+    client, _ = replay.replay_client(fixture, "t", checked=True, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError, match="a system message needs the beta header"):
+        client.messages.create(**fixture["exchanges"][0]["request"])
