@@ -85,6 +85,11 @@ class ReplayTransport:
         return self.player.served
 
     @property
+    def threads(self):
+        """The conversations the player holds for thread requests (workbook/api/threads.py)."""
+        return self.player.threads
+
+    @property
     def seen(self) -> list[dict]:
         """The request bodies kept (see `sent`), in the order the loop sent them, parsed on each access."""
         return [json.loads(raw or b"{}") for raw in self.sent]
