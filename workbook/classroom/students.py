@@ -109,7 +109,7 @@ class Reply:
     body: dict | None = None
     events: list | None = None
     drop: bool = False
-    wire: dict | None = field(default=None, repr=False, compare=False)  # unused: kept for server.py of old
+    wire: dict | None = field(default=None, repr=False, compare=False)  # connection.py's; never set now
 
 
 def api_error(status: int, kind: str, message: str, details: dict | None = None) -> Reply:
