@@ -6,11 +6,11 @@ fixture, alternated:
 - floor: the least any loop must do with the real SDK — `client.messages.create` with the whole
   history (the SDK builds and serialises the request and parses the reply), append the reply, append
   the recorded tool results — over a bare transport that only hands back the next response;
-- loop: the step's `agent_loop` over replay's strict ReplayTransport as a replay builds it (request
-  JSON parsed; a request identical to its already-checked recording is served at once, any other is
-  checked against the API's rules and diffed against the recording; `gc.freeze()` once the fixture is
-  there), with its rich output rendered to memory and the tool stubbed (the first real call's output
-  is reused), so tool time does not count.
+- loop: the step's `agent_loop` over replay's strict ReplayTransport as a replay builds it (a request
+  that is the recording's own bytes answered as recorded, any other parsed, checked against the API's
+  contract and compared with the recording by its Player; `gc.freeze()` once the fixture is there),
+  with its rich output rendered to memory and the tool stubbed (the first real call's output is
+  reused), so tool time does not count.
 
 overhead per turn = (loop - floor) / turns, also per window of turns to show how it grows (the SDK
 serialises the whole history every turn; anything else linear in the history would show here too).
@@ -44,6 +44,7 @@ from workbook import errors
 from workbook.api import contract, wire
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
+from workbook.replay.player import Player
 
 import anthropic
 import httpx2
@@ -271,8 +272,8 @@ class _TimedReplay(replay.ReplayTransport):
 def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     """One run of the step's loop over replay's strict transport: per-turn stamps, checks, categories."""
     module = load_step(step)
-    assert not fixtures.fixture_problems(fixture)  # what load_fixture checks, so checked=True as in a replay
-    transport = _TimedReplay(fixture, "long fixture", strict=True, checked=True)
+    assert not fixtures.fixture_problems(fixture)  # what load_fixture checks
+    transport = _TimedReplay(Player(fixture), "long fixture", checked=True)  # as launch builds it
     transport.stamps, transport.checks = [], []
     messages = [{"role": "user", "content": TASK}]
     turns = len(fixture["exchanges"])

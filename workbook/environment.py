@@ -13,6 +13,7 @@ import platform
 import subprocess
 from datetime import date
 from pathlib import Path
+from typing import Protocol
 
 from workbook.scrub import tool_environment
 
@@ -81,8 +82,17 @@ def instructions(workspace: Path) -> tuple[str, str] | None:
     return None
 
 
-def for_run(run) -> dict | None:
-    """A launch.Run's environment, gathered once: a replay's is the fixture's (None if it recorded none),
+class Run(Protocol):
+    """What `for_run` reads of a run (workbook/launch.py's Run, which imports what imports this module)."""
+
+    environment: dict | None
+    mode: str
+    workspace: Path
+    fixture: dict | None
+
+
+def for_run(run: Run) -> dict | None:
+    """The run's environment, gathered once: a replay's is the fixture's (None if it recorded none),
     a live or recorded run's is this machine's (a recording keeps it, so its replay sends the same)."""
     if run.environment is None and run.mode != "replay":
         run.environment = gather(run.workspace)

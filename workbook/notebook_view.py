@@ -31,6 +31,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from workbook.conversation import result_text
+
 WIDTH = 200  # no line this module prints is wider
 TEXT_LIMIT = 110  # characters of a text block shown on its one line
 INPUT_LIMIT = 80  # characters of a tool's input, as JSON
@@ -84,14 +86,6 @@ def ids_in(*bodies) -> list[str]:
 # -- blocks and messages ---------------------------------------------------------------------------
 
 
-def result_text(content) -> str:
-    """A tool_result's content as text: a string, or its text blocks joined."""
-    if isinstance(content, str):
-        return content
-    texts = [block.get("text", f"[{block.get('type')}]") for block in content or []]
-    return "\n".join(texts)
-
-
 def block_line(block: dict, ids: dict | None = None) -> str:
     """One content block on one line: its type, then what matters for that type."""
     ids = ids or {}
@@ -107,7 +101,7 @@ def block_line(block: dict, ids: dict | None = None) -> str:
         return f"{kind:<12} id={name('id')}  {what}"
     if kind == "tool_result":
         flag = "ERROR " if block.get("is_error") else ""
-        text = short(result_text(block.get("content")), RESULT_LIMIT)
+        text = short(result_text(block), RESULT_LIMIT)
         return f"tool_result  for={name('tool_use_id')}  {flag}{text}"
     if kind == "web_search_tool_result":
         found = block.get("content") or []
@@ -228,7 +222,7 @@ def request_lines(
 
 def system_text(system) -> str:
     """The system prompt as text (a string, or its text blocks joined)."""
-    return system if isinstance(system, str) or system is None else result_text(system)
+    return system if isinstance(system, str) or system is None else result_text({"content": system})
 
 
 def as_message(response) -> dict:
@@ -314,12 +308,6 @@ def show_wrapped(text: str, width: int = 100, prefix: str = "") -> None:
 def show_run(requests: list[dict], responses: list | None = None, new_only: bool = False, only=None) -> None:
     """Print every request (and response) of a run, one line per block."""
     print("\n".join(run_lines(requests, responses, new_only, only)))
-
-
-def show_fixture(fixture: dict, new_only: bool = False, only=None) -> None:
-    """Print a fixture's recorded exchanges: each request as recorded, then its response."""
-    exchanges = fixture["exchanges"]
-    show_run([e["request"] for e in exchanges], [e["response"] for e in exchanges], new_only, only)
 
 
 def show_transport(transport, new_only: bool = False, only=None) -> None:

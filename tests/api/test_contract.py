@@ -11,7 +11,6 @@ import sys
 
 from workbook import errors
 from workbook.api import compare, contract, wire
-from workbook.api import sdk_types as shapes
 from workbook.classroom import students as classroom
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -190,7 +189,7 @@ def test_tool_results_match_by_id_whatever_their_order():
     assert compare.request_diff(recorded, swapped) is None
     other = body(*ROUND, user(result("toolu_A"), result("toolu_B", "different")))
     assert "content expected" in compare.request_diff(recorded, other)
-    assert compare.request_diff(recorded, other, structure_only=True) is None  # match="shape" unchanged
+    assert compare.request_diff(recorded, other, compare.Match.STRUCTURE) is None  # looser matches too
 
 
 # -- the in-process replay answers as the API would ---------------------------------------------------
@@ -209,7 +208,7 @@ def test_the_in_process_replay_answers_a_refused_request_with_the_apis_400():
 
 
 def test_the_in_process_replay_refuses_a_thread_without_its_beta():
-    client, _ = replay.replay_client(S01, "s01", max_retries=0, match="shape")
+    client, _ = replay.replay_client(S01, "s01", max_retries=0, match=compare.Match.CONVERSATION)
     first = S01["exchanges"][0]["request"]
     with pytest.raises(anthropic.BadRequestError, match="thread: "):
         client.messages.create(**first, extra_body={"thread": {"type": "create"}})
@@ -346,23 +345,6 @@ def test_a_hole_is_one_line_from_a_step_started_as_a_program(tmp_path):
     assert "lone surrogate" in run.stdout + run.stderr
 
 
-# -- the compiled shapes are cached by SDK version, and a damaged cache is rebuilt -------------------
-
-
-def test_a_damaged_cache_file_is_rebuilt(monkeypatch, tmp_path):
-    monkeypatch.setattr(shapes, "cache_file", lambda name, kind="bin": tmp_path / f"{name}.{kind}")
-    (tmp_path / "message.bin").write_bytes(b"\0" * 40)
-    contract._VALIDATORS.pop("message", None)
-    assert contract.message_problems(OK["body"]) == []
-    data = (tmp_path / "message.bin").read_bytes()
-    assert len(data) > 40 and contract._cached("message") is not None
-    contract._VALIDATORS.pop("message", None)
-
-
-def test_the_cache_is_keyed_by_the_sdk_version():
-    assert anthropic.__version__ in contract.cache_file("request").name
-
-
 def test_a_refusal_reaches_the_sdk_as_its_bad_request_error():
     response = httpx2.Response(
         400, json=contract.refusal_body(contract.Problem("foo", "Extra inputs"), "hint")
@@ -371,3 +353,45 @@ def test_a_refusal_reaches_the_sdk_as_its_bad_request_error():
         "type": "invalid_request_error",
         "message": "foo: Extra inputs — hint",
     }
+
+
+USE = {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}}
+
+
+RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+
+
+@pytest.mark.parametrize(
+    "messages, problem",
+    [
+        ([], "messages: at least one message is required"),
+        ([assistant(TEXT)], 'messages: first message must use the "user" role'),
+        (
+            [user(TEXT), assistant(USE), user(TEXT)],
+            "messages.1: `tool_use` ids were found without `tool_result`",
+        ),
+        (
+            [user(TEXT), assistant(USE), user(RESULT, RESULT)],
+            "Found multiple `tool_result` blocks with id: toolu_1",
+        ),
+        ([user(TEXT), assistant(TEXT), user(RESULT)], "messages.2.content.0: unexpected `tool_use_id`"),
+        (
+            [user(TEXT), assistant(USE), user(TEXT, RESULT)],
+            "messages.2.content.1: `tool_result` blocks must come first",
+        ),
+        ([user(TEXT), assistant(USE)], "messages.1: `tool_use` ids were found without `tool_result`"),
+        (
+            [user(TEXT), {"role": "user", "content": []}],
+            "messages.1: all messages must have non-empty content",
+        ),
+    ],
+)
+def test_api_rules_catch_what_the_api_rejects(messages, problem):
+    assert any(problem in p for p in contract.api_rule_problems(messages))
+
+
+def test_api_rules_accept_a_valid_tool_round():
+    assert (
+        contract.api_rule_problems([user(TEXT), assistant(TEXT, USE), user(RESULT, TEXT), assistant(TEXT)])
+        == []
+    )

@@ -1,4 +1,4 @@
-"""Server-held threads and the SDK's own tool runner, in process (match="shape") and over real HTTP.
+"""Server-held threads and the SDK's own tool runner, in process (Match.CONVERSATION) and over real HTTP.
 
 `client.beta.messages.tool_runner` (anthropic 2.14) keeps the conversation on the server by default:
 the first request carries `thread: {"type": "create"}`, each later one `{"type": "continue",
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from workbook import errors, scratch
 from workbook.api import threads, wire
+from workbook.api.compare import Match
 from workbook.classroom import server as classroom_server
 from workbook.classroom import students as classroom
 from workbook.replay import fixtures
@@ -138,7 +139,7 @@ def thread_kinds(bodies: list[dict]) -> list:
 @pytest.mark.parametrize("name", FIXTURES)
 def test_tool_runner_completes_a_fixture_in_process(name, stream):
     fixture = FIXTURES[name]
-    client, transport = replay.replay_client(fixture, name, match="shape", max_retries=0)
+    client, transport = replay.replay_client(fixture, name, match=Match.CONVERSATION, max_retries=0)
     assert run_tool_runner(client, fixture, stream) == recorded_stops(fixture)
     sent = transport.seen
     assert transport.cursor == len(sent) == len(fixture["exchanges"])  # no request refused or repeated
@@ -186,8 +187,8 @@ def test_strict_replay_still_holds_the_workbooks_own_steps_to_the_recording():
         run_tool_runner(client, S01, stream=False)  # the runner sends no system prompt
 
 
-def test_shape_matching_still_catches_a_loop_that_loses_the_reply():
-    client, _ = replay.replay_client(S01, "s01", match="shape", max_retries=0)
+def test_conversation_matching_still_catches_a_loop_that_loses_the_reply():
+    client, _ = replay.replay_client(S01, "s01", match=Match.CONVERSATION, max_retries=0)
     first = client.messages.create(model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}])
     answers = [{"type": "tool_result", "tool_use_id": b.id, "content": "x"} for b in first.content]
     forgot_the_reply = [{"role": "user", "content": "hi"}, {"role": "user", "content": answers}]
@@ -200,7 +201,9 @@ def test_shape_matching_still_catches_a_loop_that_loses_the_reply():
 
 
 def test_an_unknown_match_is_a_clear_error():
-    with pytest.raises(errors.WorkbookError, match="match='loose': use one of strict, shape"):
+    with pytest.raises(
+        errors.WorkbookError, match="match='loose': use one of strict, structure, conversation"
+    ):
         replay.replay_client(S01, "s01", match="loose")
 
 
@@ -225,11 +228,11 @@ def answers_to(message) -> list:
 
 @pytest.fixture(params=["in-process", "server"])
 def client_for(request, server):
-    """A client on s01's fixture, in process (shape matching) or through the server."""
+    """A client on s01's fixture, in process (conversation matching) or through the server."""
 
     def make(student: str = "alice"):
         if request.param == "in-process":
-            return replay.replay_client(S01, "s01", match="shape", max_retries=0)[0]
+            return replay.replay_client(S01, "s01", match=Match.CONVERSATION, max_retries=0)[0]
         return server_client(server, "s01_hello_agent", student)[0]
 
     return make
@@ -312,7 +315,7 @@ CLEARS_OLD_RESULTS = {"edits": [{"type": "clear_tool_uses_20250919"}]}  # a serv
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_the_fallback_makes_the_sdk_resend_the_whole_history_in_process(stream):
-    client, transport = replay.replay_client(S01, "s01", match="shape", max_retries=0)
+    client, transport = replay.replay_client(S01, "s01", match=Match.CONVERSATION, max_retries=0)
     stops = run_tool_runner(client, S01, stream, context_management=CLEARS_OLD_RESULTS)
     assert stops == recorded_stops(S01)
     sent = transport.seen
@@ -413,8 +416,8 @@ def test_a_collected_clients_threads_are_no_longer_counted():
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_the_sdk_recovers_from_a_dropped_thread_by_sending_the_whole_conversation(stream):
-    client, transport = replay.replay_client(S02, "s02", match="shape", max_retries=0)
-    transport.threads = threads.Threads(most=1, ledger=threads.Ledger())  # nothing stays held
+    client, transport = replay.replay_client(S02, "s02", match=Match.CONVERSATION, max_retries=0)
+    transport.player.threads = threads.Threads(most=1, ledger=threads.Ledger())  # nothing stays held
     assert run_tool_runner(client, S02, stream) == recorded_stops(S02)
     kinds = thread_kinds(transport.seen)
     assert kinds[0] == "create" and "continue" in kinds  # each continue is a 404, then resent whole

@@ -460,12 +460,14 @@ def test_conversation_only_ignores_what_a_student_writes_but_not_the_ids():
     recorded = FIXTURE["exchanges"][1]["request"]
     theirs = {"model": "x", "max_tokens": 5, "stream": True, "system": "mine", "messages": turn2()}
     theirs["messages"][0] = {"role": "user", "content": [{"type": "text", "text": "my words"}]}
-    assert compare.request_diff(recorded, theirs, conversation_only=True) is None
-    assert compare.request_diff(recorded, theirs, structure_only=True).startswith("max_tokens")  # unchanged
+    assert compare.request_diff(recorded, theirs, compare.Match.CONVERSATION) is None
+    assert compare.request_diff(recorded, theirs, compare.Match.STRUCTURE).startswith(
+        "max_tokens"
+    )  # unchanged
     swapped = turn2([IDS[1], IDS[0], IDS[2]])  # the API pairs results by id: any order is the same turn
-    assert compare.request_diff(recorded, {"messages": swapped}, conversation_only=True) is None
+    assert compare.request_diff(recorded, {"messages": swapped}, compare.Match.CONVERSATION) is None
     wrong = turn2([IDS[0], IDS[1], "toolu_other"])
-    problem = compare.request_diff(recorded, {"messages": wrong}, conversation_only=True)
+    problem = compare.request_diff(recorded, {"messages": wrong}, compare.Match.CONVERSATION)
     assert problem == f'messages[2].content[2]: tool_use_id expected "{IDS[2]}", got "toolu_other"'
 
 
@@ -966,7 +968,7 @@ def test_a_big_body_is_judged_off_the_loop_while_others_are_answered(serve):
     assert judged_on[1][1].startswith("replay-judge") and not judged_on[2][1].startswith("replay-judge")
 
 
-# -- issue 29: the recording's own bytes are served without being judged again ----------------------
+# -- the recording's own bytes, as a student's SDK sends them: each parsed and judged ----------------
 
 
 def test_requests_sent_back_to_back_or_in_pieces_are_each_answered_in_order(serve):

@@ -377,7 +377,7 @@ def test_the_class_table_and_log_show_a_hostile_name_escaped():
     hello = fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
     room = students.Classroom({"hello": hello}, out=out)
     hostile = "\x1b]52;c;ZXZpbA==\x07ev\u202eil"
-    room.cursors[hostile, "hello"] = students.Cursor(last="400 \x1b[2J[bold]boom[/]")
+    room.cursor(hostile, "hello").last = "400 \x1b[2J[bold]boom[/]"
     room.log(hostile, "hello", "turn 1/3", "400 \x1b[2J\u202eoops")
     shown = out.getvalue() + room.table()
     assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown

@@ -5,18 +5,19 @@ workspace is that fixture's own fresh copy. Both the CLI and the notebook path k
 import copy
 import json
 
-from workbook import scratch
-from workbook.replay import fixtures
+from workbook import errors, scratch
+from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
 
+import pytest
 from conftest import ROOT
+from fixture_files import HELLO, STOP_HOOK, fixture, start
 from standin import message, text, tool_use
 
 import s01_agent_loop as s01
 import s02_tools as s02
 
 TRUSTED_S02 = ROOT / "fixtures" / "s02_fix_divide_by_zero.json"
-HELLO = ROOT / "fixtures" / "s01_hello_agent.json"
 VETTED_ID = "toolu_01Nv6QbS3dFj8Tm1XwKr5PgL"  # the trusted s02 fixture's `python3 test_utils.py`
 
 
@@ -101,8 +102,6 @@ def test_s01_in_a_notebook_runs_a_trusted_fixtures_commands():
 
 # -- trust covers the workspace a fixture's commands run in (issue 39) ------------------------------
 
-STOP_HOOK = ROOT / "fixtures" / "s06_stop_hook.json"
-
 
 def edited_workspaces(tmp_path, monkeypatch, marker) -> None:
     """fixtures/workspace as a copy in which greet/check.sh (s06_stop_hook.json's hook) was edited to
@@ -182,3 +181,49 @@ def test_trust_lists_the_workspace_and_a_later_trust_replaces_its_line(tmp_path,
     assert cli.main(["trust", str(mine)]) == 0  # the teacher read the new check.sh
     again = (tmp_path / "TRUSTED").read_text().splitlines()
     assert trust.is_trusted(mine.read_bytes()) and len(again) == len(lines) and again != lines
+
+
+def test_every_fixture_in_the_repo_is_trusted_as_it_is_now():
+    listed = trust.trusted_digests()
+    for path in sorted((ROOT / "fixtures").glob("*.json")):
+        digest = trust.fixture_digest(path.read_bytes())
+        assert digest in listed, (
+            f"{path.name} changed or is new: `python -m workbook trust fixtures/{path.name}`"
+        )
+
+
+def test_a_copy_of_a_project_fixture_is_trusted_and_an_edited_one_is_not(tmp_path):
+    same, changed = tmp_path / "same.json", tmp_path / "changed.json"
+    same.write_bytes(HELLO.read_bytes())
+    changed.write_text(json.dumps(fixture(description="shared by a stranger")))
+    run = start("--replay", str(same))
+    run.finish()
+    assert run.trusted
+    run = start("--replay", str(changed))
+    run.finish()
+    assert not run.trusted and "not on the trust list" in run.banner
+
+
+def test_s01_has_no_gate_so_it_replays_only_trusted_commands(tmp_path):
+    (tmp_path / "f.json").write_text(json.dumps(fixture(description="shared by a stranger")))
+    with pytest.raises(errors.FixtureError, match="no permission gate.*python -m workbook trust"):
+        start("--replay", str(tmp_path / "f.json"), script="s01_agent_loop")
+    start("--replay", str(HELLO), script="s01_agent_loop").finish()  # the project's own: trusted
+
+
+def test_an_edited_copy_of_a_trusted_fixture_meets_the_gate(run_main, tmp_path, monkeypatch):
+    edited = json.loads((ROOT / "fixtures" / "s02_fix_divide_by_zero.json").read_text())
+    (tmp_path / "f.json").write_text(json.dumps(edited | {"description": "edited"}))
+    code, out = run_main("s02_tools", "--replay", str(tmp_path / "f.json"))
+    assert code == 1 and "not on the trust list" in out and "not run:" in out  # the diff shows why
+    code, out = run_main("s02_tools")  # the project's own, as it is: its commands run unasked
+    assert code == 0, out
+
+
+def test_an_untrusted_stop_hook_meets_the_gate(run_main, tmp_path):
+    hooked = fixture(STOP_HOOK, args=["--stop-hook", "touch pwned"])
+    (tmp_path / "f.json").write_text(json.dumps(hooked))
+    code, out = run_main("s06_recovery", "--replay", str(tmp_path / "f.json"))
+    assert code == 1 and "the fixture's --stop-hook 'touch pwned': not run:" in out
+    after_banner = out.split("\ntask:", 1)[1]
+    assert len(after_banner.strip().splitlines()) == 2  # the task, then the one line

@@ -98,6 +98,23 @@ def test_the_public_interface_is_importable_from_the_top():
     from workbook import copy_workspace, load_fixture, replay_client
 
     fixture = load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
-    client, transport = replay_client(fixture, "s01_hello_agent.json", match="shape")
-    assert transport.match == "shape" and client.api_key == "replay"
+    client, transport = replay_client(fixture, "s01_hello_agent.json", match="conversation")
+    assert transport.player.match == "conversation" and client.api_key == "replay"
     assert copy_workspace(fixture["workspace"]).is_dir()
+
+
+def test_no_module_in_the_package_plays_tricks():
+    """No import hook, no switching the collector, no code written somewhere and run from there."""
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {
+            f"{n.value.id}.{n.attr}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+        }
+        imported = {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names
+        }
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not {"exec", "sys.meta_path", "gc.disable"} & names and "marshal" not in imported, path.name

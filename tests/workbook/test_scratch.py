@@ -1,16 +1,54 @@
-"""workbook/scratch.py: where caches and temp folders go. A relative XDG_CACHE_HOME or TMPDIR is ignored
-(the XDG spec; a folder relative to wherever the reader stands is no cache), and a cache whose path
-another user could change (a world-writable folder above it, a link planted in it) is not used: what
-is cached there is loaded back (issue 39: a planted file was exec'd in the teacher's process)."""
+"""A replay's workspace is a fresh copy in a folder of its own, and no copy outlives its run."""
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from workbook import scratch
+from workbook import errors, scratch
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, offline_env
+from saver import small_program
+
+
+def test_copy_workspace_refuses_a_path(tmp_path):
+    with pytest.raises(errors.FixtureError, match="not a path"):
+        scratch.copy_workspace("../../..")
+
+
+def test_replays_leave_no_workspace_behind(run_main):
+    root = scratch.scratch_root()
+    before = set(root.glob("*/workspace"))  # copies other tests in this process still hold
+    for _ in range(3):
+        assert run_main("s01_agent_loop")[0] == 0
+    assert set(root.glob("*/workspace")) <= before
+
+
+def made_by_a_process(code: str) -> Path:
+    """The workspace path a separate Python process printed, after it has ended."""
+    return Path(subprocess.check_output(small_program(code), cwd=ROOT, env=offline_env(), text=True).strip())
+
+
+def test_a_killed_runs_copy_is_swept_by_the_next_run(tmp_path):
+    # os._exit: no clean-up at exit, as after a kill
+    make = (
+        "import os; from workbook import scratch\n"
+        "print(scratch.copy_workspace('hello'), flush=True); os._exit(0)"
+    )
+    left = made_by_a_process(make)
+    assert left.name == "workspace" and left.is_dir()
+    scratch.release(scratch.copy_workspace("hello").parent)
+    assert not left.exists()
+
+
+def test_a_process_removes_its_copies_when_it_exits():
+    make = "from workbook import scratch; print(scratch.copy_workspace('hello'))"
+    left = made_by_a_process(make)
+    assert not left.exists() and not left.parent.exists()
+
+
+# -- from the red-team round (issue 39) ----------------------------------------
 
 
 @pytest.fixture

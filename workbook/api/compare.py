@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+import enum
 import json
 
 from workbook.api.contract import combined_messages
+
+
+class Match(enum.StrEnum):
+    """How closely a request must follow its recording: one vocabulary for fixtures (their `match`
+    field), the in-process replay, the classroom server and the grader. Each is looser than the one
+    before it; where two apply (a replay's and an exchange's), the looser wins."""
+
+    STRICT = "strict"  # the whole request: every block with its text, system, max_tokens, stream, tools
+    STRUCTURE = "structure"  # what a live recording can promise: as strict, but no block's text and no system
+    CONVERSATION = "conversation"  # a loop of one's own: roles, block types, tool_use ids and names, pairing
+
+    @classmethod
+    def _missing_(cls, value):
+        return cls.CONVERSATION if value == "shape" else None  # the name notebooks knew it by
+
+    def looser(self, other: Match | str | None) -> Match:
+        """The looser of this match and `other` (None: this one)."""
+        order = list(Match)
+        return max(self, Match(other or self), key=order.index)
+
+
+NAMES = tuple(m.value for m in Match)  # what a fixture's `match` may say
 
 
 def normalize_block(block) -> dict:
@@ -46,35 +69,36 @@ def combined_form(messages: list) -> list[dict]:
     return out
 
 
-def request_diff(
-    expected: dict, actual: dict, structure_only: bool = False, conversation_only: bool = False
-) -> str | None:
-    """A readable explanation of how `actual` differs from the recorded request, or None.
+def request_diff(expected: dict, actual: dict, match: Match | str = Match.STRICT) -> str | None:
+    """A readable explanation of how `actual` differs from the recorded request, or None (see Match)."""
+    match = Match(match)
+    if expected["messages"] != actual.get("messages"):  # equal messages are equal by every match
+        problem = _messages_diff(expected["messages"], actual.get("messages", []), match)
+        if problem:
+            return problem
+    if match is Match.CONVERSATION:
+        return None
+    for key in ("system", "max_tokens", "stream"):
+        if expected.get(key) != actual.get(key) and not (match is Match.STRUCTURE and key == "system"):
+            return f"{key}: expected {_short(expected.get(key))}, got {_short(actual.get(key))}"
+    if _tool_names(expected) != _tool_names(actual):
+        return f"tools: expected {_tool_names(expected)}, got {_tool_names(actual)}"
+    return None
 
-    conversation_only=True compares the conversation's shape alone (roles, block types, tool_use
-    ids and names, tool_result pairing) and ignores text, system, max_tokens, stream and tools: the
-    classroom server judges a loop a student wrote, with their own prompt and tools, this way.
-    """
-    structure_only = structure_only or conversation_only
-    want, got = combined_form(expected["messages"]), combined_form(actual.get("messages", []))
+
+def _messages_diff(expected: list, actual: list, match: Match) -> str | None:
+    want, got = combined_form(expected), combined_form(actual)
     if len(want) != len(got):
-        return _count_diff(want, got, len(expected["messages"]), len(actual.get("messages", [])))
+        return _count_diff(want, got, len(expected), len(actual))
     for i, (w, g) in enumerate(zip(want, got)):
         if w["role"] != g["role"]:
             return f"messages[{i}] should come from the {w['role']}, got {g['role']}"
         if len(w["content"]) != len(g["content"]):
             return f"messages[{i}]: expected {len(w['content'])} content blocks, got {len(g['content'])}"
         for j, (wb, gb) in enumerate(zip(w["content"], g["content"])):
-            problem = _block_diff(wb, gb, structure_only, conversation_only)
+            problem = _block_diff(wb, gb, match)
             if problem:
                 return f"messages[{i}].content[{j}]: {problem}"
-    if conversation_only:
-        return None
-    for key in ("system", "max_tokens", "stream"):
-        if expected.get(key) != actual.get(key) and not (structure_only and key == "system"):
-            return f"{key}: expected {_short(expected.get(key))}, got {_short(actual.get(key))}"
-    if _tool_names(expected) != _tool_names(actual):
-        return f"tools: expected {_tool_names(expected)}, got {_tool_names(actual)}"
     return None
 
 
@@ -96,14 +120,16 @@ def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
     return f"{line} — missing messages[{k}] ({missing['role']}: {kinds}): {hint}"
 
 
-def _block_diff(want: dict, got: dict, structure_only: bool, conversation_only: bool = False) -> str | None:
-    """How one content block differs: type first, then ids, then (unless structure-only) text."""
+def _block_diff(want: dict, got: dict, match: Match) -> str | None:
+    """How one content block differs: type first, then ids, then (strict) everything else."""
     if want.get("type") != got.get("type"):
         return f"expected a {want.get('type')} block, got {got.get('type')}"
     keys = {"tool_use": ("id", "name"), "tool_result": ("tool_use_id", "is_error")}.get(want["type"], ())
-    if conversation_only:  # a student's tools may fail where the recording's did not: is_error is theirs
+    if (
+        match is Match.CONVERSATION
+    ):  # a student's tools may fail where the recording's did not: is_error is theirs
         keys = tuple(k for k in keys if k != "is_error")
-    if not structure_only:
+    if match is Match.STRICT:
         keys = sorted(set(want) | set(got))
     for key in keys:
         if want.get(key) != got.get(key):

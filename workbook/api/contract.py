@@ -1,8 +1,8 @@
 """The Messages API's rules, in one place: what a request may hold, and what a recorded response must be.
 
-Shapes come from the SDK's own types, not from code of ours: workbook/api/sdk_types.py compiles
-`MessageCreateParams` (and `Message`, `ErrorResponse`, `RawMessageStreamEvent`) into checks, cached by
-the SDK's version, with every object of a request closed, as the API refuses unknown fields.
+Shapes come from the SDK's own types, not from code of ours: workbook/api/sdk_types.py builds checks
+from `MessageCreateParams` (and `Message`, `ErrorResponse`, `RawMessageStreamEvent`), with every object
+of a request closed, as the API refuses unknown fields.
 
 What the types cannot say is written once, below, as rules: consecutive same-role turns are combined
 (the SDK's own docstring: "Consecutive `user` or `assistant` turns in your request will be combined
@@ -16,13 +16,10 @@ grader. docs/faults.md's fidelity table lists each rule, what the API does, and 
 
 from __future__ import annotations
 
-import hashlib
-import json
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from workbook.api.sdk_types import _VALIDATORS, _cached, cache_file, schema, validator  # noqa: F401 (re-exported)
+from workbook.api.sdk_types import message_validator, schema, validator
 from workbook.api.wire import events_to_message, header_problems
 from workbook.errors import ReplayMismatch
 
@@ -67,62 +64,34 @@ NO_BETAS = Betas()  # a request to the plain API, with no anthropic-beta header
 
 def shape_problems(name: str, value) -> list[Problem]:
     """Where `value` is not the SDK type `name` (empty when it is): the first problem, in the API's words."""
-    import fastjsonschema
+    if fits(name, value):
+        return []
+    root = schema(name)
+    try:
+        found = _explain(root, root, value, [])
+    except RecursionError:  # nested deeper than the words can follow
+        found = None
+    return [Problem(".".join(map(str, found[0])), found[1]) if found else Problem("", "Input is not valid")]
+
+
+def fits(name: str, value) -> bool:
+    """Whether `value` is the SDK type `name` (see workbook/api/sdk_types.py)."""
+    return _valid(validator(name), value)
+
+
+def message_fits(name: str, message) -> bool:
+    """Whether one message is a message of the request type `name` ("request" or "beta_request")."""
+    return _valid(message_validator(name), message)
+
+
+def _valid(check, value) -> bool:
+    import pydantic_core
 
     try:
-        if name.endswith("request") and isinstance(value, dict) and isinstance(value.get("messages"), list):
-            _check_request(name, value)
-        else:
-            validator(name)["validate"](value)
-        return []
-    except fastjsonschema.JsonSchemaException as err:
-        root = schema(name)
-        found = _explain(root, root, value, []) or ([], str(err.message))
-        return [Problem(".".join(map(str, found[0])), found[1])]
-    except (RecursionError, TypeError, ValueError) as err:  # a value JSON cannot hold (NaN, a cycle)
-        return [Problem("", f"not valid JSON ({type(err).__name__})")]
-
-
-SHORT = 8  # a conversation this short is checked whole every time
-_CHECKED_MESSAGES: dict[bytes, bool] = {}  # a message's JSON digest -> it fitted: checked once, not per turn
-
-
-def _check_request(name: str, body: dict, messages: list | None = None) -> None:
-    """The request without its messages, then each message by its role, each distinct message once
-    (`messages`: only these of its messages, the others known to fit: see RequestChain).
-
-    A loop resends the whole history every turn: checked whole each time, a 200-turn conversation cost
-    50 ms a request. Each message's JSON is remembered, so each turn costs only what it added."""
-    namespace = validator(name)
-    namespace["validate"](body | {"messages": []})
-    by_role = _BY_ROLE.get(name) or _BY_ROLE.setdefault(name, _message_checks(name))
-    if len(_CHECKED_MESSAGES) > 20_000:
-        _CHECKED_MESSAGES.clear()
-    for message in body["messages"] if messages is None else messages:
-        check = by_role.get(message.get("role")) if isinstance(message, dict) else None
-        if check is None:
-            namespace["validate"](body)  # an unknown role or not an object: the whole check says where
-        if len(body["messages"]) <= SHORT:  # too few to repeat much: the JSON key would cost more
-            check(message)
-            continue
-        text = json.dumps(message, ensure_ascii=False, allow_nan=False) + name
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()  # 16 bytes kept
-        if key not in _CHECKED_MESSAGES:
-            check(message)
-            _CHECKED_MESSAGES[key] = True
-
-
-_BY_ROLE: dict[str, dict] = {}  # shape name -> role -> compiled check
-
-
-def _message_checks(name: str) -> dict:
-    """role -> the compiled check of that message type (fastjsonschema compiles one per definition)."""
-    checks = {}
-    for option in schema(name)["properties"]["messages"]["items"]["anyOf"]:
-        definition = option["$ref"].rsplit("/", 1)[-1]
-        role = schema(name)["$defs"][definition]["properties"]["role"]["const"]
-        checks[role] = validator(name)[f"validate____defs_{definition.lower()}"]
-    return checks
+        check.validate_python(value)
+        return True
+    except (pydantic_core.ValidationError, RecursionError, TypeError, ValueError):
+        return False
 
 
 KINDS = {  # JSON type -> (Python test, pydantic's words)
@@ -219,13 +188,13 @@ class Turn:
     role: str
     first: int  # index of its first message in the request
     blocks: list = field(default_factory=list)  # (message index, block index, block)
+    dups: list = field(default_factory=list)  # its tool_use blocks whose id came before: Problems
 
 
-def combined(messages: list, start: int = 0) -> list[Turn]:
-    """The conversation as the API reads it: consecutive user (or assistant) messages are one turn
-    (from message `start` on: a RequestChain reads only the end of a conversation)."""
+def combined(messages: list) -> list[Turn]:
+    """The conversation as the API reads it: consecutive user (or assistant) messages are one turn."""
     turns: list[Turn] = []
-    for i, message in enumerate(messages[start:] if start else messages, start):
+    for i, message in enumerate(messages):
         role, content = message.get("role"), message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         if not turns or turns[-1].role != role:
@@ -241,75 +210,147 @@ def combined_messages(messages: list) -> list[dict]:
 
 def conversation_problems(messages, betas: Betas = NO_BETAS) -> list[Problem]:
     """What the API would refuse in a well-shaped messages list that no type can say (empty when none)."""
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        return [Problem("messages", "Input should be a valid list of {role, content} objects")]
-    if not messages:
-        return [Problem("messages", "at least one message is required")]
-    problems = _empty_problems(messages) + _system_problems(messages, betas)
-    turns = combined([m for m in messages if m.get("role") != "system"])
-    if turns and turns[0].role != "user":
-        problems.append(Problem("messages", 'first message must use the "user" role'))
-    return problems + _tool_problems(turns)
+    return Requests().rule_problems(messages, betas)
 
 
-def _empty_problems(messages: list, start: int = 0) -> list[Problem]:
-    """Only the final message, and only an assistant's, may be empty (from message `start` on)."""
-    return [
-        Problem(
-            f"messages.{i}",
-            "all messages must have non-empty content except for the optional final assistant message",
+MALFORMED = Problem("messages", "Input should be a valid list of {role, content} objects")
+REPEATED_ID = "`tool_use` ids must be unique"
+EMPTY = "all messages must have non-empty content except for the optional final assistant message"
+MISSING = "`tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` \
+block must have a corresponding `tool_result` block in the next message."
+
+
+@dataclass
+class Conversation:
+    """A messages list judged message by message, with the verdict the API gives it whole: each
+    message's shape (the SDK's types) and the rules no type can say.
+
+    `grown(messages)` judges only what `messages` add to the messages judged so far (when they start
+    with them; else it judges them all, from nothing): a loop resends its whole history every turn, and
+    each request then costs what its turn added. Judged from nothing, it is the one verdict there is.
+
+    The rules, as the API reads a conversation: consecutive same-role messages are one turn, a
+    `system` message (a beta) between them is no turn of its own; a turn is settled once another
+    begins, and the last turn and the last message are judged as last.
+    """
+
+    shapes: bool = True  # whether each message's shape is judged too (not when its request's already was)
+    messages: list = field(default_factory=list)  # the messages judged, as given
+    fits: bool = True  # every message so far is a message of the SDK's MessageCreateParams
+    malformed: bool = False  # a message that is not an object
+    last: dict | None = None  # the last message
+    empty: list = field(default_factory=list)  # messages with no content that are not the last
+    systems: list = field(default_factory=list)  # indexes of `role: "system"` messages
+    first_role: str | None = None
+    settled: list = field(default_factory=list)  # the tool problems of every turn before `before`
+    before: Turn | None = None  # the turn before the last one
+    turn: Turn | None = None  # the last turn: more messages of its role join it
+    seen: set = field(default_factory=set)  # every tool_use id so far
+
+    def grown(self, messages: list) -> Conversation:
+        """This conversation extended by what `messages` add to it, or `messages` judged afresh."""
+        known = len(self.messages)
+        extends = len(messages) >= known and messages[:known] == self.messages
+        grown = self.copy() if extends else Conversation(self.shapes)
+        for i in range(len(grown.messages), len(messages)):
+            grown.add(i, messages[i])
+        grown.messages = list(messages)
+        return grown
+
+    def copy(self) -> Conversation:
+        turn = self.turn and Turn(
+            self.turn.role, self.turn.first, list(self.turn.blocks), list(self.turn.dups)
         )
-        for i, m in enumerate(messages[start:], start)
-        if m.get("content") in ("", []) and not (i == len(messages) - 1 and m.get("role") == "assistant")
-    ]
+        return Conversation(
+            self.shapes, self.messages, self.fits, self.malformed, self.last, list(self.empty),
+            list(self.systems), self.first_role, list(self.settled), self.before, turn, set(self.seen),
+        )  # fmt: skip
 
+    def add(self, i: int, message) -> None:
+        """Judge message `i`, the next one."""
+        if not isinstance(message, dict):
+            self.malformed, self.fits = True, False
+            return
+        if self.shapes:
+            self.fits = self.fits and message_fits("request", message)
+        if self.last is not None and _empty(self.last):
+            self.empty.append(i - 1)
+        self.last = message
+        role, content = message.get("role"), message.get("content")
+        if role == "system":
+            self.systems.append(i)
+            return
+        if self.turn is None:
+            self.first_role = role
+        if self.turn is None or self.turn.role != role:
+            self.settle()
+            self.turn = Turn(role, i)
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for j, block in enumerate(blocks if isinstance(blocks, list) else []):
+            if isinstance(block, dict):
+                self.turn.blocks.append((i, j, block))
+                if block.get("type") == "tool_use":
+                    if block.get("id") in self.seen:
+                        self.turn.dups.append(Problem(f"messages.{i}.content.{j}", REPEATED_ID))
+                    self.seen.add(block.get("id"))
 
-def _system_problems(messages: list, betas: Betas) -> list[Problem]:
-    """A `role: "system"` message is in the SDK's types, but only the mid-conversation beta allows it."""
-    if MID_CONVERSATION_SYSTEM in betas.names:
-        return []
-    return [
-        Problem(
-            f"messages.{i}.role",
-            f"a system message needs the beta header `anthropic-beta: {MID_CONVERSATION_SYSTEM}`; "
-            "without it, use the top-level `system` field",
-        )
-        for i, m in enumerate(messages)
-        if m.get("role") == "system"
-    ]
+    def settle(self) -> None:
+        """The last turn is followed now: its problems and its predecessor's can no longer change."""
+        if self.turn is not None:
+            self.settled += self.turn_problems(self.before, self.turn)
+            self.before = self.turn
 
-
-def _tool_problems(turns: list[Turn], seen_ids: set | None = None, before: Turn | None = None) -> list:
-    """Every tool_use answered once by id in the next user turn, the results first; ids unique.
-    A RequestChain judges only the last turns: `seen_ids` are the ids asked before them (it grows),
-    `before` the turn before the first of them."""
-    problems, seen_ids = [], set() if seen_ids is None else seen_ids
-    for n, turn in enumerate(turns):
-        asked = [(i, j, b.get("id")) for i, j, b in turn.blocks if b.get("type") == "tool_use"]
-        for i, j, tool_id in asked:
-            if tool_id in seen_ids:
-                problems.append(Problem(f"messages.{i}.content.{j}", "`tool_use` ids must be unique"))
-            seen_ids.add(tool_id)
+    def turn_problems(self, before: Turn | None, turn: Turn) -> list[Problem]:
+        """Before's tool_use ids left unanswered by `turn`, then turn's own: repeated ids, its results."""
+        problems = _missing_problems(before, turn) if before is not None else []
+        problems += turn.dups
         if turn.role == "user":
-            before = turns[n - 1] if n else before
-            open_ids = (
-                {b.get("id") for _, _, b in before.blocks if b.get("type") == "tool_use"} if before else set()
-            )
-            problems += _result_problems(turn, open_ids)
-        if turn.role == "assistant" and asked:
-            following = turns[n + 1] if n + 1 < len(turns) else None
-            answered = {b.get("tool_use_id") for _, _, b in following.blocks} if following else set()
-            missing = [tool_id for _, _, tool_id in asked if tool_id not in answered]
-            if missing:
-                problems.append(
-                    Problem(
-                        f"messages.{turn.first}",
-                        f"`tool_use` ids were found without `tool_result` blocks immediately after: "
-                        f"{', '.join(map(str, missing))}. Each `tool_use` block must have a corresponding "
-                        "`tool_result` block in the next message.",
-                    )
-                )
-    return problems
+            problems += _result_problems(turn, _asked_ids(before))
+        return problems
+
+    def problems(self, betas: Betas = NO_BETAS) -> list[Problem]:
+        """The rules' verdict on the messages judged, as the last of them stand (empty when none)."""
+        if self.malformed:
+            return [MALFORMED]
+        if not self.messages:
+            return [Problem("messages", "at least one message is required")]
+        problems = [Problem(f"messages.{i}", EMPTY) for i in self.empty]
+        if _empty(self.last) and self.last.get("role") != "assistant":
+            problems.append(Problem(f"messages.{len(self.messages) - 1}", EMPTY))
+        if MID_CONVERSATION_SYSTEM not in betas.names:
+            problems += [Problem(f"messages.{i}.role", SYSTEM) for i in self.systems]
+        if self.turn is not None and self.first_role != "user":
+            problems.append(Problem("messages", 'first message must use the "user" role'))
+        problems += self.settled
+        if self.turn is not None:
+            problems += self.turn_problems(self.before, self.turn) + _missing_problems(self.turn, None)
+        return problems
+
+
+SYSTEM = (
+    f"a system message needs the beta header `anthropic-beta: {MID_CONVERSATION_SYSTEM}`; "
+    "without it, use the top-level `system` field"
+)
+
+
+def _empty(message: dict) -> bool:
+    return message.get("content") in ("", [])
+
+
+def _asked_ids(turn: Turn | None) -> set:
+    return {b.get("id") for _, _, b in turn.blocks if b.get("type") == "tool_use"} if turn else set()
+
+
+def _missing_problems(turn: Turn, following: Turn | None) -> list[Problem]:
+    """An assistant turn's tool_use ids that the turn following it does not answer."""
+    if turn.role != "assistant":
+        return []
+    answered = {b.get("tool_use_id") for _, _, b in following.blocks} if following else set()
+    asked = [b.get("id") for _, _, b in turn.blocks if b.get("type") == "tool_use"]
+    missing = [tool_id for tool_id in asked if tool_id not in answered]
+    if not missing:
+        return []
+    return [Problem(f"messages.{turn.first}", MISSING.format(", ".join(map(str, missing))))]
 
 
 UNEXPECTED = "unexpected `tool_use_id` found in `tool_result` blocks: {}. Each `tool_result` block must have \
@@ -335,27 +376,58 @@ def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
     return problems
 
 
-def sent_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
-    """What the API would refuse in a request as sent, before a thread is expanded: its shape, its betas.
+class Requests:
+    """Requests judged one after another (a recording's, a loop's), each at the cost of what its
+    messages add to those of the request before (see Conversation): the verdict is always the API's
+    on the whole request. A new Requests judges its first request whole, as request_problems does."""
 
-    The shape is the SDK's MessageCreateParams; failing that, its beta params (context_management,
-    thread...), which the SDK sends to the same endpoint with no mark of their own."""
-    if not isinstance(body, dict):
-        return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
-    problems = shape_problems("request", body) and shape_problems("beta_request", body)
-    if not problems and body.get("thread") is not None and THREADS_BETA not in betas.names:
-        problems = [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
-    return problems
+    def __init__(self):
+        self.sent = Conversation()  # the messages of the last request, as sent
+        self.sent_list: list | None = None  # that request's own list, for rule_problems to know it again
+        self.whole = Conversation(shapes=False)  # the last conversation judged by its rules
+
+    def problems(self, body, betas: Betas = NO_BETAS) -> list[Problem]:
+        """Everything the API would refuse in a request body (empty when none): shape, then the rules.
+        A thread's conversation is judged once expanded (workbook/api/threads.py), so its rules wait."""
+        problems = self.sent_problems(body, betas)
+        if problems or body.get("thread") is not None:
+            return problems
+        return self.rule_problems(body["messages"], betas)
+
+    def sent_problems(self, body, betas: Betas = NO_BETAS) -> list[Problem]:
+        """What the API would refuse in a request as sent, before a thread is expanded: its shape (the
+        SDK's MessageCreateParams, or its beta params, which the SDK sends to the same endpoint with no
+        mark of their own) and the beta its `thread` needs."""
+        if not isinstance(body, dict):
+            return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
+        messages = body.get("messages")
+        sent = self.sent.grown(messages) if isinstance(messages, list) else None
+        fields = body | {"messages": []}  # each message is judged in `sent`, the rest of the request here
+        if sent is None or not (sent.fits and fits("request", fields)):
+            problems = request_shape_problems(body)  # whole: the beta params, and the words if neither
+            if problems:
+                return problems
+        self.sent, self.sent_list = sent or Conversation(), messages
+        if body.get("thread") is not None and THREADS_BETA not in betas.names:
+            return [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
+        return []
+
+    def rule_problems(self, messages, betas: Betas = NO_BETAS) -> list[Problem]:
+        """What the API would refuse in a well-shaped conversation that no type can say (empty when none)."""
+        if not isinstance(messages, list):
+            return [MALFORMED]
+        self.whole = self.sent if messages is self.sent_list else self.whole.grown(messages)
+        return self.whole.problems(betas)
+
+
+def sent_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
+    """What the API would refuse in a request as sent (see Requests.sent_problems)."""
+    return Requests().sent_problems(body, betas)
 
 
 def request_problems(body, betas: Betas = NO_BETAS) -> list[Problem]:
-    """Everything the API would refuse in a request body (empty when none): shape, then the rules.
-
-    A thread's conversation is judged once expanded (workbook/api/threads.py), so its rules wait."""
-    problems = sent_problems(body, betas)
-    if problems or body.get("thread") is not None:
-        return problems
-    return conversation_problems(body["messages"], betas)
+    """Everything the API would refuse in a request body, judged whole (see Requests.problems)."""
+    return Requests().problems(body, betas)
 
 
 def api_rule_problems(messages) -> list[str]:
@@ -368,8 +440,15 @@ def messages_problems(messages) -> list[str]:
     if not isinstance(messages, list):
         return [".messages: Input should be a valid list"]
     probe = {"model": "m", "max_tokens": 1, "messages": messages}
-    found = shape_problems("request", probe) and shape_problems("beta_request", probe)
-    return [f".{p}" for p in found]
+    return [f".{p}" for p in request_shape_problems(probe)]
+
+
+def request_shape_problems(body) -> list[Problem]:
+    """Where a request is neither the SDK's MessageCreateParams nor its beta params (the beta's are
+    sent to the same endpoint with no mark of their own), in the beta params' words: they hold the most."""
+    if fits("request", body):
+        return []
+    return shape_problems("beta_request", body)
 
 
 def check_api_rules(body: dict, where: str, betas: Betas = NO_BETAS) -> None:
@@ -377,79 +456,6 @@ def check_api_rules(body: dict, where: str, betas: Betas = NO_BETAS) -> None:
     problems = request_problems(body, betas)
     if problems:
         raise ReplayMismatch(f"{where}: the API would reject this request — {problems[0]}")
-
-
-@dataclass
-class _Judged:
-    """A request a RequestChain found fine, as much of it as the next one needs."""
-
-    messages: list
-    shape: str  # the shape ("request" or "beta_request") the whole request fits
-    seen_ids: set  # the tool_use ids of every turn but the last two
-    last_turns: list  # its last three turns (the first only as the one before the other two)
-
-
-class RequestChain:
-    """Requests judged in order, as a recording holds them: each the history so far (the very message
-    objects of the last one judged fine) plus what its turn added. The verdict is request_problems'
-    on the whole request, at the cost of what was added; the rules that span the boundary (the last
-    message no longer last, the last turns combined with new messages, ids unique over the whole
-    conversation) are judged on the last turns, with the ids asked before them carried over.
-
-    Any other request (the first, a history rewritten by a collapse, a thread, a system message), and
-    any request the short judgement doubts, is judged whole: problems are always request_problems' own."""
-
-    def __init__(self, betas: Betas = NO_BETAS):
-        self.betas, self.last = betas, None
-
-    def problems(self, body) -> list[Problem]:
-        if self._fine_as_extended(body):
-            return []
-        problems = request_problems(body, self.betas)
-        self.last = None if problems else _judged(body)
-        return problems
-
-    def _fine_as_extended(self, body) -> bool:
-        import fastjsonschema
-
-        last = self.last
-        messages = body.get("messages") if isinstance(body, dict) else None
-        if last is None or not isinstance(messages, list) or len(messages) < len(last.messages):
-            return False
-        if body.get("thread") is not None or not all(map(operator.is_, messages, last.messages)):
-            return False
-        added = messages[len(last.messages) :]
-        if not all(isinstance(m, dict) and m.get("role") != "system" for m in added):
-            return False
-        try:
-            _check_request(last.shape, body, added)
-        except (fastjsonschema.JsonSchemaException, RecursionError, TypeError, ValueError):
-            return False
-        if _empty_problems(messages, len(last.messages) - 1):
-            return False
-        before = last.last_turns[-3] if len(last.last_turns) == 3 else None
-        start = last.last_turns[-2].first if len(last.last_turns) > 1 else 0
-        turns, seen_ids = combined(messages, start), last.seen_ids  # seen_ids grows: no copy of them all
-        if _tool_problems(turns, seen_ids, before):
-            self.last = None  # its seen_ids hold this request's ids now
-            return False
-        seen_ids.difference_update(_asked(turns[-2:]))  # unique (no problem): back to all but the last two
-        self.last = _Judged(messages, last.shape, seen_ids, (([before] if before else []) + turns)[-3:])
-        return True
-
-
-def _judged(body) -> _Judged | None:
-    """A request found fine, as a RequestChain carries it, or None when the next is judged whole anyway."""
-    messages = body["messages"]
-    if body.get("thread") is not None or any(m.get("role") == "system" for m in messages):
-        return None
-    shape = "beta_request" if shape_problems("request", body) else "request"
-    turns = combined(messages)
-    return _Judged(messages, shape, set(_asked(turns[:-2])), turns[-3:])
-
-
-def _asked(turns: list[Turn]) -> list:
-    return [b.get("id") for turn in turns for _, _, b in turn.blocks if b.get("type") == "tool_use"]
 
 
 def refusal_body(problem: Problem | str, hint: str = "") -> dict:
@@ -463,16 +469,13 @@ def refusal_body(problem: Problem | str, hint: str = "") -> dict:
 STATUSES = (200, *range(400, 600))  # what the Messages API answers: a Message, or an error
 
 
-def exchange_problems(exchange, chain: RequestChain | None = None) -> list[str]:
-    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`).
-    `chain`: the fixture's exchanges are judged in order by one RequestChain (of BETA_ALL)."""
+def exchange_problems(exchange, requests: Requests | None = None) -> list[str]:
+    """What is wrong with one recorded exchange, each naming its place (`.request.messages.1...`);
+    `requests`: a recording's exchanges judged in order, each request on what it adds."""
     if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
-    found = chain.problems(request) if chain else request_problems(request, BETA_ALL)
-    problems = [p.under(".request") for p in found]
-    if exchange.get("match", "structure") != "structure":
-        problems.append(".match: must be `structure` or absent")
+    problems = [p.under(".request") for p in (requests or Requests()).problems(request, BETA_ALL)]
     if not isinstance(response, dict):
         return problems + [".response: must be an object"]
     return problems + [f".response{p}" for p in response_problems(response)]

@@ -1,72 +1,225 @@
-"""The SDK's own types as compiled checks: what workbook/api/contract.py judges requests
-and responses by.
+"""The SDK's own types as checks: what workbook/api/contract.py judges requests and responses by.
 
-`pydantic.TypeAdapter` turns an SDK type (`MessageCreateParams`, `Message`, `ErrorResponse`,
-`RawMessageStreamEvent`) into a JSON schema; every object in a request schema is closed, as the API
-refuses unknown fields ("Extra inputs are not permitted"); fastjsonschema compiles it. Compiling takes
-seconds, so the compiled code is cached on disk, keyed by the SDK's version: upgrade the SDK and the
-contract follows it, with no code change. No rule lives here: only the types, compiled and cached.
+Each check is pydantic-core's validator of an SDK type (`MessageCreateParams`, `Message`,
+`ErrorResponse`, `RawMessageStreamEvent`), built in this process from the type's own core schema the
+first time it is needed. Upgrade the SDK and the contract follows it, with no code change.
+
+The SDK's types describe what its users may pass; the API is stricter, and so are the checks:
+- a request's objects are closed (the API answers "Extra inputs are not permitted"); a response's stay
+  open, as the SDK reads past new fields;
+- nothing is coerced (strict mode: "5" is not an integer);
+- where the SDK says `Iterable`, JSON holds an array: an object there is refused, not read for its keys;
+- a union of blocks is picked by its `type` (or a message by its `role`), as the API reads it, rather
+  than tried member by member: the same verdict, at a tenth of the cost.
+No rule lives here: only the types.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
-import marshal
+import functools
+import importlib
 
-SHAPES_VERSION = 2  # bump when the way schemas are built below changes: the cache is then rebuilt
-SHAPES = {  # name -> (module, type, closed): the SDK type each check is built from
+TYPES = {  # name -> (module, type, closed): the SDK type each check is built from
     "request": ("anthropic.types.message_create_params", "MessageCreateParamsNonStreaming", True),
     "beta_request": ("anthropic.types.beta.message_create_params", "MessageCreateParamsNonStreaming", True),
-    "message": ("anthropic.types", "Message", False),  # responses stay open: the SDK reads past new fields
+    "message": ("anthropic.types", "Message", False),
     "error": ("anthropic.types", "ErrorResponse", False),
     "event": ("anthropic.types", "RawMessageStreamEvent", False),
 }
+TAGS = ("type", "role")  # the fields that pick a member of a union, as the API reads them
+STRICT = {
+    "str",
+    "int",
+    "float",
+    "bool",
+    "list",
+    "dict",
+    "typed-dict",
+    "model-fields",
+    "union",
+    "tagged-union",
+}
 
 
-_VALIDATORS: dict = {}  # name -> compiled validate function
-_SCHEMAS: dict = {}  # name -> schema, built only to explain a failure
+@functools.cache
+def validator(name: str):
+    """The check for one of TYPES: a pydantic_core.SchemaValidator (`.validate_python(value)`)."""
+    import pydantic_core
+
+    return pydantic_core.SchemaValidator(_tightened(name))
 
 
+@functools.cache
+def message_validator(name: str):
+    """The check for one message of a request type ("request" or "beta_request"): a request fits its
+    type when its other fields do (with `messages: []`) and each of its messages does."""
+    import pydantic_core
+
+    definitions, root = _root(_tightened(name))
+    items = root["fields"]["messages"]["schema"]["items_schema"]
+    return pydantic_core.SchemaValidator({"type": "definitions", "schema": items, "definitions": definitions})
+
+
+@functools.cache
+def _tightened(name: str) -> dict:
+    closed = TYPES[name][2]
+    tightened = Tightened(_core_schema(name), closed).schema
+    if closed:  # the params say `stream: false` (the non-streaming form); the API takes either
+        _root(tightened)[1]["fields"]["stream"]["schema"] = {"type": "bool", "strict": True}
+    return tightened
+
+
+def _root(schema: dict) -> tuple[list, dict]:
+    """A request type's definitions, and its own typed-dict among them."""
+    definitions = schema.get("definitions", []) if schema["type"] == "definitions" else []
+    root = schema["schema"] if schema["type"] == "definitions" else schema
+    if root["type"] == "definition-ref":
+        root = next(d for d in definitions if d.get("ref") == root["schema_ref"])
+    return definitions, root
+
+
+@functools.cache
 def schema(name: str) -> dict:
-    """The JSON schema of one of SHAPES, from the SDK's type (objects closed where the API closes them).
+    """The JSON schema of one of TYPES, closed as its check is: only built to explain a failure in words."""
+    import pydantic
 
-    Only needed to explain a failure in words; cached on disk beside the compiled check."""
-    if name not in _SCHEMAS:
-        try:
-            _SCHEMAS[name] = json.loads(_read_cache(cache_file(name, "json")))
-        except (OSError, ValueError):
-            _SCHEMAS[name] = _built_schema(name)
-            write_cache(cache_file(name, "json"), json.dumps(_SCHEMAS[name]).encode())
-    return _SCHEMAS[name]
-
-
-def _built_schema(name: str) -> dict:
-    import pydantic  # only here: once cached, neither a check nor its explanation needs pydantic
-
-    module, type_name, closed = SHAPES[name]
-    built = pydantic.TypeAdapter(getattr(importlib.import_module(module), type_name)).json_schema()
-    if closed:
+    built = pydantic.TypeAdapter(_sdk_type(name)).json_schema()
+    if TYPES[name][2]:
         _close(built)
         built["properties"]["stream"] = {"type": "boolean"}  # MessageCreateParams: either form
     return built
 
 
-def write_cache(path, data: bytes) -> None:
-    from workbook.files import write_atomic
+def _sdk_type(name: str):
+    module, type_name, _ = TYPES[name]
+    return getattr(importlib.import_module(module), type_name)
 
-    try:
-        write_atomic(path, data)
-    except Exception:  # a read-only temp folder: still correct, only slower next time
-        pass
+
+def _core_schema(name: str) -> dict:
+    import pydantic
+
+    adapter = pydantic.TypeAdapter(_sdk_type(name))
+    if not isinstance(adapter.core_schema, dict):  # the SDK's models defer building it to first use
+        adapter.rebuild(force=True)
+    return adapter.core_schema
+
+
+class Tightened:
+    """A core schema made as strict as the API (see the module's docstring), as a new tree."""
+
+    def __init__(self, schema: dict, closed: bool):
+        self.closed, self.definitions = closed, {}
+        self._collect(schema)
+        self.schema = self._walk(schema)
+
+    def _collect(self, node) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("ref"), str):
+                self.definitions[node["ref"]] = node
+            for value in node.values():
+                self._collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                self._collect(value)
+
+    def _walk(self, node):
+        if isinstance(node, list):
+            return [self._walk(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        kind = node.get("type") if isinstance(node.get("type"), str) else None
+        if kind in ("typed-dict", "model-fields"):  # `fields` is a dict of names, not a schema
+            fields = {key: self._walk(field) for key, field in node["fields"].items()}
+            node = {key: self._walk(value) for key, value in node.items() if key != "fields"} | {
+                "fields": fields
+            }
+            open_ = "extras_schema" in node or not self.closed
+            node["extra_behavior"] = "allow" if open_ else "forbid"
+        else:
+            node = {key: self._walk(value) for key, value in node.items()}
+        if kind == "model":  # a response model: checked as the dict it arrives as
+            return node["schema"] | ({"ref": node["ref"]} if "ref" in node else {})
+        if kind == "generator":  # the SDK's Iterable: an array in JSON
+            node["type"] = kind = "list"
+        if kind in STRICT:
+            node["strict"] = True
+        if kind == "union":
+            return self._tagged(node) or node
+        return node
+
+    def _tagged(self, union: dict) -> dict | None:
+        """The union as a tagged union on `type` (or `role`) when every member has that tag; else None."""
+        members = self._members(union["choices"])
+        for tag in TAGS:
+            by_tag: dict = {}
+            for member in members:
+                found = self._tag(member, tag)
+                if found is None:
+                    break
+                values, optional = found
+                for value in [*values, *([""] if optional else [])]:
+                    by_tag.setdefault(value, []).append(member)
+            else:
+                if len(by_tag) < 2:
+                    continue
+                choices = {
+                    value: same[0]
+                    if len(same) == 1
+                    else {"type": "union", "choices": same, "mode": "left_to_right"}
+                    for value, same in by_tag.items()
+                }
+                pick = _picker(tag) if "" in by_tag else tag  # "": a member may omit it
+                kept = {"ref": union["ref"]} if "ref" in union else {}
+                return {
+                    "type": "tagged-union",
+                    "choices": choices,
+                    "discriminator": pick,
+                    "strict": True,
+                } | kept
+        return None
+
+    def _members(self, choices: list) -> list:
+        """A union's members, a nested union's spread into it."""
+        members = []
+        for choice in choices:
+            choice = choice[0] if isinstance(choice, list | tuple) else choice
+            if choice.get("type") == "union":
+                members += self._members(choice["choices"])
+            elif choice.get("type") == "tagged-union":
+                members += list(choice["choices"].values())
+            else:
+                members.append(choice)
+        return members
+
+    def _tag(self, member: dict, tag: str) -> tuple[list, bool] | None:
+        """(the values of `tag` this member takes, whether it may omit it), or None without such a tag."""
+        while member.get("type") in ("definition-ref", "model"):  # a model is read as its fields
+            member = self.definitions[member["schema_ref"]] if "schema_ref" in member else member["schema"]
+        field = (
+            member.get("fields", {}).get(tag)
+            if member.get("type") in ("typed-dict", "model-fields")
+            else None
+        )
+        if not field:
+            return None
+        schema, optional = field["schema"], not field.get("required", True)
+        while schema.get("type") in ("nullable", "default"):
+            schema, optional = schema["schema"], True
+        return (list(schema["expected"]), optional) if schema.get("type") == "literal" else None
+
+
+def _picker(tag: str):
+    """A tagged union's tag when a member may omit it: "" for none; None (refused) for a non-object."""
+
+    def tag_or_none(value):
+        found = value.get(tag) if isinstance(value, dict) else 0
+        return "" if found is None else found if isinstance(found, str) else None
+
+    return tag_or_none
 
 
 def _close(node) -> None:
-    """Every object with named properties refuses any other: `additionalProperties: false`.
-
-    The SDK's response models (TextBlock, ToolUseBlock...) may be sent back as params, and they allow
-    extra fields for the SDK's sake; the API does not, so they are closed too."""
+    """Every object with named properties refuses any other: `additionalProperties: false`."""
     if isinstance(node, dict):
         if "properties" in node:
             node["additionalProperties"] = False
@@ -75,67 +228,3 @@ def _close(node) -> None:
     elif isinstance(node, list):
         for value in node:
             _close(value)
-
-
-def validator(name: str) -> dict:
-    """The compiled check for one of SHAPES (its module's namespace: `validate`, and one function per
-    definition): from memory, else the disk cache, else compiled and cached."""
-    if name not in _VALIDATORS:
-        _VALIDATORS[name] = _cached(name) or _compile_and_cache(name)
-    return _VALIDATORS[name]
-
-
-def cache_file(name: str, kind: str = "bin"):
-    import anthropic
-    import fastjsonschema
-
-    python = importlib.util.MAGIC_NUMBER.hex()  # marshal's format is the interpreter's own
-    code = _source_digest()  # the code that builds the checks: another checkout's are not these
-    key = f"{name}-{anthropic.__version__}-{fastjsonschema.VERSION}-{python}-{SHAPES_VERSION}-{code}"
-    return _cache_dir() / f"{key}.{kind}"
-
-
-def _source_digest() -> str:
-    from pathlib import Path
-
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
-
-
-def _read_cache(path) -> bytes:
-    from workbook.scratch import read_private  # no link followed, no file another user could write
-
-    return read_private(path)
-
-
-def _cache_dir():
-    """The user's cache folder (it outlives a temp folder, as a replay's cost must) if no one else can
-    change it, since what is cached there is run; else the scratch root (workbook/scratch.py)."""
-    from workbook.scratch import cache_folder
-
-    return cache_folder("agent-loop-workbook")
-
-
-def _cached(name: str):
-    """The cached validator, or None when there is none or it is damaged (it is then rebuilt)."""
-    try:
-        data = _read_cache(cache_file(name))
-        digest, code = data[:32], data[32:]
-        if hashlib.sha256(code).digest() != digest:
-            return None
-        namespace: dict = {}
-        exec(marshal.loads(code), namespace)  # noqa: S102 — our own compiled schema, checked by its digest
-        return namespace if callable(namespace.get("validate")) else None
-    except Exception:  # missing, truncated, another Python's: compile it afresh
-        return None
-
-
-def _compile_and_cache(name: str):
-    import fastjsonschema
-
-    source = fastjsonschema.compile_to_code(schema(name), use_default=False)  # never fill in a request
-    code = compile(source, f"<contract {name}>", "exec")
-    data = marshal.dumps(code)
-    write_cache(cache_file(name), hashlib.sha256(data).digest() + data)
-    namespace: dict = {}
-    exec(code, namespace)  # noqa: S102
-    return namespace

@@ -24,7 +24,7 @@ def header_problems(headers) -> list[str]:
         return [": must be an object of strings"]
     problems = []
     for name, value in headers.items():
-        if not _readable(name):
+        if not is_read_header(name):
             problems.append(
                 f".{name[:40]!r}: not a header a client reads "
                 f"({', '.join(READ_HEADERS)}, anthropic-ratelimit-*)"
@@ -36,7 +36,8 @@ def header_problems(headers) -> list[str]:
     return problems
 
 
-def _readable(name: str) -> bool:
+def is_read_header(name: str) -> bool:
+    """Whether a response header is one a client reads, and so one a recording keeps."""
     lowered = name.lower()
     token = re.fullmatch(r"[a-z0-9-]+", lowered) is not None  # a header name, nothing a line could break
     return token and (lowered in READ_HEADERS or lowered.startswith(READ_PREFIXES))
@@ -59,7 +60,7 @@ def client_headers(headers) -> dict:
     never went through check (a hand-built one in a test or a notebook)."""
     kept = {}
     for name, value in (headers or {}).items() if isinstance(headers, dict) else ():
-        if not isinstance(name, str) or not isinstance(value, str) or not _readable(name):
+        if not isinstance(name, str) or not isinstance(value, str) or not is_read_header(name):
             continue
         if not value.isprintable() or not value.isascii():
             continue
@@ -210,3 +211,8 @@ def recorded_message(response: dict) -> dict | None:
         return None
     message = events_to_message(response["stream"]) if "stream" in response else response.get("body")
     return message if isinstance(message, dict) and message.get("type") == "message" else None
+
+
+def stop_reason(response: dict) -> str | None:
+    """The stop_reason of a recorded response, streamed or not (None for an error or a dropped link)."""
+    return (recorded_message(response) or {}).get("stop_reason")

@@ -340,11 +340,6 @@ def grade_runs(runs: list[tuple[Rung, list[str]]], options: Options = Options())
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def grade_rung(rung: Rung, command: list[str], options: Options = Options()) -> Result:
-    """Run the command on one rung and judge the run."""
-    return grade_runs([(rung, command)], options)[0]
-
-
 # -- command line ----------------------------------------------------------------------------------
 
 USAGE = (  # on three lines, as every help text fits 80 columns

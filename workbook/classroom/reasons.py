@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from workbook.api import compare, wire
+from workbook.api import compare
+from workbook.api.wire import stop_reason
 
 SDK_RETRY_FIX = "Set max_retries=0 and retry in your loop (s03)"
 STDIN_CLOSED = "stdin is closed when graded: read the task from the last argument or from AGENT_TASK"
@@ -264,14 +265,6 @@ def extra_messages(exchanges: list, turn: int, expected: int) -> str:
         f"your request holds more messages than the recording's {expected}: "
         "append only the reply and its results"
     )
-
-
-def stop_reason(response: dict) -> str | None:
-    """A recorded response's stop_reason (None for an error or a dropped connection)."""
-    if response.get("status") != 200:
-        return None
-    body = wire.events_to_message(response["stream"]) if "stream" in response else response["body"]
-    return body.get("stop_reason")
 
 
 # -- requests the server answered ------------------------------------------------------------------

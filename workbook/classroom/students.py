@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import threading
 import time
@@ -10,21 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbook.api import contract, threads
-from workbook.api.compare import request_diff
-from workbook.api.wire import client_headers, events_to_message, message_to_events, recorded_message
-from workbook.replay.transport import RecordedBytes
+from workbook.api.compare import Match
+from workbook.api.wire import client_headers, events_to_message, message_to_events, stop_reason
+from workbook.replay.player import Differs, Ended, Player, Refused
 
 LOOPBACK = "127.0.0.1"
-
-
 FIXTURE_HEADER = "x-replay-fixture"
-
-
 MODEL_PREFIX = "replay:"  # model "replay:s01_hello_agent" picks that fixture
-
-
 REAL_KEY_PREFIX = "sk-ant-"  # a student who left their real key set: refuse it, never print it
-
 
 NOT_REACTING = (
     "The replies are recordings: they do not read your tool output. If a tool of yours fails or prints "
@@ -43,7 +35,6 @@ ERROR_STATUS = {  # an error event inside a recorded stream, served to a client 
     "api_error": 500,
     "overloaded_error": 529,
 }
-
 
 HINTS = {  # words of a contract problem -> what a student can do about it
     "were found without `tool_result`": "each tool_use id needs one tool_result, in the next user message",
@@ -92,14 +83,21 @@ class Mistake(Exception):
 
 @dataclass
 class Cursor:
-    """One student's place in one fixture, and what the teacher's table shows about it."""
+    """One student's place in one fixture (their player), and what the teacher's table shows about it."""
 
-    served: int = 0  # exchanges answered; the next request is turn served + 1
+    player: Player
     requests: int = 0
     mistakes: int = 0
-    restarts: int = 0
     last: str = ""  # the last result, e.g. "200 tool_use" or "400 messages[2]: ..."
-    threads: threads.Threads = field(default_factory=threads.Threads)  # conversations held for this student
+
+    @property
+    def served(self) -> int:
+        """Exchanges answered; the next request is turn served + 1."""
+        return self.player.served
+
+    @property
+    def restarts(self) -> int:
+        return self.player.restarts
 
 
 @dataclass
@@ -111,53 +109,7 @@ class Reply:
     body: dict | None = None
     events: list | None = None
     drop: bool = False
-    # For a reply served again and again (a recorded one, kept by the classroom): a place where the HTTP
-    # layer keeps the bytes it wrote, so the next student's copy is not serialised again. None: not kept.
-    wire: dict | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass
-class Recorded:
-    """One recorded exchange as the fast path serves it: its request as the SDK writes it (compact JSON,
-    UTF-8, the recording's key order), by size and digest; whether a request equal to it needs no
-    judging; and its replies (JSON and SSE), each built once.
-
-    A digest, not the bytes: each request of a long recording holds the whole conversation, so keeping
-    every one's bytes would grow with the square of its turns (120 MB for 1,000 turns)."""
-
-    request: dict
-    response: dict
-    size: int
-    digest: (
-        bytes  # BLAKE2b-256: the same size and digest are the same bytes (no one can make two that are not)
-    )
-    plain: bool | None = (
-        None  # no thread, no "replay:" model, the API's rules hold with no beta; None: not yet
-    )
-    replies: dict = field(default_factory=dict)  # stream? -> (Reply, what the log says of it)
-
-    def sent_as(self, size: int, digest: bytes) -> bool:
-        """Whether a request of this size and digest is this recorded one, and needs no judging. The
-        API's rules are asked once per exchange, at its first such request (the full path would ask
-        them for every request)."""
-        if size != self.size or digest != self.digest:
-            return False
-        if self.plain is None:
-            request = self.request
-            self.plain = (
-                request.get("thread") is None
-                and not str(request.get("model", "")).startswith(MODEL_PREFIX)
-                and not contract.request_problems(request, contract.NO_BETAS)
-            )
-        return self.plain
-
-    def reply(self, stream: bool) -> tuple[Reply, str]:
-        kept = self.replies.get(stream)
-        if kept is None:
-            reply = recorded_reply(self.response, stream)
-            reply.wire = {}
-            kept = self.replies[stream] = (reply, describe(reply))
-        return kept
+    wire: dict | None = field(default=None, repr=False, compare=False)  # connection.py's; never set now
 
 
 def api_error(status: int, kind: str, message: str, details: dict | None = None) -> Reply:
@@ -176,74 +128,18 @@ class Classroom:
         self.lock = threading.Lock()  # guards the two dicts above only, never a check
         self.max_students = max_students
         self.out = out or sys.stdout
-        # After each line; the server flushes once per turn of its event loop instead (a terminal or
-        # a pipe then takes one write for all the lines of that turn, still within a millisecond).
-        self.flush = self.out.flush
+        self.flush = self.out.flush  # after each line; the server may flush once per turn of its loop instead
         self.observer = (
             None  # grade.py's hook: observer(student, fixture, turn, body, reply, mistake, headers)
         )
-        self.recorded: dict[str, list[Recorded]] = {}  # fixture name -> its exchanges, for the fast path
 
-    def answer_sent(self, student: str, sent: bytes, chosen: str | None, headers: dict) -> Reply | None:
-        """The fast path: a request byte for byte the SDK's writing of the recording's next request (or of
-        its first, when that starts the student over: the same size and digest) gets its recorded reply
-        with no parse, no check and no comparison: the recording was checked when the fixture loaded
-        (and once more against the rules without betas, `Recorded.sent_as`), and equal bytes are an
-        equal request. None for anything else, which `answer` then judges in full.
+    def answer_sent(self, student: str, sent: bytes, chosen: str | None, headers: dict) -> None:
+        """Kept for server.py of old, which asks before it parses: no request is answered unread now."""
+        return None
 
-        Only for a student already known, with no anthropic-beta header (a beta can change a rule), and
-        no observer (the grader reads each body)."""
-        name = self.fixture_named(chosen)
-        desk = self.desks.get(student)
-        if name is None or desk is None or self.observer or headers.get("anthropic-beta"):
-            return None
-        with desk:
-            cursor = self.cursors.get((student, name))
-            if cursor is None:
-                return None
-            recorded, served, note = self.recordings(name), cursor.served, ""
-            sizes = (
-                recorded[served].size if served < len(recorded) else -1,
-                recorded[0].size if served else -1,
-            )
-            if len(sent) not in sizes:  # most requests that differ differ in size: nothing to digest
-                return None
-            size, digest = len(sent), fingerprint(sent)
-            if served < len(recorded) and recorded[served].sent_as(size, digest):
-                turn = served + 1
-            elif served and recorded[0].sent_as(size, digest):
-                if not self.starts_over(name, cursor, recorded[0].request["messages"]):
-                    return None
-                turn, note = 1, "restart · "
-                cursor.restarts += 1
-            else:
-                return None
-            reply, said = recorded[turn - 1].reply(recorded[turn - 1].request.get("stream") is True)
-            cursor.requests += 1
-            cursor.served, cursor.last = turn, said
-            self.log(student, name, self.turn(name, turn), note + said)
-            return reply
-
-    def fixture_named(self, chosen: str | None) -> str | None:
-        """The fixture the header names, else the default (the fast path's exchanges never name one in
-        their model); None when the header names none served here."""
-        if not chosen:
-            return next(iter(self.fixtures))
-        name = Path(chosen.strip()).stem
-        return name if name in self.fixtures else None
-
-    def recordings(self, name: str) -> list[Recorded]:
-        """A fixture's exchanges for the fast path, built at first use (the server builds them before it
-        serves). RecordedBytes writes each request from the one before (0.4 s for 1,000 turns)."""
-        recorded = self.recorded.get(name)
-        if recorded is None:
-            writer, recorded = RecordedBytes(), []
-            for exchange in self.fixtures[name]["exchanges"]:
-                request = exchange["request"]
-                sent = writer.of(request)
-                recorded.append(Recorded(request, exchange["response"], len(sent), fingerprint(sent)))
-            self.recorded[name] = recorded
-        return recorded
+    def recordings(self, name: str) -> None:
+        """Kept for server.py of old, which prepared a fast path here: there is none now."""
+        return None
 
     def answer(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
         """The reply to one request from one student; a mistake becomes a 400 and a log line.
@@ -297,7 +193,11 @@ class Classroom:
     def cursor(self, student: str, name: str) -> Cursor:
         """This student's place in this fixture, made at their first request to it."""
         with self.lock:
-            return self.cursors.setdefault((student, name), Cursor())
+            cursor = self.cursors.get((student, name))
+            if cursor is None:
+                player = Player(self.fixtures[name], Match.CONVERSATION, restartable=True, remembers=False)
+                cursor = self.cursors[(student, name)] = Cursor(player)
+            return cursor
 
     def observe(
         self, student: str, name: str, turn: int, body, reply: Reply | None, mistake, headers
@@ -324,46 +224,28 @@ class Classroom:
         return name
 
     def serve(self, name: str, cursor: Cursor, body, betas: contract.Betas) -> tuple[Reply, str]:
-        """Check the request, move the cursor, and return the recorded reply (and a log note)."""
-        problems = contract.sent_problems(body, betas)  # the request as sent: its shape, its betas
-        if problems:
-            raise Mistake(with_hint(problems))
-        try:  # a thread request becomes the whole conversation again, then is checked like any other
-            body, thread = cursor.threads.expand(body)
+        """The student's player answers (workbook/replay/player.py); what it cannot answer is a Mistake."""
+        try:
+            played = cursor.player.play(body, betas)
         except threads.Refusal as refusal:
             raise Mistake(str(refusal), refusal.status, refusal.kind, refusal.details) from None
-        exchanges, note = self.fixtures[name]["exchanges"], ""
-        broken = contract.conversation_problems(body["messages"], betas)  # what the API itself would reject
-        if not broken and self.starts_over(name, cursor, body["messages"]):
-            cursor.served, note = 0, "restart · "
-            cursor.restarts += 1
-        if thread:  # the teacher's log shows which turns came as a thread
-            note += f"thread {thread['type']} · "
-        turn, recorded = cursor.served + 1, None
-        if cursor.served < len(exchanges):
-            recorded = exchanges[cursor.served]
-        diff = recorded and request_diff(recorded["request"], body, conversation_only=True)
-        if broken:
-            raise Mistake(
-                with_hint(broken) + (f". Compared with the recording of turn {turn}: {diff}" if diff else "")
+        except Refused as refused:
+            compared = (
+                f". Compared with the recording of turn {refused.turn}: {refused.diff}"
+                if refused.diff
+                else ""
             )
-        if recorded is None:
-            raise Mistake(past_the_end(name, exchanges, body["messages"]))
-        if diff:
-            raise Mistake(f"{name}, turn {turn}: your request differs from the recording: {diff}")
-        cursor.served += 1
-        cursor.threads.hold(thread, body, recorded_message(recorded["response"]))
-        return recorded_reply(recorded["response"], body.get("stream") is True), note
-
-    def starts_over(self, name: str, cursor: Cursor, messages: list) -> bool:
-        """A first-turn request mid-run restarts the student, unless the recording expects one next."""
-        exchanges = self.fixtures[name]["exchanges"]
-        first = len(exchanges[0]["request"]["messages"])
-        if cursor.served == 0 or len(messages) != first:
-            return False
-        return (
-            cursor.served >= len(exchanges) or len(exchanges[cursor.served]["request"]["messages"]) != first
+            raise Mistake(with_hint(refused.problems) + compared) from None
+        except Ended as ended:
+            raise Mistake(past_the_end(name, cursor.player.exchanges, ended.messages)) from None
+        except Differs as differs:
+            raise Mistake(
+                f"{name}, turn {differs.turn}: your request differs from the recording: {differs.diff}"
+            ) from None
+        note = ("restart · " if played.restarted else "") + (
+            f"thread {played.thread} · " if played.thread else ""
         )
+        return recorded_reply(played.response, played.stream), note
 
     def reset(self, student: str) -> list[str]:
         """Put every cursor of this student back at turn 1; the fixtures they had started."""
@@ -376,8 +258,8 @@ class Classroom:
                     names = [name for (who, name) in self.cursors if who == student]
                 for name in names:
                     cursor = self.cursors[(student, name)]
-                    cursor.served, cursor.last = 0, "reset"
-                    cursor.restarts += 1
+                    cursor.player.restart()
+                    cursor.last = "reset"
         self.log(student, ", ".join(names) or "-", "", "reset")
         return names
 
@@ -394,8 +276,8 @@ class Classroom:
 
     def log(self, student: str, fixture: str, turn: str, result: str) -> None:
         """One short line per event for the teacher's terminal, escape codes shown, never obeyed."""
-        student, fixture = printable(student)[:12], printable(fixture)[:24]
-        line = f"{clock()}  {student:<12} {fixture:<24} {turn:<10} {printable(result)}"
+        student, fixture = escaped(student)[:12], escaped(fixture)[:24]
+        line = f"{clock()}  {student:<12} {fixture:<24} {turn:<10} {escaped(result)}"
         self.out.write(line[:150] + "\n")  # one write, so lines from two threads never interleave
         self.flush()
 
@@ -423,7 +305,7 @@ class Classroom:
         for s in students[:most]:
             turn = f"{s['turn']}/{s['turns']}" + (" done" if s["turn"] == s["turns"] else "")
             counts = (str(s["requests"]), str(s["mistakes"]), str(s["restarts"]))
-            name, last = printable(s["student"])[:32], printable(s["last"])[:70]
+            name, last = escaped(s["student"])[:32], escaped(s["last"])[:70]
             rows.append((name, s["fixture"], turn, *counts, last))
         if len(rows) == 1:
             return "no student has sent a request yet"
@@ -432,10 +314,6 @@ class Classroom:
         if len(students) > most:
             lines.append(f"... and {len(students) - most} more rows: GET /replay/status lists them all")
         return "\n".join(lines)
-
-
-def fingerprint(sent: bytes) -> bytes:
-    return hashlib.blake2b(sent, digest_size=32).digest()
 
 
 _clock = [0, ""]  # the second, and the time of day it reads as: formatted once a second, not once a line
@@ -484,11 +362,15 @@ def _content(message) -> list:
     return content if isinstance(content, list) else []
 
 
-def printable(text: str) -> str:
-    """Text safe for a terminal: control and format characters (escape codes, bidi overrides) escaped."""
+def escaped(text: str) -> str:
+    """Text safe for a terminal, every character still shown: control and format characters (escape
+    codes, bidi overrides) written as escapes (`\\x1b`); workbook/display.py's `printable` drops them."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+printable = escaped  # the name server.py imports
 
 
 def with_hint(problems: list) -> str:
@@ -520,15 +402,6 @@ def recorded_reply(response: dict, stream: bool) -> Reply:
         return Reply(200, headers, message)
     body = response["body"]
     return Reply(200, headers, events=message_to_events(body)) if stream else Reply(200, headers, body)
-
-
-def stop_reason(response: dict) -> str | None:
-    """The stop_reason of a recorded response, streamed or not (None for an error)."""
-    if response.get("status") != 200:
-        return None
-    if "stream" in response:
-        return events_to_message(response["stream"]).get("stop_reason")
-    return response["body"].get("stop_reason")
 
 
 def describe(reply: Reply) -> str:

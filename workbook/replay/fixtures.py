@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbook.api.contract import BETA_ALL, RequestChain, exchange_problems
+from workbook.api import compare
+from workbook.api.contract import Requests, exchange_problems
 from workbook.environment import environment_problems
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import MAX_JSON_DEPTH, json_depth, parse_json, read_bytes
@@ -17,6 +18,7 @@ from workbook.replay.request_delta import rebuilt_exchanges, stored_exchanges
 from workbook.scratch import workspace_problem
 
 HINT = "fix the file or re-record it"
+MATCH_PROBLEM = f"must be one of {', '.join(compare.NAMES)}, or absent (strict)"
 FIXTURE_FIELDS = ("script", "scenario", "description", "provenance", "task", "workspace", "exchanges")
 
 
@@ -83,9 +85,11 @@ def _problems(fixture: dict) -> list[str]:
     problems += _field_problems(fixture)
     if not isinstance(fixture["exchanges"], list) or not fixture["exchanges"]:
         return problems + ["`exchanges` must be a non-empty list"]
-    chain = RequestChain(BETA_ALL)  # each request judged on what it adds to the one before
+    requests = Requests()  # each request judged on what it adds to the one before
     for n, exchange in enumerate(fixture["exchanges"]):
-        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange, chain)]
+        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange, requests)]
+        if isinstance(exchange, dict) and exchange.get("match", "strict") not in compare.NAMES:
+            problems.append(f"exchanges[{n}].match: {MATCH_PROBLEM}")
     return problems
 
 
@@ -115,8 +119,8 @@ def _lone_surrogate(fixture: dict) -> str | None:
 
 def _each_string_once(fixture: dict) -> dict:
     """A fixture built in memory with whole requests sharing their history (bench/per_turn.py's, say),
-    in the stored form: every string it holds, each history once. Serialised whole, 1,000 turns of
-    whole requests were a 250 MB string; anything not of that shape is checked as it is."""
+    in the stored form: every string it holds, each history once (serialised whole, the history would
+    be written once per turn); anything not of that shape is checked as it is."""
     exchanges = fixture.get("exchanges")
     whole = isinstance(exchanges, list) and all(
         isinstance(e, dict) and isinstance(e.get("request"), dict) and "request_delta" not in e
@@ -151,8 +155,8 @@ def _field_problems(fixture: dict) -> list[str]:
     recorded = fixture.get("recorded", {})
     if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
         problems.append("`recorded` must be an object of strings (date, model, sdk, endpoint)")
-    if fixture.get("match", "structure") != "structure":
-        problems.append("`match` must be `structure` or absent")
+    if fixture.get("match", "strict") not in compare.NAMES:
+        problems.append(f"`match` {MATCH_PROBLEM}")
     latency = fixture.get("read_latency", 0)
     if not isinstance(latency, int | float) or isinstance(latency, bool) or not 0 <= latency <= 60:
         problems.append("read_latency must be 0 to 60 seconds")

@@ -5,23 +5,19 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-from workbook.api.contract import BETA_ALL, RequestChain, exchange_problems
+from workbook.api.contract import Requests, exchange_problems
+from workbook.api.wire import is_read_header
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import read_bytes, write_json
 from workbook.replay.journal import Journal, read_journal
 from workbook.replay.request_delta import rebuilt_exchanges, stored_exchanges
-from workbook.replay.transport import sdk_json
 from workbook.scrub import public_endpoint
 
 import anthropic
 import httpx2
-
-if TYPE_CHECKING:  # for the annotations only: launch imports this module
-    from workbook.launch import Run
-
-KEPT_RESPONSE_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-should-retry", "request-id")
 
 
 class _TeeStream(httpx2.SyncByteStream):
@@ -40,43 +36,6 @@ class _TeeStream(httpx2.SyncByteStream):
         self.on_done(b"".join(self.chunks))
 
 
-class RequestReader:
-    """Request bodies parsed on what each adds to the one before. A loop resends its whole history, so
-    parsing each body whole grew with the history. A body whose bytes are the last one's up to the end
-    of its messages is that body's fields and messages, then what follows, parsed alone: the result
-    equals json.loads of the whole body, and shares the earlier messages with the last one."""
-
-    def __init__(self):
-        self.raw, self.body, self.end = b"", {}, None  # the last body: bytes, parsed, where its messages end
-
-    def read(self, raw: bytes) -> dict:
-        end, body = self.end, None
-        if end is not None and raw[end : end + 1] in (b",", b"]") and raw[:end] == self.raw[:end]:
-            after = json.loads(b'{"messages":[' + raw[end + (raw[end : end + 1] == b",") :])
-            before = {}
-            for key, value in self.body.items():  # the fields before the messages: the same bytes
-                if key == "messages":
-                    break
-                before[key] = value
-            if isinstance(after, dict) and before.keys().isdisjoint(after):
-                body = before | {"messages": self.body["messages"] + after.pop("messages")} | after
-        body = json.loads(raw or b"{}") if body is None else body
-        self.raw, self.body, self.end = raw, body, _messages_end(raw, body)
-        return body
-
-
-def _messages_end(raw: bytes, body) -> int | None:
-    """Where the last message ends in `raw`, if the SDK wrote `body` as sdk_json does (else None: the next
-    body is parsed whole)."""
-    messages = body.get("messages") if isinstance(body, dict) else None
-    if not isinstance(messages, list) or not messages:
-        return None
-    keys = list(body)
-    tail = {key: body[key] for key in keys[keys.index("messages") + 1 :]}
-    suffix = b"]" + (b"," + sdk_json(tail)[1:] if tail else b"}")
-    return len(raw) - len(suffix) if raw.endswith(suffix) else None
-
-
 class RecordingTransport(httpx2.BaseTransport):
     """Sends requests to the real API and hands each completed exchange (request body and response)
     to `on_exchange`: record mode appends it to the run's journal (workbook/replay/journal.py).
@@ -90,7 +49,6 @@ class RecordingTransport(httpx2.BaseTransport):
         self.on_exchange = on_exchange  # called with each exchange as it completes
         self.completed = 0  # exchanges handed on
         self.save_error: str | None = None  # the last failure of on_exchange, reported at the end
-        self.reader = RequestReader()  # each request parsed on what it adds to the one before
 
     def _completed(self, exchange: dict) -> None:
         self.completed += 1
@@ -101,7 +59,7 @@ class RecordingTransport(httpx2.BaseTransport):
                 self.save_error = one_line(err)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        exchange = {"request": self.reader.read(request.read())}
+        exchange = {"request": json.loads(request.read() or b"{}")}
         try:
             response = self.inner.handle_request(request)
         except httpx2.TimeoutException:
@@ -112,7 +70,7 @@ class RecordingTransport(httpx2.BaseTransport):
             exchange["response"] = {"error": "connect"}
             self._completed(exchange)
             raise
-        headers = {k: v for k, v in response.headers.items() if k.lower() in KEPT_RESPONSE_HEADERS}
+        headers = {k: v for k, v in response.headers.items() if is_read_header(k)}
         exchange["response"] = {"status": response.status_code, "headers": headers}
 
         def done(raw: bytes) -> None:
@@ -142,7 +100,18 @@ def _parse_body(raw: bytes, headers: dict) -> dict:
         }
 
 
-def recording_header(run: Run) -> dict:
+class Recording(Protocol):
+    """What a recording reads of its run (workbook/launch.py's Run, which imports this module)."""
+
+    script: str
+    task: str
+    model: str
+    fixture_path: Path
+    environment: dict | None
+    transport: RecordingTransport
+
+
+def recording_header(run: Recording) -> dict:
     """A recording's fields but its exchanges, with provenance `recorded`: the endpoint without its
     userinfo or query (every other secret is scrubbed as the journal's lines are written)."""
     header = {
@@ -165,7 +134,7 @@ def recording_header(run: Run) -> dict:
     return header
 
 
-def save_recording(run: Run, journal: Journal) -> str:
+def save_recording(run: Recording, journal: Journal) -> str:
     """At the end of a recording, whatever ended it: its journal becomes the fixture, atomically, and is
     removed. Only whole exchanges are kept (one the API would refuse, or cut short, would not load)."""
     journal.close()
@@ -179,13 +148,13 @@ def save_recording(run: Run, journal: Journal) -> str:
         raise WorkbookError(f"{one_line(err)} — {kept}") from None
 
 
-def _journal_to_fixture(run: Run, journal: Journal) -> str:
+def _journal_to_fixture(run: Recording, journal: Journal) -> str:
     loaded = read_journal(journal.path, read_bytes(journal.path, "fixture"))
     exchanges, problem = rebuilt_exchanges(loaded["exchanges"])
     if problem:
         raise FixtureError(f"{journal.path}: {problem}")
-    chain = RequestChain(BETA_ALL)  # each request judged on what it adds to the one before
-    whole = [exchange for exchange in exchanges if not exchange_problems(exchange, chain)]
+    requests = Requests()  # each request judged on what it adds to the one before
+    whole = [exchange for exchange in exchanges if not exchange_problems(exchange, requests)]
     if not whole:
         journal.remove()
         return f"nothing recorded: no exchange the API would accept ({run.fixture_path} not written)"

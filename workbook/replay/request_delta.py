@@ -1,8 +1,8 @@
 """A recording's requests stored as what is new since the previous request, rebuilt in full on load.
 
 A loop resends its whole history every turn, so a recording that stores each request whole grows with
-the square of its turns (200 turns of s06: 14 MB). Stored as a delta, each exchange holds only what
-its turn added, and the file grows with the turns:
+the square of its turns. Stored as a delta, each exchange holds only what its turn added, and the file
+grows with the turns:
 
     {"request_delta": {"messages_kept": 4,           # the first 4 messages of the request before
                        "messages_added": [...],      # then these

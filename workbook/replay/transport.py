@@ -1,4 +1,4 @@
-"""Replay: the real SDK client over a transport that serves a fixture's responses and checks each request."""
+"""Replay in process: the real SDK client over an httpx transport that plays a fixture (replay/player.py)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,16 @@ import json
 from dataclasses import dataclass, field
 
 from workbook.api import contract
-from workbook.api.compare import request_diff
-from workbook.api.threads import Refusal, Threads
-from workbook.api.wire import http_response, recorded_message
+from workbook.api.compare import Match
+from workbook.api.threads import Refusal
+from workbook.api.wire import http_response
 from workbook.errors import ReplayExhausted, ReplayMismatch, WorkbookError
 from workbook.replay import trust
 from workbook.replay.no_wait import never_waits  # a replay never sleeps before a retry
+from workbook.replay.player import Differs, Ended, Player, Refused
 
 import anthropic
 import httpx2
-
-MATCHES = ("strict", "shape")  # how a request is compared with the recorded one
 
 
 def sdk_json(value) -> bytes:
@@ -25,14 +24,8 @@ def sdk_json(value) -> bytes:
 
 
 class RecordedBytes:
-    """Recorded requests as the SDK would send them, built turn by turn from the one before.
-
-    A loop resends the whole history each turn, so a recorded request is the previous one plus what
-    is new: the messages already written are kept as one run of bytes, and only the new ones are
-    written and added to it. The other fields (system, tools: the same objects turn after turn in a
-    fixture) are written once each. The work per turn is a C-level comparison of the history and a
-    copy of bytes, never a parse, and no JSON but the new messages'.
-    """
+    """The recording's requests as the SDK writes them, each built from the one before: a loop resends
+    its whole history, so only the messages a turn adds are written, and the rest is bytes kept."""
 
     def __init__(self):
         self.messages: list = []  # the recorded messages written last
@@ -43,20 +36,16 @@ class RecordedBytes:
         messages = request.get("messages")
         if not isinstance(messages, list):
             return sdk_json(request)
-        self._catch_up(messages)
-        fields = [
-            sdk_json(key) + b":[" + self.joined + b"]" if key == "messages" else self._field(key, value)
-            for key, value in request.items()
-        ]
-        return b"{" + b",".join(fields) + b"}"
-
-    def _catch_up(self, messages: list) -> None:
         known = len(self.messages)
         if len(messages) < known or messages[:known] != self.messages:  # the history was rewritten
             known, self.joined = 0, b""
         new = [sdk_json(m) for m in messages[known:]]
-        self.joined = b",".join([self.joined, *new] if known else new)
-        self.messages = messages
+        self.joined, self.messages = b",".join([self.joined, *new] if known else new), messages
+        fields = [
+            b'"messages":[' + self.joined + b"]" if k == "messages" else self._field(k, v)
+            for k, v in request.items()
+        ]
+        return b"{" + b",".join(fields) + b"}"
 
     def _field(self, key: str, value) -> bytes:
         written = self.fields.get(key)
@@ -67,29 +56,39 @@ class RecordedBytes:
 
 @dataclass
 class ReplayTransport:
-    """Serves a fixture's responses in order; checks each request against the API and the recording.
+    """An httpx transport over a Player: each request the SDK sends is played (workbook/replay/player.py).
 
-    match="strict" compares the whole request with the recording (messages, text, system, tools);
-    match="shape" only the conversation's shape, as the classroom server does (roles, block types,
-    tool_use ids and the tool_result pairing), so any loop with its own prompt and tools (the SDK's
-    tool runner, a student's) replays too. strict=False (lenient) keeps the API-rule check but skips
-    the comparison: the fixture is then only a script of responses (used to rebuild fixtures and by
-    the property tests). Server-held threads (workbook/api/threads.py) are served in every mode.
+    The API's refusals come back as its own error responses, which the SDK raises as it would live; a
+    request that differs from the recording raises ReplayMismatch, one past its end ReplayExhausted.
+
+    One shortcut, because a long replay's user waits for it (docs/benchmarks.md, "the recording's own
+    bytes"): in a strict replay of a fixture that was checked when it loaded, a request that is byte for
+    byte the SDK's writing of the recorded one is that request, already judged: it is answered unparsed.
     """
 
-    fixture: dict
+    player: Player
     name: str = "fixture"
-    strict: bool = True
-    cursor: int = 0
     # The requests' bytes as the loop sent them (bytes: the garbage collector never scans them). Every
     # one with keep_all, for notebooks and `rebuild`; only the last otherwise, so a long run's memory
-    # stays flat (keeping each request, each holding the whole history, grew with the square of the turns).
+    # stays flat (each request holds the whole history).
     sent: list[bytes] = field(default_factory=list)
-    checked: bool = False  # the fixture came through load_fixture: its recorded requests keep the rules
-    match: str = "strict"
-    threads: Threads = field(default_factory=Threads)  # conversations held for thread requests
     keep_all: bool = True
-    expected: RecordedBytes = field(default_factory=RecordedBytes)  # the recording's bytes, turn by turn
+    checked: bool = False  # the fixture came through load_fixture: every recorded request was judged
+    recorded: RecordedBytes = field(default_factory=RecordedBytes)
+
+    @property
+    def fixture(self) -> dict:
+        return self.player.fixture
+
+    @property
+    def cursor(self) -> int:
+        """The exchanges served so far (the permission gate reads which one a tool call answers)."""
+        return self.player.served
+
+    @property
+    def threads(self):
+        """The conversations the player holds for thread requests (workbook/api/threads.py)."""
+        return self.player.threads
 
     @property
     def seen(self) -> list[dict]:
@@ -102,77 +101,38 @@ class ReplayTransport:
             self.sent.append(raw)
         else:
             self.sent[:] = [raw]
-        exchanges = self.fixture["exchanges"]
-        if self.cursor < len(exchanges) and self.same_bytes(raw, exchanges[self.cursor]):
-            recorded = exchanges[self.cursor]  # byte for byte the checked recording: nothing to parse
-            self.cursor += 1
-            return http_response(recorded["response"], bool(recorded["request"].get("stream")))
-        return self.parsed(json.loads(raw or b"{}"), request)
-
-    def same_bytes(self, raw: bytes, recorded: dict) -> bool:
-        """Whether the loop sent exactly the recording's bytes, the way the SDK writes them. Only for a
-        strict replay of a checked fixture, where a request equal to its recording needs no check. A
-        recording compared by structure (`match: structure`, every --record) is served the same way
-        when the bytes are equal: equal bytes are equal in structure too."""
-        if not (self.strict and self.checked and self.match == "strict"):
-            return False
-        return raw == self.expected.of(recorded["request"])
-
-    def parsed(self, body, request: httpx2.Request | None = None) -> httpx2.Response:
-        """A request that is not the recording's bytes: parsed, then checked and compared (`request`, as
-        sent, carries the headers that change a rule)."""
         try:
-            body, thread = self.threads.expand(body)  # a thread's request, whole again
-        except Refusal as refusal:
+            if self.as_recorded(raw):
+                played = self.player.replayed()
+            else:
+                played = self.player.play(json.loads(raw or b"{}"), contract.Betas.of(request.headers))
+        except Refusal as refusal:  # a thread replay cannot serve: the API's own error, which the SDK handles
             return httpx2.Response(refusal.status, json=refusal.body())
-        exchanges = self.fixture["exchanges"]
-        turn = self.cursor + 1
-        if self.cursor >= len(exchanges):
+        except Refused as refused:  # the API's 400, with the recording's hint after its own words
+            hint = f"replay of {self.name}, turn {refused.turn}"
+            hint += f"; the recording differs: {refused.diff}" if refused.diff else ""
+            return httpx2.Response(400, json=contract.refusal_body(refused.problems[0], hint))
+        except Differs as differs:
+            raise ReplayMismatch(f"{self.name}, turn {differs.turn}: {differs.diff}") from None
+        except Ended as ended:
             raise ReplayExhausted(
-                f"{self.name}: the loop sent request {turn} but the fixture holds only {len(exchanges)} — "
-                "the loop did not stop when the recording did"
-            )
-        recorded = exchanges[self.cursor]
-        # Identical to a recording already checked (in another key order, say): nothing to compare.
-        if not (self.strict and self.checked and self.match == "strict" and body == recorded["request"]):
-            refused = self.check(body, recorded, turn, request)
-            if refused is not None:  # the API's own 400: the SDK raises it as it would live
-                return refused
-        self.cursor += 1
-        if thread:
-            self.threads.hold(thread, body, recorded_message(recorded["response"]))
-        return http_response(recorded["response"], bool(body.get("stream")))
+                f"{self.name}: the loop sent request {ended.turn} but the fixture holds only "
+                f"{len(self.fixture['exchanges'])} — the loop did not stop when the recording did"
+            ) from None
+        return http_response(played.response, played.stream)
 
-    def check(self, body: dict, recorded: dict, turn: int, request: httpx2.Request | None = None):
-        """The API's contract first, as the API would answer: a 400 naming the field, with the recording's
-        hint after it. Then (strict) the recording: a ReplayMismatch saying what the loop did differently.
-
-        `body` is the request as the API reads it (a thread's held turns already put back); `request`,
-        when given, is what was sent, for the headers that change a rule (anthropic-beta)."""
-        betas = contract.Betas.of(request.headers) if request is not None else contract.NO_BETAS
-        diff = None
-        if self.strict:
-            structure = recorded.get("match") == "structure"
-            diff = request_diff(recorded["request"], body, structure, conversation_only=self.match == "shape")
-        problems = contract.request_problems(body, betas) or _thread_problems(request, betas)
-        if problems:
-            hint = f"replay of {self.name}, turn {turn}" + (
-                f"; the recording differs: {diff}" if diff else ""
-            )
-            return httpx2.Response(400, json=contract.refusal_body(problems[0], hint))
-        if diff:
-            raise ReplayMismatch(f"{self.name}, turn {turn}: {diff}")
-        return None
+    def as_recorded(self, raw: bytes) -> bool:
+        """Whether `raw` is the next recorded request as the SDK writes it, in a strict replay of a checked
+        fixture. Not one that names a thread or holds a system message: their betas are the sender's."""
+        player = self.player
+        if not (self.checked and player.match is Match.STRICT and player.served < len(player.exchanges)):
+            return False
+        if b'"thread"' in raw or b'"role":"system"' in raw:
+            return False
+        return raw == self.recorded.of(player.exchanges[player.served]["request"])
 
     def http_client(self) -> httpx2.Client:
         return anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(self))
-
-
-def _thread_problems(request: httpx2.Request | None, betas: contract.Betas) -> list:
-    """A `thread` is gone once expanded: whether it came with the beta it needs is read from what was sent."""
-    if request is None or b'"thread"' not in request.content or contract.THREADS_BETA in betas.names:
-        return []
-    return contract.sent_problems(json.loads(request.content), betas)[:1]
 
 
 def replay_client(
@@ -180,20 +140,24 @@ def replay_client(
     name: str = "fixture",
     strict: bool = True,
     checked: bool = False,
-    match: str = "strict",
+    match: Match | str = Match.STRICT,
     keep_all: bool = True,
     **client_options,
 ):
     """The real SDK client, talking to a ReplayTransport instead of the network.
 
-    checked=True says the fixture came from load_fixture, so a request identical to its recording
-    needs no further check (the per-turn cost then stays flat however long the history grows).
-    match="shape" compares only the conversation's shape (see ReplayTransport); the default is strict.
-    keep_all=False keeps only the last request (`transport.seen`), for a long run's memory.
+    `match` is how each request is compared with the recorded one (workbook/api/compare.py's Match);
+    strict=False compares nothing, keeping only the API's contract (the fixture is then a script of
+    responses). keep_all=False keeps only the last request (`transport.seen`), for a long run's memory.
+    checked=True says the fixture came from load_fixture, so a request that is its recording byte for
+    byte is answered without being judged again (ReplayTransport).
     """
-    if match not in MATCHES:
-        raise WorkbookError(f"match={match!r}: use one of {', '.join(MATCHES)}")
-    transport = ReplayTransport(fixture, name, strict, checked=checked, match=match, keep_all=keep_all)
+    try:
+        match = Match(match)
+    except ValueError:
+        raise WorkbookError(f"match={match!r}: use one of {', '.join(Match)}") from None
+    player = Player(fixture, match if strict else None)
+    transport = ReplayTransport(player, name, keep_all=keep_all, checked=checked)
     trust.follow(transport)  # the permission gate asks it which recorded exchange a tool call answers
     client = never_waits(
         anthropic.Anthropic(api_key="replay", http_client=transport.http_client(), **client_options)

@@ -17,7 +17,7 @@ import weakref
 from functools import partial
 from pathlib import Path
 
-from workbook.api.wire import events_to_message, recorded_message
+from workbook.api.wire import recorded_message
 from workbook.paths import ROOT, WORKSPACES
 
 TRUST_FILE = ROOT / "fixtures" / "TRUSTED"  # sha256 and path of each fixture (and workspace) trusted
@@ -128,11 +128,7 @@ def recorded_commands(fixture: dict) -> list[str]:
     commands = [args[i + 1] for i, flag in enumerate(args[:-1]) if flag == "--stop-hook"]
     commands += [flag.partition("=")[2] for flag in args if flag.startswith("--stop-hook=")]
     for exchange in fixture["exchanges"]:
-        response = exchange["response"]
-        body = response.get("body")
-        if response.get("status") == 200 and "stream" in response:
-            body = events_to_message(response["stream"])
-        for block in (body or {}).get("content", []) if isinstance(body, dict) else []:
+        for block in (recorded_message(exchange["response"]) or {}).get("content", []):
             if block.get("type") == "tool_use" and block.get("name") == "bash":
                 commands.append(str(block.get("input", {}).get("command", "")))
     return commands

@@ -1,0 +1,105 @@
+"""The Player answers one request from a recording: the contract first, then the comparison, then the
+recorded answer; it notices the end, advances, and holds threads."""
+
+import copy
+
+from workbook.api import contract
+from workbook.api.compare import Match
+from workbook.replay import fixtures
+from workbook.replay.player import Differs, Ended, Played, Player, Refused
+
+import pytest
+from conftest import ROOT
+
+S01 = fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
+RETRY = fixtures.load_fixture(ROOT / "fixtures" / "s03_overloaded_then_ok.json")
+
+
+def sent(turn: int, fixture: dict = S01) -> dict:
+    """What a faithful loop sends at `turn` (from 1): the recording's request, as parsed JSON."""
+    return copy.deepcopy(fixture["exchanges"][turn - 1]["request"])
+
+
+def test_a_request_like_the_recording_gets_the_recorded_answer_and_moves_on():
+    player = Player(S01)
+    played = player.play(sent(1))
+    assert isinstance(played, Played) and played.turn == 1 and player.served == 1
+    assert played.response is S01["exchanges"][0]["response"] and played.stream is False
+    streaming = Player(S01, Match.CONVERSATION).play(sent(1) | {"stream": True})
+    assert streaming.stream is True  # served as SSE, whichever way it was recorded
+
+
+def test_the_contract_comes_first_and_a_refused_request_does_not_move_the_player():
+    player = Player(S01)
+    with pytest.raises(Refused) as caught:
+        player.play(sent(1) | {"foo": 1})
+    assert (
+        str(caught.value.problems[0]) == "foo: Extra inputs are not permitted" and caught.value.diff is None
+    )
+    assert player.served == 0
+    broken = sent(2)
+    broken["messages"].pop()  # the tool results dropped: a rule the API keeps, and a difference too
+    player.play(sent(1))
+    with pytest.raises(Refused) as caught:
+        player.play(broken)
+    assert "`tool_use` ids were found without" in str(caught.value.problems[0])
+    assert caught.value.turn == 2 and caught.value.diff.startswith("expected 3 messages, got 2")
+    assert player.served == 1
+
+
+def test_a_request_the_api_would_take_but_not_the_recorded_one_differs():
+    player = Player(S01)
+    other = sent(1)
+    other["messages"][0]["content"] = "another task"
+    with pytest.raises(Differs) as caught:
+        player.play(other)
+    assert caught.value.turn == 1 and "text expected" in caught.value.diff
+    assert Player(S01, Match.CONVERSATION).play(other).turn == 1  # a loop of one's own: its own words
+    assert Player(S01, None).play(other).turn == 1  # no comparison: a script of responses
+
+
+def test_a_request_after_the_last_turn_is_the_end_of_the_recording():
+    player = Player(S01)
+    for turn in (1, 2):
+        player.play(sent(turn))
+    again = sent(2)
+    again["messages"] += [{"role": "assistant", "content": "done"}, {"role": "user", "content": "more?"}]
+    with pytest.raises(Ended) as caught:
+        player.play(again)
+    assert caught.value.turn == 3 and caught.value.messages[-1]["content"] == "more?"
+
+
+def test_a_restartable_player_starts_over_on_a_first_turn_request():
+    player = Player(S01, Match.CONVERSATION, restartable=True)
+    player.play(sent(1))
+    played = player.play(sent(1))
+    assert played.restarted and played.turn == 1 and player.restarts == 1
+    steps_own = Player(S01)  # a step's own replay never starts over: it differs from turn 2
+    steps_own.play(sent(1))
+    with pytest.raises(Differs):
+        steps_own.play(sent(1))
+
+
+def test_a_recorded_retry_is_served_as_a_retry_not_a_restart():
+    player = Player(RETRY, Match.CONVERSATION, restartable=True)
+    first, retried = player.play(sent(1, RETRY)), player.play(sent(2, RETRY))
+    assert first.response["status"] == 529 and sent(1, RETRY) == sent(2, RETRY)  # the same request again
+    assert retried.turn == 2 and not retried.restarted and retried.response["status"] == 429
+
+
+def test_each_request_is_judged_as_the_whole_request_would_be():
+    player, messages = Player(S01, None), sent(2)["messages"]
+    player.play(sent(1))
+    rewritten = sent(2) | {"messages": [messages[0], messages[2]]}  # not an extension of the last one
+    with pytest.raises(Refused) as caught:
+        player.play(rewritten)
+    assert [str(p) for p in caught.value.problems] == [str(p) for p in contract.request_problems(rewritten)]
+
+
+def test_a_player_that_does_not_remember_keeps_nothing_of_a_request():
+    player = Player(S01, Match.CONVERSATION, remembers=False)
+    player.play(sent(1))
+    assert player.requests.sent.messages == [] and player.requests.whole.messages == []
+    remembering = Player(S01)
+    remembering.play(sent(1))
+    assert remembering.requests.sent.messages == sent(1)["messages"]  # the next is judged on what it adds

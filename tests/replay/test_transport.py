@@ -1,0 +1,128 @@
+"""The in-process replay: the real SDK over an httpx transport that plays a fixture, so the SDK's own
+retries, parsing and streaming run as they would live."""
+
+import copy
+
+from workbook import errors
+from workbook.replay import fixtures
+from workbook.replay import transport as replay
+from workbook.replay.player import Player
+
+import anthropic
+import pytest
+from conftest import ROOT
+
+
+def good():
+    return copy.deepcopy(fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json"))
+
+
+def test_a_recorded_529_is_retried_by_the_sdk_itself():
+    fixture = good()
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    first = fixture["exchanges"][0]
+    fixture["exchanges"].insert(
+        0, {"request": first["request"], "response": {"status": 529, "body": overloaded}}
+    )
+    client, transport = replay.replay_client(fixture, "t", max_retries=1)
+    client = client.with_options(timeout=5)
+    response = client.messages.create(**{k: v for k, v in first["request"].items()})
+    assert response.stop_reason == "tool_use" and transport.cursor == 2
+
+
+def test_a_replayed_stream_parses_through_the_sdk():
+    fixture = good()
+    body = fixture["exchanges"][1]["response"]["body"]
+    start = {**body, "content": [], "stop_reason": None}
+    events = [
+        {"event": "message_start", "data": {"type": "message_start", "message": start}},
+        {
+            "event": "content_block_start",
+            "data": {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        },
+        {
+            "event": "content_block_delta",
+            "data": {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "Done."},
+            },
+        },
+        {"event": "content_block_stop", "data": {"type": "content_block_stop", "index": 0}},
+        {
+            "event": "message_delta",
+            "data": {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": 2},
+            },
+        },
+        {"event": "message_stop", "data": {"type": "message_stop"}},
+    ]
+    request = {**fixture["exchanges"][0]["request"], "stream": True}
+    stream_fixture = {
+        **fixture,
+        "exchanges": [{"request": request, "response": {"status": 200, "stream": events}}],
+    }
+    client, _ = replay.replay_client(stream_fixture, "t")
+    with client.messages.stream(**{k: v for k, v in request.items() if k != "stream"}) as stream:
+        final = stream.get_final_message()
+    assert final.content[0].text == "Done." and final.stop_reason == "end_turn"
+
+
+def test_a_mismatch_is_not_retried_by_the_sdk():
+    client, transport = replay.replay_client(good(), "t", max_retries=3)
+    with pytest.raises(errors.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
+        client.messages.create(model="m", max_tokens=8000, messages=[{"role": "user", "content": "other"}])
+    assert len(transport.seen) == 1
+
+
+def test_a_request_is_compared_with_the_recording_of_its_own_turn():
+    fixture = good()
+    client, transport = replay.replay_client(fixture, "t")
+    first = fixture["exchanges"][0]["request"]
+    client.messages.create(**first)
+    sent = {**first, "messages": first["messages"]}  # the same opening again, where turn 2 is due
+    with pytest.raises(errors.ReplayMismatch, match="turn 2: expected 3 messages, got 1"):
+        client.messages.create(**sent)
+    assert transport.cursor == 1
+
+
+def test_the_recordings_own_bytes_are_answered_unjudged_in_a_checked_strict_replay(monkeypatch):
+    judged, play = [], Player.play
+    monkeypatch.setattr(
+        Player, "play", lambda player, body, betas: judged.append(body) or play(player, body, betas)
+    )
+    fixture = good()
+    client, transport = replay.replay_client(fixture, "t", checked=True)
+    for exchange in fixture["exchanges"]:
+        client.messages.create(**exchange["request"])
+    assert transport.cursor == len(fixture["exchanges"]) and judged == []
+    client, _ = replay.replay_client(fixture, "t")  # not checked when it loaded: every request is judged
+    client.messages.create(**fixture["exchanges"][0]["request"])
+    assert len(judged) == 1
+
+
+def test_other_bytes_in_a_checked_replay_are_judged_and_compared_in_full():
+    fixture = good()
+    client, transport = replay.replay_client(fixture, "t", checked=True, max_retries=0)
+    first = copy.deepcopy(fixture["exchanges"][0]["request"])
+    with pytest.raises(anthropic.BadRequestError, match="foo: Extra inputs are not permitted"):
+        client.messages.create(**first, extra_body={"foo": 1})
+    first["messages"][0]["content"] = "another task"
+    with pytest.raises(errors.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
+        client.messages.create(**first)
+    assert transport.cursor == 0
+
+
+def test_a_recorded_request_that_needs_a_beta_is_judged_with_the_senders_headers():
+    fixture = good()
+    system_turn = {"role": "system", "content": "be brief"}
+    fixture["exchanges"][0]["request"]["messages"].insert(0, system_turn)  # the recording may use any beta
+    client, _ = replay.replay_client(fixture, "t", checked=True, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError, match="a system message needs the beta header"):
+        client.messages.create(**fixture["exchanges"][0]["request"])
