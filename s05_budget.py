@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NamedTuple, Self
 
 from workbook import conversation, display, errors, launch, prices, step_cli, tracing
+from workbook.conversation import tool_result  # {"type": "tool_result", "tool_use_id": ..., ...}
 
 import anthropic
 from anthropic.types import Message
@@ -163,8 +164,13 @@ class Retry(s03.Retry):
 # -- new in s05: a Ctrl-C keeps the work — the turn's tools finish, every call is answered ------------
 
 INTERRUPTED = "error: interrupted by the user"  # how every answer to a call cut short by Ctrl-C begins
+STILL_OPEN = f"{INTERRUPTED}: stopped before it had a result"  # the answer to a call that had not ended
 INTERRUPT = threading.Event()  # set by a first Ctrl-C while tools run: they finish, then the run stops
 CTRL_C_IN_TOOLS = "interrupted by the user (Ctrl-C while tools ran: each ran to its end, all answered)"
+CTRL_C_TWICE = (
+    "interrupted by the user (a second Ctrl-C while tools ran: the {} of {} calls that had ended "
+    "keep their results)"
+)
 
 
 @contextmanager
@@ -172,7 +178,8 @@ def ctrl_c_lets_tools_finish():
     """While tools run, a first Ctrl-C only sets INTERRUPT: every call of this turn still runs to its
     end, each within its own timeout (each command has a process group of its own, which the terminal's
     Ctrl-C does not reach), every call is answered, and the loop stops after the turn, the work saved.
-    A second Ctrl-C raises KeyboardInterrupt at once, and the running command's group ends with it."""
+    A second Ctrl-C raises KeyboardInterrupt at once, and the running command's group ends with it
+    (run_tools_until_ctrl_c keeps what had ended)."""
     INTERRUPT.clear()  # a new turn of tools: no Ctrl-C yet
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may handle signals; elsewhere Ctrl-C keeps its default
@@ -193,6 +200,22 @@ def first_ctrl_c(signum, frame) -> None:
     )
 
 
+def run_tools_until_ctrl_c(calls: list, settings: "Settings", held: dict) -> tuple[list, list, str]:
+    """s04's run_tools (with the repeat brake's answers, `held`), under Ctrl-C: (results, timeline, why a
+    Ctrl-C stops the run, or ""). After a first Ctrl-C every call runs to its end. A second cuts the turn
+    short at once: each call that had ended keeps its real result, and only those still open are
+    answered as interrupted, so that the model is never told that a command which ran did not."""
+    answers = {block_id: (error, True) for block_id, error in held.items()}  # run_tools adds each as it ends
+    with ctrl_c_lets_tools_finish():
+        try:
+            results, timeline = run_tools(calls, settings, answers)
+            return results, timeline, CTRL_C_IN_TOOLS if INTERRUPT.is_set() else ""
+        except KeyboardInterrupt:  # the second Ctrl-C: the running command's group has ended with it
+            ended = dict(answers)  # as it is now (a read the thread pool ends later is not counted)
+    results = [tool_result(block.id, *ended.get(block.id, (STILL_OPEN, True))) for block in calls]
+    return results, [], CTRL_C_TWICE.format(len(ended), len(calls))
+
+
 def answer_open_calls(messages: list) -> bool:
     """After a stop mid-turn, give every tool_use of the last assistant message an is_error result, so
     that the conversation obeys the API's rules again; whether there were any to answer."""
@@ -200,8 +223,7 @@ def answer_open_calls(messages: list) -> bool:
     asked = [b["id"] for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
     if last.get("role") != "assistant" or not asked:
         return False
-    note = f"{INTERRUPTED}: stopped before it had a result"
-    messages.append({"role": "user", "content": [conversation.tool_result(i, note, True) for i in asked]})
+    messages.append({"role": "user", "content": [tool_result(i, STILL_OPEN, True) for i in asked]})
     return True
 
 
@@ -218,7 +240,7 @@ def stopped(settings: "Settings", reason: str) -> None:
 def interrupted(messages: list, settings: "Settings") -> None:
     """A Ctrl-C that ended the run at once: answer the calls still open, and say where it came."""
     if answer_open_calls(messages):
-        where = "a second Ctrl-C while tools ran: open calls answered"
+        where = "a Ctrl-C before the turn's results were kept: its calls answered as interrupted"
     else:
         where = "during a model call: its partial reply was dropped"
     stopped(settings, f"interrupted by the user ({where})")
@@ -322,16 +344,15 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 4. Run the tool calls as s04 does: reads side by side, the repeat brake, each id answered once,
         #    in order, in one user message. (new in s05) A first Ctrl-C lets every call of this turn
-        #    run to its end, and ends the run after it; a second cuts them short (run_task answers them).
+        #    run to its end, and ends the run after it; a second cuts short the calls still open.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         started = time.monotonic()
-        with ctrl_c_lets_tools_finish():
-            results, timeline = run_tools(calls, settings, held)
+        results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
+        messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
         brake.remember(results)
         display.show_tools(calls, results, timeline)
-        messages.append({"role": "user", "content": results})
-        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else brake.stop  # a Ctrl-C, or s04's repeat brake
+        stop = ctrl_c or brake.stop  # a Ctrl-C, or s04's repeat brake
         settings.trace.tools(len(turns), calls, results, started, stop)
         if stop:
             stopped(settings, stop)

@@ -37,8 +37,8 @@ import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
 from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
-from s04_parallel import RepeatBrake, run_tools
-from s05_budget import CTRL_C_IN_TOOLS, INTERRUPT, ctrl_c_lets_tools_finish, stopped, stream_reply
+from s04_parallel import RepeatBrake
+from s05_budget import run_tools_until_ctrl_c, stopped, stream_reply
 
 DEFAULT_FIXTURE = "fixtures/s06_truncated_tool_use.json"
 
@@ -408,13 +408,12 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         started = time.monotonic()
-        with ctrl_c_lets_tools_finish():
-            results, timeline = run_tools(calls, settings, held)
+        results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
+        messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
         brake.remember(results)
         display.show_tools(calls, results, timeline)
-        messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
-        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else brake.stop  # a Ctrl-C, or s04's repeat brake
+        stop = ctrl_c or brake.stop  # a Ctrl-C, or s04's repeat brake
         settings.trace.tools(len(turns), calls, results, started, stop)
         if stop:
             stopped(settings, stop)

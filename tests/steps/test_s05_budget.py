@@ -30,6 +30,7 @@ from standin import Reply, StandIn, message, scripted, text, tool_use
 
 STEPS_FROM = [s for s in STEPS if s >= "s05"]
 FIXTURES = ROOT / "fixtures"
+STILL_OPEN = "error: interrupted by the user: stopped before it had a result"  # a call a Ctrl-C cut short
 SAVED = FIXTURES / "conversations" / "s05_interrupted.json"  # what a second Ctrl-C in ./slow_check.sh leaves
 
 
@@ -221,7 +222,8 @@ def test_refusals_take_their_places_among_the_results_in_tool_use_order(step, tm
     run_turns(brake, [[(block(tool_id="a"), "x")], [(block(tool_id="b"), "x")]])
     calls = [block(tool_id="c"), block("list_files", {}, "d"), block("grep", {"pattern": "x"}, "e")]
     held = brake.hold_back(calls)
-    results, _ = step.run_tools(calls, step.Settings(tmp_path), held)
+    answers = {block_id: (error, True) for block_id, error in held.items()}  # as the loop gives them
+    results, _ = step.run_tools(calls, step.Settings(tmp_path), answers)
     assert list(held) == ["c"]
     assert [(r["tool_use_id"], r["is_error"]) for r in results] == [("c", True), ("d", False), ("e", False)]
 
@@ -436,13 +438,23 @@ def read_until(proc, words: str, timeout: float = 120) -> str:
     return "".join(seen)
 
 
-def interrupt_during_the_slow_command(tmp_path, second: bool = False) -> tuple[str, int, list]:
-    """Replay s05_interrupt, Ctrl-C once ./slow_check.sh (a 5 s sleep, then its result) is running. Once
+def workspace_of(pid: int, needle: bytes) -> Path:
+    """The folder the command holding `needle`, a child of `pid`, runs in: the run's workspace."""
+    [child] = [child for child, command in children_of(pid) if needle in command]
+    return Path(os.readlink(f"/proc/{child}/cwd"))
+
+
+def interrupt_during_the_slow_command(
+    tmp_path, second: bool = False, fixture: str = "s05_interrupt"
+) -> tuple[str, int, list]:
+    """Replay `fixture`, Ctrl-C once ./slow_check.sh (a 5 s sleep, then its result) is running. Once
     the Ctrl-C is acknowledged: a second one, if asked; else the check's sleep is ended, and the check
     finishes as it would have (the first Ctrl-C must let it). (output, exit code, saved conversation)."""
     saved = tmp_path / "conversation.json"
-    proc, _ = start_script("--replay", "fixtures/s05_interrupt.json", "--save", str(saved), tmp_path=tmp_path)
+    proc, _ = start_script("--replay", f"fixtures/{fixture}.json", "--save", str(saved), tmp_path=tmp_path)
     wait_until_running(proc, b"slow_check.sh")
+    if fixture == "s05_interrupt_keeps_what_ended":  # its first command ran, alone, before the check
+        assert (workspace_of(proc.pid, b"slow_check.sh") / "marker.txt").read_text() == "written\n"
     proc.send_signal(signal.SIGINT)
     before = read_until(proc, "Ctrl-C: this turn's tools run to their end")
     assert runs_under(proc.pid, b"slow_check.sh"), "the command ended before the Ctrl-C was acknowledged"
@@ -496,6 +508,9 @@ def signalled(tmp_path_factory):
     jobs = {
         "once": interrupt_during_the_slow_command,
         "twice": lambda tmp: interrupt_during_the_slow_command(tmp, second=True),
+        "twice, after a write": lambda tmp: interrupt_during_the_slow_command(
+            tmp, second=True, fixture="s05_interrupt_keeps_what_ended"
+        ),
         "kill -9": kill_after_the_first_call,
         "model call": interrupt_during_a_model_call,
     }
@@ -526,6 +541,61 @@ def test_a_second_ctrl_c_cuts_the_tools_short_and_still_saves(signalled):
     assert all(a["is_error"] and "interrupted by the user" in a["content"] for a in saved[-1]["content"])
     assert "12 checks passed" not in json.dumps(saved)
     assert saved == json.loads(SAVED.read_text())  # the conversation s05_resume.json was recorded from
+
+
+@S05_ONLY
+def test_a_second_ctrl_c_keeps_the_real_result_of_a_call_that_had_ended(signalled):
+    """marker.txt was written (the run checked it while ./slow_check.sh ran): its call keeps its result,
+    and only the check, still open, is answered as interrupted."""
+    out, code, saved = signalled["twice, after a write"]
+    assert code == 130 and "Traceback" not in out, out
+    assert contract.api_rule_problems(saved) == [] and len(saved) == 3
+    marker, check = saved[-1]["content"]
+    assert not marker["is_error"] and marker["content"] == "(no output)\n[exit code 0]"
+    assert check["is_error"] and check["content"] == STILL_OPEN
+    assert "stopped: interrupted by the user (a second Ctrl-C while tools ran: the 1 of 2 calls" in out
+
+
+@pytest.mark.parametrize("script", [f"{s}.py" for s in STEPS_FROM])
+def test_live_two_ctrl_cs_keep_the_result_of_every_call_that_had_ended(script, tmp_path):
+    """Live over real HTTP: the first command writes marker.txt, the second waits on a FIFO nobody writes
+    (an event, not a clock: it runs until the Ctrl-Cs end it). The saved conversation tells the truth."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    os.mkfifo(workspace / "wait.fifo")
+    write = tool_use("toolu_a", "bash", {"command": "echo written > marker.txt"})
+    first = message([write, tool_use("toolu_b", "bash", {"command": "cat wait.fifo"})], "tool_use")
+    saved = tmp_path / "conversation.json"
+    with StandIn(scripted(first)) as api:
+        env = offline_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=api.url, PYTHONUNBUFFERED="1")
+        flags = ["--workspace", str(workspace), "--save", str(saved), "--permission", "all"]
+        proc = subprocess.Popen(
+            [sys.executable, script, "leave a marker, then wait", *flags],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        wait_until_running(proc, b"wait.fifo")
+        proc.send_signal(signal.SIGINT)
+        out = read_until(proc, "Ctrl-C: this turn's tools run to their end")
+        proc.send_signal(signal.SIGINT)
+        out += proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130 and "Traceback" not in out, out
+    assert (workspace / "marker.txt").read_text() == "written\n" and len(api.requests) == 1
+    conversation = json.loads(saved.read_text())
+    assert contract.api_rule_problems(conversation) == []
+    assert conversation[-1]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_a",
+            "content": "(no output)\n[exit code 0]",
+            "is_error": False,
+        },
+        {"type": "tool_result", "tool_use_id": "toolu_b", "content": STILL_OPEN, "is_error": True},
+    ]
+    assert not runs_under(proc.pid, b"wait.fifo")
 
 
 @S05_ONLY
@@ -660,10 +730,11 @@ REPLAYS = {  # fixture -> how the run ends
     "s04_repeated_call": "stopped: repeated call: read_file",
     "s05_resume": "stopped: the model ended its turn (stop_reason end_turn)",
 }
+INTERRUPTED_RUNS = ["s05_interrupt", "s05_interrupt_keeps_what_ended"]  # replayed above, with real Ctrl-Cs
 
 
 def test_every_fixture_s05_replays_has_a_replay_test():
-    assert sorted([*REPLAYS, "s05_interrupt"]) == REPLAYED_BY_S05
+    assert sorted([*REPLAYS, *INTERRUPTED_RUNS]) == REPLAYED_BY_S05
     assert "s04_repeated_call" in REPLAYED_BY_S05
 
 
