@@ -118,20 +118,27 @@ class Budget:
 
     def exceeded(self) -> str:
         """The first limit reached, named with its flag; "" while there is room for another call."""
-        last_in = self.rows[-1].tokens_in if self.rows else 0
         if len(self.rows) >= self.max_steps:
             return f"max steps: {len(self.rows)} model calls made (--max-steps {self.max_steps})"
         if self.tokens >= self.max_tokens_total:
             limit = f"--max-tokens-total {self.max_tokens_total:,}"
             return f"token budget: {self.tokens:,} tokens in and out ({limit})"
-        if last_in >= self.max_input_tokens:
-            return (
-                f"input limit: the last request sent {last_in:,} input tokens, the next sends more "
-                f"(--max-input-tokens {self.max_input_tokens:,})"
-            )
+        too_large = self.input_limit()
+        if too_large:
+            return too_large
         if self.cost >= self.max_cost:
             return f"cost limit: about ${self.cost:.4f} spent (--max-cost ${self.max_cost:g})"
         return ""
+
+    def input_limit(self) -> str:
+        """--max-input-tokens, judged by the last request: history only grows, so the next sends more."""
+        last_in = self.rows[-1].tokens_in if self.rows else 0
+        if last_in < self.max_input_tokens:
+            return ""
+        return (
+            f"input limit: the last request sent {last_in:,} input tokens, the next sends more "
+            f"(--max-input-tokens {self.max_input_tokens:,})"
+        )
 
     def spent(self) -> dict:
         return {"steps": len(self.rows), "tokens": self.tokens, "cost": round(self.cost, 6)}

@@ -69,7 +69,12 @@ def load_conversation(path: Path) -> list:
 
 def context_chars(messages: list) -> int:
     """The size of the conversation in characters of JSON (roughly 4 per token)."""
-    return len(json.dumps(plain([m["content"] for m in messages]), ensure_ascii=False))
+    return json_chars([m["content"] for m in messages])
+
+
+def json_chars(value) -> int:
+    """The size of a value (a request's system prompt and tools, say) in characters of JSON."""
+    return len(json.dumps(plain(value), ensure_ascii=False))
 
 
 def blocks(message: dict) -> list[dict]:

@@ -287,10 +287,12 @@ def count(text: str) -> int:
 
 def run_line(run: Run, args) -> dict:
     """s06's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
-    the task, the workspace, and the flags that change what the loop does (the stop hook, web search)."""
+    the task, the workspace, and the flags that change what the loop does (the limits set, the stop
+    hook, web search)."""
     fixture = run.fixture or {}
     where, provenance = fixture.get("workspace", ""), fixture.get("provenance", "recorded")
-    flags = ["--web-search"] if args.web_search else []
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in limits(args).items()]
+    flags += ["--web-search"] if args.web_search else []
     if args.stop_hook:
         flags += ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
     return dict(task=run.task, workspace=where, provenance=provenance, args=flags, environment=for_run(run))
