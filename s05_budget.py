@@ -3,10 +3,11 @@
 Adds over s04: a Budget checks --max-steps, --max-tokens-total (200,000, as
 the article), --max-input-tokens and --max-cost (a dated price table) before
 every call. Replies stream. A first Ctrl-C lets this turn's tools finish,
-answers every call, saves and stops; a second cuts them short. However the run
-ends, the conversation is saved (--resume FILE goes on from it).
+answers every call, saves and stops; a second cuts short the calls still open.
+However the run ends, the conversation is saved: --resume FILE goes on from it,
+--handoff FILE starts a fresh session from the task and what the run did.
 
-    user task, or --resume FILE + a new instruction
+    user task, --resume FILE + a new instruction, or --handoff FILE
         v
     +=================+  a limit is reached  +=============================+
     | Budget.exceeded | -------------------> | stop: the reason named, the |
@@ -20,6 +21,7 @@ ends, the conversation is saved (--resume FILE goes on from it).
 Run: python s05_budget.py   replay: a streamed run that ends normally
      python s05_budget.py --replay fixtures/s05_max_steps.json   a limit hit
      python s05_budget.py --resume FILE   go on from a saved conversation
+     python s05_budget.py --handoff FILE   start afresh from what it did
      python s05_budget.py "task" --max-cost 0.50   live, ANTHROPIC_API_KEY
 """
 
@@ -264,8 +266,12 @@ def failed(settings: "Settings", err: Exception) -> None:
 # -- new in s05: --resume — a saved conversation, and a new instruction after it ----------------------
 
 
-def first_messages(run: launch.Run, resume: str | None) -> list:
-    """The task as the first message; or, with --resume, the saved conversation plus the instruction."""
+def first_messages(run: launch.Run, args) -> list:
+    """The task as the first message; or, with --resume, the saved conversation plus the instruction;
+    or, with --handoff, a fresh session from it."""
+    if args.handoff:
+        return handed_off(run, args.handoff)
+    resume = args.resume
     if not resume:
         return [{"role": "user", "content": run.task}]
     saved, refused = conversation.resumable(conversation.load_conversation(conversation.repo_path(resume)))
@@ -284,6 +290,25 @@ def continued(messages: list, instruction: str) -> list:
     if not instruction:
         raise errors.WorkbookError("the conversation ended with the model's answer: give a new instruction")
     return messages + [{"role": "user", "content": instruction}]
+
+
+# -- new in s05: --handoff — a run that drifted starts afresh, from its task and what it did ------------
+
+HANDOFF = (
+    "[A fresh session. An earlier session on this task drifted and was stopped. What it did, as "
+    "the harness read it from that session's tool calls and results (check the files as they are "
+    "now before you rely on it):]"
+)
+
+
+def handed_off(run: launch.Run, path: str) -> list:
+    """A new conversation of one message: the saved conversation's task, what it did (the harness reads
+    that from its tool calls; the model's own account is what drifted), and the instruction, if any."""
+    saved = conversation.load_conversation(conversation.repo_path(path))
+    task = conversation.first_text(saved).split(HANDOFF)[0].strip()  # a handoff of a handoff: the task
+    opening = "\n\n".join(part for part in (task, HANDOFF, conversation.what_it_did(saved), run.task) if part)
+    display.show_handoff(path, len(saved), opening)
+    return conversation.replay_leniently_unless_recorded(run, [{"role": "user", "content": opening}])
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -376,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_task(run: launch.Run, args) -> int:
     """The loop within this run's limits; however it ends, the conversation is saved, to resume."""
     settings = Settings.for_run(run, args)
-    messages = first_messages(run, args.resume)
+    messages = first_messages(run, args)
     saved = saved_path(run, args)
     try:
         agent_loop(run.client, messages, settings)

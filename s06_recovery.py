@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_task(run: launch.Run, args) -> int:
     """s05's run, with this step's loop and settings; recovery giving up is exit 1."""
     settings = Settings.for_run(run, args)
-    messages = s05.first_messages(run, args.resume)
+    messages = s05.first_messages(run, args)
     saved = s05.saved_path(run, args)
     try:
         agent_loop(run.client, messages, settings)
