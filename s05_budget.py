@@ -4,8 +4,8 @@ Adds over s04: a Budget checks --max-steps, --max-tokens-total (200,000, as
 the article), --max-input-tokens and --max-cost (a dated price table) before
 every call. Replies stream. A first Ctrl-C lets this turn's tools finish,
 answers every call, saves and stops; a second cuts short the calls still open.
-However the run ends, the conversation is saved: --resume FILE goes on from it,
---handoff FILE starts a fresh session from the task and what the run did.
+However the run ends, the conversation is saved: --resume FILE goes on from
+it; --handoff FILE starts a fresh session from its task and what it did.
 
     user task, --resume FILE + a new instruction, or --handoff FILE
         v
