@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Self
 
 from workbook import conversation, display, launch, step_cli
-from workbook.api.retry_after import server_wait  # the pause a 429 or 529 asks for, from its headers
+from workbook.api.retry_after import server_wait  # the pause a 429 or 529 asks for (None: none above 0)
 from workbook.audit import log_call  # s02's audit log: one JSON line per call
 
 import anthropic

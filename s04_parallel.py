@@ -3,8 +3,8 @@
 Adds over s03: `run_tools()` groups a turn's calls in order: a run of
 read-only calls runs together in a thread pool; any other call is a barrier
 that runs alone, so two writes never race and only a lone call can ask a
-person. A repeat brake holds back a third identical call, and an edit that
-flips a file back again (A→B→A→B).
+person. A repeat brake holds back a third identical call, and an edit or a
+write that flips a file back again (A→B→A→B).
 
     user task
         |
@@ -76,14 +76,16 @@ def plan(blocks: list) -> list[list[int]]:
     return groups
 
 
-def run_tools(calls: list, settings: "Settings", held: dict | None = None) -> tuple[list[dict], list[Timed]]:
-    """Answer every tool_use once, in the order asked: (tool_results, timeline). A call in `held` (the
-    repeat brake's answers, by id) does not run; of the others, each group of reads runs in the thread
-    pool, every other call alone in this thread, so it overlaps nothing and only it can ask a person.
-    The timeline, when each call ran, is for the screen only."""
-    held = held or {}
-    runnable = [block for block in calls if block.id not in held]
-    answers = {block_id: (answer, True) for block_id, answer in held.items()}  # id -> (output, is_error)
+def run_tools(
+    calls: list, settings: "Settings", answers: dict | None = None
+) -> tuple[list[dict], list[Timed]]:
+    """Answer every tool_use once, in the order asked: (tool_results, timeline). `answers` holds the
+    turn's answers by tool_use id, as (output, is_error): a call already answered there (by the repeat
+    brake) does not run, and each other call's answer goes in as soon as it ends. Each group of reads
+    runs in the thread pool, every other call alone in this thread, so it overlaps nothing and only it
+    can ask a person. The timeline, when each call ran, is for the screen only."""
+    answers = {} if answers is None else answers
+    runnable = [block for block in calls if block.id not in answers]
     timeline = []
 
     def run(i: int, group: int) -> None:
@@ -121,6 +123,12 @@ def over_the_cap(block, asked: int, settings: "Settings") -> str:
 
 REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is held back
 HELD = "held back"  # what the brake remembers as the result of a call it held back
+IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
+    "edit_file": "error: not run: this edit redoes one you already undid (A→B, then B→A, now A→B again): "
+    "the edits are going in circles. Decide which version is right, say why, and stop editing it.",
+    "write_file": "error: not run: this write redoes one you already undid (you wrote A, B, then A, and now "
+    "B again): the writes are going in circles. Decide which version is right, say why, and stop writing it.",
+}
 
 
 @dataclass
@@ -135,12 +143,14 @@ class Asked:
 class RepeatBrake:
     """The brake on a model going round in circles. It sees every call in the order asked, and holds one
     back (answers it with an error asking for another approach) when the REPEAT_LIMIT - 1 calls just
-    before it were the same tool with the same input and gave one same result, or when it is an edit
-    that redoes one already undone (A→B, B→A, A→B). Asking again for a call held back stops the run."""
+    before it were the same tool with the same input and gave one same result, or when it redoes a change
+    to a file already undone (edits A→B, B→A, A→B; writes A, B, A, B). Asking again for a call held back
+    stops the run."""
 
     recent: deque = field(default_factory=partial(deque, maxlen=REPEAT_LIMIT - 1))  # the latest Askeds
     turn: list = field(default_factory=list)  # this turn's calls, as Askeds, in tool_use order
-    edits: dict = field(default_factory=dict)  # path -> the (old_text, new_text) edits asked for, in order
+    changes: dict = field(default_factory=dict)  # (tool, path) -> the (before, after) changes asked, in order
+    written: dict = field(default_factory=dict)  # path -> the content last written there (None: not yet)
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
 
     def hold_back(self, calls: list) -> dict[str, str]:
@@ -170,20 +180,24 @@ class RepeatBrake:
                 f"{REPEAT_LIMIT} times in a row, and it gave the same result each time, so another gives "
                 "nothing new. Change approach: other input, another tool, or stop and report what you found."
             )
-        if block.name == "edit_file" and isinstance(block.input, dict) and self.flips_back(block.input):
-            return (
-                "error: not run: this edit redoes one you already undid (A→B, then B→A, now A→B again): "
-                "the edits are going in circles. Decide which version is right, say why, and stop editing it."
-            )
+        if self.flips_back(block):
+            return IN_CIRCLES[block.name]
         return None
 
-    def flips_back(self, edit: dict) -> bool:
-        """Whether this edit redoes an edit of the same file after its undo (A→B, B→A, A→B)."""
-        old = edit.get("old_text")  # not yet validated: execute() checks them
-        new = edit.get("new_text")
-        change = (old, new)
-        undo = (new, old)  # a no-op edit (A→A) undoes nothing
-        done = self.edits.setdefault(str(edit.get("path")), [])
+    def flips_back(self, block) -> bool:
+        """Whether this call redoes a change to a file after its undo: an edit A→B, B→A, then A→B again;
+        or a file written A, B, A, then B again (a write changes what was last written there)."""
+        given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
+        path = str(given.get("path"))
+        if block.name == "edit_file":
+            change = (given.get("old_text"), given.get("new_text"))
+        elif block.name == "write_file":
+            change = (self.written.get(path), given.get("content"))
+            self.written[path] = given.get("content")
+        else:
+            return False
+        undo = change[::-1]  # a change to the same content (A→A) undoes nothing
+        done = self.changes.setdefault((block.name, path), [])
         circle = change in done and change != undo and undo in done[done.index(change) :]
         done.append(change)
         return circle
@@ -246,7 +260,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         #    brake answers the calls it holds back; each other call still goes through execute().
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)  # tool_use id -> the error that answers it instead
-        results, timeline = run_tools(calls, settings, held)  # the timeline is shown, never sent
+        answers = {block_id: (error, True) for block_id, error in held.items()}  # run_tools adds the rest
+        results, timeline = run_tools(calls, settings, answers)  # the timeline is shown, never sent
         brake.remember(results)
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})

@@ -3,10 +3,11 @@
 Adds over s04: a Budget checks --max-steps, --max-tokens-total (200,000, as
 the article), --max-input-tokens and --max-cost (a dated price table) before
 every call. Replies stream. A first Ctrl-C lets this turn's tools finish,
-answers every call, saves and stops; a second cuts them short. However the run
-ends, the conversation is saved (--resume FILE goes on from it).
+answers every call, saves and stops; a second cuts short the calls still open.
+However the run ends, the conversation is saved: --resume FILE goes on from
+it; --handoff FILE starts a fresh session from its task and what it did.
 
-    user task, or --resume FILE + a new instruction
+    user task, --resume FILE + a new instruction, or --handoff FILE
         v
     +=================+  a limit is reached  +=============================+
     | Budget.exceeded | -------------------> | stop: the reason named, the |
@@ -20,6 +21,7 @@ ends, the conversation is saved (--resume FILE goes on from it).
 Run: python s05_budget.py   replay: a streamed run that ends normally
      python s05_budget.py --replay fixtures/s05_max_steps.json   a limit hit
      python s05_budget.py --resume FILE   go on from a saved conversation
+     python s05_budget.py --handoff FILE   start afresh from what it did
      python s05_budget.py "task" --max-cost 0.50   live, ANTHROPIC_API_KEY
 """
 
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import NamedTuple, Self
 
 from workbook import conversation, display, errors, launch, prices, step_cli, tracing
+from workbook.conversation import tool_result  # {"type": "tool_result", "tool_use_id": ..., ...}
 
 import anthropic
 from anthropic.types import Message
@@ -117,20 +120,27 @@ class Budget:
 
     def exceeded(self) -> str:
         """The first limit reached, named with its flag; "" while there is room for another call."""
-        last_in = self.rows[-1].tokens_in if self.rows else 0
         if len(self.rows) >= self.max_steps:
             return f"max steps: {len(self.rows)} model calls made (--max-steps {self.max_steps})"
         if self.tokens >= self.max_tokens_total:
             limit = f"--max-tokens-total {self.max_tokens_total:,}"
             return f"token budget: {self.tokens:,} tokens in and out ({limit})"
-        if last_in >= self.max_input_tokens:
-            return (
-                f"input limit: the last request sent {last_in:,} input tokens, the next sends more "
-                f"(--max-input-tokens {self.max_input_tokens:,})"
-            )
+        too_large = self.input_limit()
+        if too_large:
+            return too_large
         if self.cost >= self.max_cost:
             return f"cost limit: about ${self.cost:.4f} spent (--max-cost ${self.max_cost:g})"
         return ""
+
+    def input_limit(self) -> str:
+        """--max-input-tokens, judged by the last request: history only grows, so the next sends more."""
+        last_in = self.rows[-1].tokens_in if self.rows else 0
+        if last_in < self.max_input_tokens:
+            return ""
+        return (
+            f"input limit: the last request sent {last_in:,} input tokens, the next sends more "
+            f"(--max-input-tokens {self.max_input_tokens:,})"
+        )
 
     def spent(self) -> dict:
         return {"steps": len(self.rows), "tokens": self.tokens, "cost": round(self.cost, 6)}
@@ -163,8 +173,13 @@ class Retry(s03.Retry):
 # -- new in s05: a Ctrl-C keeps the work — the turn's tools finish, every call is answered ------------
 
 INTERRUPTED = "error: interrupted by the user"  # how every answer to a call cut short by Ctrl-C begins
+STILL_OPEN = f"{INTERRUPTED}: stopped before it had a result"  # the answer to a call that had not ended
 INTERRUPT = threading.Event()  # set by a first Ctrl-C while tools run: they finish, then the run stops
 CTRL_C_IN_TOOLS = "interrupted by the user (Ctrl-C while tools ran: each ran to its end, all answered)"
+CTRL_C_TWICE = (
+    "interrupted by the user (a second Ctrl-C while tools ran: the {} of {} calls that had ended "
+    "keep their results)"
+)
 
 
 @contextmanager
@@ -172,7 +187,8 @@ def ctrl_c_lets_tools_finish():
     """While tools run, a first Ctrl-C only sets INTERRUPT: every call of this turn still runs to its
     end, each within its own timeout (each command has a process group of its own, which the terminal's
     Ctrl-C does not reach), every call is answered, and the loop stops after the turn, the work saved.
-    A second Ctrl-C raises KeyboardInterrupt at once, and the running command's group ends with it."""
+    A second Ctrl-C raises KeyboardInterrupt at once, and the running command's group ends with it
+    (run_tools_until_ctrl_c keeps what had ended)."""
     INTERRUPT.clear()  # a new turn of tools: no Ctrl-C yet
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may handle signals; elsewhere Ctrl-C keeps its default
@@ -193,6 +209,22 @@ def first_ctrl_c(signum, frame) -> None:
     )
 
 
+def run_tools_until_ctrl_c(calls: list, settings: "Settings", held: dict) -> tuple[list, list, str]:
+    """s04's run_tools (with the repeat brake's answers, `held`), under Ctrl-C: (results, timeline, why a
+    Ctrl-C stops the run, or ""). After a first Ctrl-C every call runs to its end. A second cuts the turn
+    short at once: each call that had ended keeps its real result, and only those still open are
+    answered as interrupted, so that the model is never told that a command which ran did not."""
+    answers = {block_id: (error, True) for block_id, error in held.items()}  # run_tools adds each as it ends
+    with ctrl_c_lets_tools_finish():
+        try:
+            results, timeline = run_tools(calls, settings, answers)
+            return results, timeline, CTRL_C_IN_TOOLS if INTERRUPT.is_set() else ""
+        except KeyboardInterrupt:  # the second Ctrl-C: the running command's group has ended with it
+            ended = dict(answers)  # as it is now (a read the thread pool ends later is not counted)
+    results = [tool_result(block.id, *ended.get(block.id, (STILL_OPEN, True))) for block in calls]
+    return results, [], CTRL_C_TWICE.format(len(ended), len(calls))
+
+
 def answer_open_calls(messages: list) -> bool:
     """After a stop mid-turn, give every tool_use of the last assistant message an is_error result, so
     that the conversation obeys the API's rules again; whether there were any to answer."""
@@ -200,8 +232,7 @@ def answer_open_calls(messages: list) -> bool:
     asked = [b["id"] for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
     if last.get("role") != "assistant" or not asked:
         return False
-    note = f"{INTERRUPTED}: stopped before it had a result"
-    messages.append({"role": "user", "content": [conversation.tool_result(i, note, True) for i in asked]})
+    messages.append({"role": "user", "content": [tool_result(i, STILL_OPEN, True) for i in asked]})
     return True
 
 
@@ -218,7 +249,7 @@ def stopped(settings: "Settings", reason: str) -> None:
 def interrupted(messages: list, settings: "Settings") -> None:
     """A Ctrl-C that ended the run at once: answer the calls still open, and say where it came."""
     if answer_open_calls(messages):
-        where = "a second Ctrl-C while tools ran: open calls answered"
+        where = "a Ctrl-C before the turn's results were kept: its calls answered as interrupted"
     else:
         where = "during a model call: its partial reply was dropped"
     stopped(settings, f"interrupted by the user ({where})")
@@ -235,8 +266,12 @@ def failed(settings: "Settings", err: Exception) -> None:
 # -- new in s05: --resume — a saved conversation, and a new instruction after it ----------------------
 
 
-def first_messages(run: launch.Run, resume: str | None) -> list:
-    """The task as the first message; or, with --resume, the saved conversation plus the instruction."""
+def first_messages(run: launch.Run, args) -> list:
+    """The task as the first message; or, with --resume, the saved conversation plus the instruction;
+    or, with --handoff, a fresh session from it."""
+    if args.handoff:
+        return handed_off(run, args.handoff)
+    resume = args.resume
     if not resume:
         return [{"role": "user", "content": run.task}]
     saved, refused = conversation.resumable(conversation.load_conversation(conversation.repo_path(resume)))
@@ -255,6 +290,25 @@ def continued(messages: list, instruction: str) -> list:
     if not instruction:
         raise errors.WorkbookError("the conversation ended with the model's answer: give a new instruction")
     return messages + [{"role": "user", "content": instruction}]
+
+
+# -- new in s05: --handoff — a run that drifted starts afresh, from its task and what it did ------------
+
+HANDOFF = (
+    "[A fresh session. An earlier session on this task drifted and was stopped. What it did, as "
+    "the harness read it from that session's tool calls and results (check the files as they are "
+    "now before you rely on it):]"
+)
+
+
+def handed_off(run: launch.Run, path: str) -> list:
+    """A new conversation of one message: the saved conversation's task, what it did (the harness reads
+    that from its tool calls; the model's own account is what drifted), and the instruction, if any."""
+    saved = conversation.load_conversation(conversation.repo_path(path))
+    task = conversation.first_text(saved).split(HANDOFF)[0].strip()  # a handoff of a handoff: the task
+    opening = "\n\n".join(part for part in (task, HANDOFF, conversation.what_it_did(saved), run.task) if part)
+    display.show_handoff(path, len(saved), opening)
+    return conversation.replay_leniently_unless_recorded(run, [{"role": "user", "content": opening}])
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -322,16 +376,15 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 4. Run the tool calls as s04 does: reads side by side, the repeat brake, each id answered once,
         #    in order, in one user message. (new in s05) A first Ctrl-C lets every call of this turn
-        #    run to its end, and ends the run after it; a second cuts them short (run_task answers them).
+        #    run to its end, and ends the run after it; a second cuts short the calls still open.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         started = time.monotonic()
-        with ctrl_c_lets_tools_finish():
-            results, timeline = run_tools(calls, settings, held)
+        results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
+        messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
         brake.remember(results)
         display.show_tools(calls, results, timeline)
-        messages.append({"role": "user", "content": results})
-        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else brake.stop  # a Ctrl-C, or s04's repeat brake
+        stop = ctrl_c or brake.stop  # a Ctrl-C, or s04's repeat brake
         settings.trace.tools(len(turns), calls, results, started, stop)
         if stop:
             stopped(settings, stop)
@@ -348,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_task(run: launch.Run, args) -> int:
     """The loop within this run's limits; however it ends, the conversation is saved, to resume."""
     settings = Settings.for_run(run, args)
-    messages = first_messages(run, args.resume)
+    messages = first_messages(run, args)
     saved = saved_path(run, args)
     try:
         agent_loop(run.client, messages, settings)

@@ -27,7 +27,7 @@ from functools import partial
 from typing import NamedTuple, Self
 
 from workbook import conversation, display, launch, step_cli
-from workbook.conversation import blocks, context_chars, result_text  # a message's blocks, its size
+from workbook.conversation import blocks, context_chars, json_chars, result_text  # blocks, sizes
 
 import anthropic
 from anthropic.types import Message
@@ -37,8 +37,8 @@ import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
 from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
-from s04_parallel import RepeatBrake, run_tools
-from s05_budget import CTRL_C_IN_TOOLS, INTERRUPT, ctrl_c_lets_tools_finish, stopped, stream_reply
+from s04_parallel import RepeatBrake
+from s05_budget import run_tools_until_ctrl_c, stopped, stream_reply
 
 DEFAULT_FIXTURE = "fixtures/s06_truncated_tool_use.json"
 
@@ -114,6 +114,30 @@ class HookResult(NamedTuple):
     output: str
 
 
+# 0. The limits: s05's, but after recovery made room the next request is judged by what it holds.
+@dataclass
+class Budget(s05.Budget):
+    """Unlike s05's: after recovery made room for a reply that filled the window, the input limit judges
+    the next request by an estimate of what it holds, not by the last request, which held more."""
+
+    estimate: int | None = None  # the next request's input tokens, from made_room()
+
+    def made_room(self, before: int, after: int) -> None:
+        """The request shrank from `before` to `after` characters of JSON: its tokens did, roughly, too."""
+        self.estimate = round(self.rows[-1].tokens_in * after / before)
+
+    def input_limit(self) -> str:
+        estimate, self.estimate = self.estimate, None  # it judges the next request; later ones, their count
+        if estimate is None:
+            return super().input_limit()
+        if estimate < self.max_input_tokens:
+            return ""
+        return (
+            f"input limit: after making room the next request still holds about {estimate:,} input tokens "
+            f"(--max-input-tokens {self.max_input_tokens:,})"
+        )
+
+
 # 1. The call: recovery's max_tokens and tools; a prompt too long is an outcome, not a crash.
 def shared_request(settings: "Settings") -> dict:
     """What every request of the run shares: the model, the system prompt, the tools (s02's, and with
@@ -178,7 +202,9 @@ def next_transition(response, state: Recovery, messages: list, hook: HookResult 
             return room or "collapse", f"{stop}: {collapsible(messages)} old tool results can be collapsed"
         if not state.compacted and split_point(messages) is not None:
             return room or "compact", f"{stop}: collapsing is not enough; summarize the older history"
-        return "fail", f"{stop}, and this turn has already collapsed and compacted once: giving up"
+        collapse = "already collapsed once" if state.collapsed else "no old tool result to collapse"
+        compact = "already compacted once" if state.compacted else "no earlier turn to summarize"
+        return "fail", f"{stop}, and this turn: {collapse}, {compact}: giving up"
     if stop == "tool_use":
         return "next_turn", "tool_use"
     if stop == "max_tokens" and state.max_tokens < ESCALATED_MAX_TOKENS:
@@ -266,6 +292,9 @@ def recover(
         summary = compact(client, messages, settings)
     settings.trace.write("context", transition=transition, before=before, after=context_chars(messages))
     display.show_context(before, context_chars(messages))
+    if response is not None:  # make_room: the reply that filled the window was counted; its input tokens
+        fixed = json_chars(shared_request(settings))  # now overstate the next request, which holds less
+        settings.budget.made_room(before + fixed, context_chars(messages) + fixed)
     return summary
 
 
@@ -343,6 +372,7 @@ class Settings(s05.Settings):
     """s05's settings, and what s06 adds: a stop hook that must pass before the loop may stop, the API's
     web search, and the recovery chain's state and record."""
 
+    budget: Budget = field(default_factory=Budget)
     stop_hook: str | None = None  # --stop-hook: a shell command run in the workspace
     web_search: bool = False  # --web-search: the API's server-side search tool
     recovery: Recovery = field(default_factory=Recovery)
@@ -353,6 +383,7 @@ class Settings(s05.Settings):
         would), --stop-hook-retries and --web-search; and the trace's `run` line, all that replaying
         the trace as a fixture needs besides its requests."""
         settings = super().for_run(run, args)
+        settings.budget = Budget(**step_cli.limits(args))
         settings.trace.write("run", **step_cli.run_line(run, args))
         settings.stop_hook = step_cli.stop_hook(run, args, s02.gate, s02.REGISTRY["bash"])
         settings.web_search = args.web_search
@@ -408,13 +439,12 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         started = time.monotonic()
-        with ctrl_c_lets_tools_finish():
-            results, timeline = run_tools(calls, settings, held)
+        results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
+        messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
         brake.remember(results)
         display.show_tools(calls, results, timeline)
-        messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
-        stop = CTRL_C_IN_TOOLS if INTERRUPT.is_set() else brake.stop  # a Ctrl-C, or s04's repeat brake
+        stop = ctrl_c or brake.stop  # a Ctrl-C, or s04's repeat brake
         settings.trace.tools(len(turns), calls, results, started, stop)
         if stop:
             stopped(settings, stop)
@@ -431,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_task(run: launch.Run, args) -> int:
     """s05's run, with this step's loop and settings; recovery giving up is exit 1."""
     settings = Settings.for_run(run, args)
-    messages = s05.first_messages(run, args.resume)
+    messages = s05.first_messages(run, args)
     saved = s05.saved_path(run, args)
     try:
         agent_loop(run.client, messages, settings)

@@ -1,4 +1,5 @@
-"""The conversation as data: tool_result blocks, plain JSON, saved and loaded for --resume."""
+"""The conversation as data: tool_result blocks, plain JSON, saved and loaded for --resume, and read
+back as a few lines of fact for --handoff."""
 
 from __future__ import annotations
 
@@ -69,7 +70,12 @@ def load_conversation(path: Path) -> list:
 
 def context_chars(messages: list) -> int:
     """The size of the conversation in characters of JSON (roughly 4 per token)."""
-    return len(json.dumps(plain([m["content"] for m in messages]), ensure_ascii=False))
+    return json_chars([m["content"] for m in messages])
+
+
+def json_chars(value) -> int:
+    """The size of a value (a request's system prompt and tools, say) in characters of JSON."""
+    return len(json.dumps(plain(value), ensure_ascii=False))
 
 
 def blocks(message: dict) -> list[dict]:
@@ -109,3 +115,69 @@ def resumable(messages: list) -> tuple[list, str | None]:
     """A saved conversation as the API takes it (s06's refusal mark removed: the API refuses unknown
     keys), and what --resume should say about a refused turn it ends on (None if it does not)."""
     return [{k: v for k, v in m.items() if k != REFUSED} for m in messages], refusal_note(messages)
+
+
+# -- s05's --handoff: a saved conversation read back as what it did, for a fresh session ----------------
+
+WRITES = ("write_file", "edit_file")  # the workbook's tools that change a file (s02's)
+LISTED = 8  # of commands and failures, the last this many are listed; the rest are counted
+
+
+def first_text(messages: list) -> str:
+    """The text of the first message: the task the conversation was given."""
+    content = blocks(messages[0]) if messages else []
+    return "\n".join(b["text"] for b in content if b.get("type") == "text").strip()
+
+
+def what_it_did(messages: list) -> str:
+    """A saved conversation as a few lines of fact, read from its tool calls and their results (never
+    from what the model said about them): the files it changed, the commands it ran and how each
+    ended, the calls that failed or were refused, and the model's last words."""
+    results = {b["tool_use_id"]: b for m in messages for b in blocks(m) if b["type"] == "tool_result"}
+    changed, commands, failed = {}, [], []
+    for block in (b for m in messages for b in blocks(m) if b["type"] == "tool_use"):
+        result = results.get(block["id"], {})
+        said = result_text(result).strip().splitlines() or ["(no result)"]
+        given = block.get("input") if isinstance(block.get("input"), dict) else {}
+        if result.get("is_error"):
+            failed.append(f"{call_label(block['name'], given)}: {clipped(said[0], 240)}")
+        elif block["name"] in WRITES:
+            changed[str(given.get("path"))] = changed.get(str(given.get("path")), 0) + 1
+        elif block["name"] == "bash":
+            commands.append(f"{call_label('bash', given)} ({said[-1].strip('[]')})")
+    files = ", ".join(f"{path} ({n} {'writes' if n > 1 else 'write'})" for path, n in changed.items())
+    return "\n".join(
+        [
+            f"Files it changed: {files or 'none'}",
+            f"Commands it ran:{listed(commands)}",
+            f"Calls that failed or were refused:{listed(failed)}",
+            f"Its last words: {clipped(last_words(messages), 600) or '(none)'}",
+        ]
+    )
+
+
+def call_label(name: str, given: dict) -> str:
+    """A call in a few words: the tool, and the path, command or pattern it was given."""
+    what = given.get("path") or given.get("command") or given.get("pattern")
+    return f"{name} {clipped(str(what), 120) if what else json.dumps(given, ensure_ascii=False)[:80]}"
+
+
+def clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def listed(items: list[str]) -> str:
+    """none, or the last LISTED items, one a line, and how many came before them."""
+    if not items:
+        return " none"
+    earlier = f"\n  ({len(items) - LISTED} earlier ones not listed)" if len(items) > LISTED else ""
+    return earlier + "".join(f"\n  - {item}" for item in items[-LISTED:])
+
+
+def last_words(messages: list) -> str:
+    """The text of the model's last reply that had any."""
+    for message in reversed(messages):
+        text = " ".join(b["text"] for b in blocks(message) if b["type"] == "text").strip()
+        if message["role"] == "assistant" and text:
+            return text
+    return ""

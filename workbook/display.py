@@ -345,3 +345,10 @@ def show_hook(command: str, output: str, passed: bool) -> None:
 def show_context(before: int, after: int) -> None:
     """s06: what collapse or compaction made of the context."""
     say(f"context {before:,} → {after:,} characters")
+
+
+def show_handoff(source: str, saved: int, opening: str) -> None:
+    """s05's --handoff: which saved conversation a fresh session starts from, and its one message, whole
+    and wrapped (the model reads every word of it)."""
+    say(f"fresh session: the {saved} messages saved in\n  {source}\nhand over one message:", "bold")
+    console.print(escape(printable(opening)), style="dim", highlight=False)

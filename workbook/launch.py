@@ -176,14 +176,14 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
 
 
 def absolute_args(fixture: dict) -> list[str]:
-    """A fixture's args as the step should parse them: a --resume file made absolute under the repo,
-    so that the reader's current folder cannot change which file is read."""
+    """A fixture's args as the step should parse them: a --resume or --handoff file made absolute under
+    the repo, so that the reader's current folder cannot change which file is read."""
     args = list(fixture.get("args", []))
     for i, arg in enumerate(args):
         flag, has_value, value = arg.partition("=")
-        if flag == "--resume" and has_value:
-            args[i] = f"--resume={(ROOT / value).resolve()}"
-        elif arg == "--resume":
+        if flag in ("--resume", "--handoff") and has_value:
+            args[i] = f"{flag}={(ROOT / value).resolve()}"
+        elif arg in ("--resume", "--handoff"):
             args[i + 1] = str((ROOT / args[i + 1]).resolve())
     return args
 

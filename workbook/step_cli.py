@@ -113,18 +113,28 @@ def run_step(
 def prepared(args: argparse.Namespace) -> argparse.Namespace:
     """What the flags mean before the run starts. With --resume (s05 on): offline, the step's own resume
     fixture replays (fixtures/sNN_resume.json); live with no new instruction, RESUME_INSTRUCTION is sent.
+    With --handoff (s05 on): offline, HANDOFF_FIXTURE replays; live, the instruction may be left out.
     A step that writes traces (s05 on) replays one as a fixture: --replay run.jsonl, converted first."""
+    if getattr(args, "resume", None) and getattr(args, "handoff", None):
+        raise WorkbookError("--resume goes on from a saved conversation, --handoff starts afresh: give one")
     if getattr(args, "resume", None) and not args.replay:
         if not os.environ.get("ANTHROPIC_API_KEY"):
             args.default_fixture = f"fixtures/{args.script[:3]}_resume.json"
         elif not args.task:
             args.task = RESUME_INSTRUCTION
+    if getattr(args, "handoff", None) and not args.replay:
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            args.default_fixture = HANDOFF_FIXTURE
+        elif not args.task:
+            args.task = HANDOFF_INSTRUCTION
     if hasattr(args, "trace") and args.replay and args.replay.endswith(".jsonl"):
         args.replay = fixture_file(args.replay, args.script)
     return args
 
 
 RESUME_INSTRUCTION = "Continue where you left off."  # what a live --resume sends when given no instruction
+HANDOFF_INSTRUCTION = "Carry on with the task."  # what a live --handoff adds when given no instruction
+HANDOFF_FIXTURE = "fixtures/s05_handoff.json"  # what --handoff replays offline, from s05 on (s05's flag)
 
 
 def banner_lines(run: Run, width: int | None = None) -> list[str]:
@@ -239,6 +249,7 @@ def add_budget_flags(parser) -> None:
     add("--max-input-tokens", type=limit, metavar="N", help="input, one request (default 150,000)")
     add("--max-cost", type=dollars, metavar="DOLLARS", help="estimated, warned at 80%% (default 5.00)")
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
+    add("--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
     add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
     add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s04 do")
@@ -287,10 +298,12 @@ def count(text: str) -> int:
 
 def run_line(run: Run, args) -> dict:
     """s06's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
-    the task, the workspace, and the flags that change what the loop does (the stop hook, web search)."""
+    the task, the workspace, and the flags that change what the loop does (the limits set, the stop
+    hook, web search)."""
     fixture = run.fixture or {}
     where, provenance = fixture.get("workspace", ""), fixture.get("provenance", "recorded")
-    flags = ["--web-search"] if args.web_search else []
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in limits(args).items()]
+    flags += ["--web-search"] if args.web_search else []
     if args.stop_hook:
         flags += ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
     return dict(task=run.task, workspace=where, provenance=provenance, args=flags, environment=for_run(run))

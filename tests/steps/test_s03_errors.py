@@ -157,7 +157,17 @@ def test_server_wait_prefers_milliseconds_then_seconds_then_a_date(step):
     date = "Wed, 21 Oct 2015 07:28:30 GMT"  # 1445412510 in Unix time
     assert step.server_wait({"retry-after": date}, now=lambda: 1445412500.0) == 10.0
     assert step.server_wait({"retry-after": "soon"}) is None and step.server_wait({}) is None
-    assert step.server_wait({"retry-after": "-4"}) == 0.0
+    assert step.server_wait({"retry-after-ms": "oops", "retry-after": "4"}) == 4.0  # unreadable: the next
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"retry-after": "0"}, {"retry-after": "-4"}, {"retry-after-ms": "0"}, {"retry-after": "nan"}]
+    + [{"retry-after": "Wed, 21 Oct 2015 07:28:30 GMT"}, {"retry-after-ms": "0", "retry-after": "9"}],
+)
+def test_a_pause_of_zero_or_less_is_no_pause_asked_for(step, headers):
+    """As the SDK reads them (it honours only a pause above 0), and the first number read decides."""
+    assert step.server_wait(headers) is None
 
 
 # -- the retry layer over the real SDK, with recorded responses --------------------------------------
@@ -204,6 +214,13 @@ def test_overloaded_then_rate_limited_then_ok(step):
 def test_retry_after_ms_wins_over_retry_after(step):
     outcome, requests, waits = retried(step, fail(503, **{"retry-after-ms": "250", "retry-after": "9"}), ok())
     assert requests == 2 and waits == [0.25]
+
+
+@pytest.mark.parametrize("asked", [{"retry-after": "0"}, {"retry-after-ms": "0"}, {"retry-after": "-1"}])
+def test_a_server_asking_for_no_pause_gets_the_backoff_instead(step, asked):
+    outcome, requests, waits = retried(step, fail(429, **asked), fail(529, **asked), ok())
+    assert outcome.stop_reason == "end_turn" and requests == 3
+    assert waits == [step.backoff(1, lambda: 0.5), step.backoff(2, lambda: 0.5)]  # not [0.0, 0.0]
 
 
 def test_lost_connections_and_timeouts_are_retried(step):
@@ -315,6 +332,18 @@ def test_live_a_429_with_retry_after_is_waited_out_then_the_task_completes(live,
     code, requests, out, _ = live(scripted(limited, finish()), capsys)
     assert code == 0 and len(requests) == 2
     assert "rate limited (429) — retrying in 7.0 s (as the server asked), attempt 2 of 5" in out
+
+
+@pytest.mark.parametrize(
+    "asked", [{"retry-after": "0"}, {"retry-after-ms": "0"}, {"retry-after": "Wed, 21 Oct 2015 07:28:30 GMT"}]
+)
+def test_live_a_429_asking_for_no_pause_backs_off_as_the_sdk_would(live, step, capsys, asked):
+    limited = api_error(429, "rate_limit_error", "slow down", **asked)
+    code, requests, out, _ = live(scripted(limited, limited, finish()), capsys)
+    assert code == 0 and len(requests) == 3
+    assert "as the server asked" not in out, out
+    waits = [float(w) for w in re.findall(r"rate limited \(429\) — retrying in ([0-9.]+) s, attempt", out)]
+    assert len(waits) == 2 and all(w >= step.BASE_WAIT / 2 for w in waits), out  # backoff, never 0
 
 
 def test_live_a_500_then_success_mid_task_keeps_the_conversation(live, step, capsys):

@@ -441,3 +441,54 @@ def test_the_flip_flop_fixture_is_stopped_at_the_third_edit():
     refusal = transport.seen[3]["messages"][-1]["content"][0]
     assert refusal["is_error"] and "going in circles" in refusal["content"]
     assert (workspace / "utils.py").read_text() == before  # A -> B -> A, and the third edit never ran
+
+
+def test_a_file_written_back_and_forth_is_held_back_at_the_fourth_write(step):
+    brake = step.RepeatBrake()
+
+    def held(n: int, content: str, path: str = "a.txt"):
+        call = block("write_file", f"toolu_w{n}", path=path, content=content)
+        return brake.hold_back([call]).get(call.id)
+
+    assert [held(1, "A"), held(2, "B"), held(3, "A")] == [None, None, None]  # one way back: allowed
+    assert held(4, "A", path="b.txt") is None  # another file has its own history
+    refusal = held(5, "B")
+    assert refusal.startswith("error: not run: this write redoes") and "going in circles" in refusal
+
+
+def test_writes_that_move_on_are_not_a_flip_flop(step):
+    brake = step.RepeatBrake()
+    calls = [block("write_file", f"toolu_w{n}", path="a.txt", content=c) for n, c in enumerate("ABAC")]
+    assert [brake.hold_back([call]).get(call.id) for call in calls] == [None] * 4
+
+
+def test_the_write_flip_flop_fixture_is_held_back_at_the_fourth_write(step):
+    recorded = fixtures.load_fixture(ROOT / "fixtures" / "s04_write_flip_flop.json")
+    client, transport = replay.replay_client(recorded, "s04_write_flip_flop.json", max_retries=0)
+    workspace = scratch.copy_workspace("notes_app")
+    settings = step.Settings(workspace)
+    if hasattr(settings, "stream"):
+        settings.stream = False  # recorded from s04's loop, which waits for each reply whole
+    step.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)
+    assert transport.cursor == len(recorded["exchanges"])  # the run ended where the recording does
+    answers = [m["content"][0] for m in transport.seen[-1]["messages"] if m["role"] == "user"][1:]
+    assert [a["is_error"] for a in answers] == [False, False, False, True]
+    assert "the writes are going in circles" in answers[-1]["content"]
+    assert "max_note_chars = 3000" in (workspace / "app" / "config.toml").read_text()  # A, B, A: not B
+
+
+def test_live_a_model_writing_a_file_back_and_forth_is_held_back(step, ws, monkeypatch):
+    writes = [
+        tool_use(f"toolu_{n}", "write_file", {"path": "f0.txt", "content": c}) for n, c in enumerate("ABAB")
+    ]
+    replies = [message([call], "tool_use") for call in writes]
+    with StandIn(scripted(*replies, message([text("I kept changing my mind.")]))) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setattr(step, "RUNS", ws.parent / "runs")
+        monkeypatch.setattr(step, "console", Console(file=io.StringIO(), force_terminal=False))
+        assert step.main(["settle f0.txt", "--workspace", str(ws), "--permission", "auto"]) == 0
+    assert api.rule_problems == [] and len(api.requests) == 5
+    fourth = api.requests[4]["body"]["messages"][-1]["content"][0]
+    assert fourth["is_error"] and "the writes are going in circles" in fourth["content"]
+    assert (ws / "f0.txt").read_text() == "A"

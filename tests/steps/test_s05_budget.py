@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from workbook import errors, prices, scratch, tracing
+from workbook import conversation, errors, launch, prices, scratch, tracing
 from workbook.api import contract, wire
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -30,6 +30,7 @@ from standin import Reply, StandIn, message, scripted, text, tool_use
 
 STEPS_FROM = [s for s in STEPS if s >= "s05"]
 FIXTURES = ROOT / "fixtures"
+STILL_OPEN = "error: interrupted by the user: stopped before it had a result"  # a call a Ctrl-C cut short
 SAVED = FIXTURES / "conversations" / "s05_interrupted.json"  # what a second Ctrl-C in ./slow_check.sh leaves
 
 
@@ -221,7 +222,8 @@ def test_refusals_take_their_places_among_the_results_in_tool_use_order(step, tm
     run_turns(brake, [[(block(tool_id="a"), "x")], [(block(tool_id="b"), "x")]])
     calls = [block(tool_id="c"), block("list_files", {}, "d"), block("grep", {"pattern": "x"}, "e")]
     held = brake.hold_back(calls)
-    results, _ = step.run_tools(calls, step.Settings(tmp_path), held)
+    answers = {block_id: (error, True) for block_id, error in held.items()}  # as the loop gives them
+    results, _ = step.run_tools(calls, step.Settings(tmp_path), answers)
     assert list(held) == ["c"]
     assert [(r["tool_use_id"], r["is_error"]) for r in results] == [("c", True), ("d", False), ("e", False)]
 
@@ -436,13 +438,23 @@ def read_until(proc, words: str, timeout: float = 120) -> str:
     return "".join(seen)
 
 
-def interrupt_during_the_slow_command(tmp_path, second: bool = False) -> tuple[str, int, list]:
-    """Replay s05_interrupt, Ctrl-C once ./slow_check.sh (a 5 s sleep, then its result) is running. Once
+def workspace_of(pid: int, needle: bytes) -> Path:
+    """The folder the command holding `needle`, a child of `pid`, runs in: the run's workspace."""
+    [child] = [child for child, command in children_of(pid) if needle in command]
+    return Path(os.readlink(f"/proc/{child}/cwd"))
+
+
+def interrupt_during_the_slow_command(
+    tmp_path, second: bool = False, fixture: str = "s05_interrupt"
+) -> tuple[str, int, list]:
+    """Replay `fixture`, Ctrl-C once ./slow_check.sh (a 5 s sleep, then its result) is running. Once
     the Ctrl-C is acknowledged: a second one, if asked; else the check's sleep is ended, and the check
     finishes as it would have (the first Ctrl-C must let it). (output, exit code, saved conversation)."""
     saved = tmp_path / "conversation.json"
-    proc, _ = start_script("--replay", "fixtures/s05_interrupt.json", "--save", str(saved), tmp_path=tmp_path)
+    proc, _ = start_script("--replay", f"fixtures/{fixture}.json", "--save", str(saved), tmp_path=tmp_path)
     wait_until_running(proc, b"slow_check.sh")
+    if fixture == "s05_interrupt_keeps_what_ended":  # its first command ran, alone, before the check
+        assert (workspace_of(proc.pid, b"slow_check.sh") / "marker.txt").read_text() == "written\n"
     proc.send_signal(signal.SIGINT)
     before = read_until(proc, "Ctrl-C: this turn's tools run to their end")
     assert runs_under(proc.pid, b"slow_check.sh"), "the command ended before the Ctrl-C was acknowledged"
@@ -496,6 +508,9 @@ def signalled(tmp_path_factory):
     jobs = {
         "once": interrupt_during_the_slow_command,
         "twice": lambda tmp: interrupt_during_the_slow_command(tmp, second=True),
+        "twice, after a write": lambda tmp: interrupt_during_the_slow_command(
+            tmp, second=True, fixture="s05_interrupt_keeps_what_ended"
+        ),
         "kill -9": kill_after_the_first_call,
         "model call": interrupt_during_a_model_call,
     }
@@ -526,6 +541,61 @@ def test_a_second_ctrl_c_cuts_the_tools_short_and_still_saves(signalled):
     assert all(a["is_error"] and "interrupted by the user" in a["content"] for a in saved[-1]["content"])
     assert "12 checks passed" not in json.dumps(saved)
     assert saved == json.loads(SAVED.read_text())  # the conversation s05_resume.json was recorded from
+
+
+@S05_ONLY
+def test_a_second_ctrl_c_keeps_the_real_result_of_a_call_that_had_ended(signalled):
+    """marker.txt was written (the run checked it while ./slow_check.sh ran): its call keeps its result,
+    and only the check, still open, is answered as interrupted."""
+    out, code, saved = signalled["twice, after a write"]
+    assert code == 130 and "Traceback" not in out, out
+    assert contract.api_rule_problems(saved) == [] and len(saved) == 3
+    marker, check = saved[-1]["content"]
+    assert not marker["is_error"] and marker["content"] == "(no output)\n[exit code 0]"
+    assert check["is_error"] and check["content"] == STILL_OPEN
+    assert "stopped: interrupted by the user (a second Ctrl-C while tools ran: the 1 of 2 calls" in out
+
+
+@pytest.mark.parametrize("script", [f"{s}.py" for s in STEPS_FROM])
+def test_live_two_ctrl_cs_keep_the_result_of_every_call_that_had_ended(script, tmp_path):
+    """Live over real HTTP: the first command writes marker.txt, the second waits on a FIFO nobody writes
+    (an event, not a clock: it runs until the Ctrl-Cs end it). The saved conversation tells the truth."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    os.mkfifo(workspace / "wait.fifo")
+    write = tool_use("toolu_a", "bash", {"command": "echo written > marker.txt"})
+    first = message([write, tool_use("toolu_b", "bash", {"command": "cat wait.fifo"})], "tool_use")
+    saved = tmp_path / "conversation.json"
+    with StandIn(scripted(first)) as api:
+        env = offline_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=api.url, PYTHONUNBUFFERED="1")
+        flags = ["--workspace", str(workspace), "--save", str(saved), "--permission", "all"]
+        proc = subprocess.Popen(
+            [sys.executable, script, "leave a marker, then wait", *flags],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        wait_until_running(proc, b"wait.fifo")
+        proc.send_signal(signal.SIGINT)
+        out = read_until(proc, "Ctrl-C: this turn's tools run to their end")
+        proc.send_signal(signal.SIGINT)
+        out += proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130 and "Traceback" not in out, out
+    assert (workspace / "marker.txt").read_text() == "written\n" and len(api.requests) == 1
+    conversation = json.loads(saved.read_text())
+    assert contract.api_rule_problems(conversation) == []
+    assert conversation[-1]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_a",
+            "content": "(no output)\n[exit code 0]",
+            "is_error": False,
+        },
+        {"type": "tool_result", "tool_use_id": "toolu_b", "content": STILL_OPEN, "is_error": True},
+    ]
+    assert not runs_under(proc.pid, b"wait.fifo")
 
 
 @S05_ONLY
@@ -635,6 +705,94 @@ def test_a_bad_resume_file_is_one_line_saying_what_is_wrong(script, tmp_path, co
     assert len([line for line in out.splitlines() if line.startswith("error:")]) == 1
 
 
+# -- --handoff: a fresh session from the task and what the drifted run did -------------------------
+
+DRIFTED = FIXTURES / "conversations" / "s05_drifted.json"  # s04_write_flip_flop, replayed by s05 with --save
+
+
+def test_a_handoff_replays_offline_from_one_message_strictly(script, step):
+    code, out = script("--handoff", str(DRIFTED))
+    assert code == 0 and "offline replay of fixtures/s05_handoff.json" in out, out
+    assert "leniently" not in out and "fresh session: the 10 messages saved in" in out
+    assert "stopped: the model ended its turn" in out
+
+
+def test_the_handoff_message_is_the_task_what_the_run_did_and_the_instruction(step):
+    recorded = fixtures.load_fixture(FIXTURES / "s05_handoff.json")
+    [opening] = recorded["exchanges"][0]["request"]["messages"]  # one message: a fresh session
+    text = opening["content"]
+    assert text.startswith("A 3,000-character note must fit: raise the note limit in app/config.toml.\n\n")
+    assert step.HANDOFF in text and text.endswith("\n\n" + recorded["task"])
+    assert "Files it changed: app/config.toml (3 writes)" in text
+    assert "- write_file app/config.toml: error: not run: this write redoes one you already undid" in text
+
+
+def test_what_it_did_is_read_from_the_calls_and_results_not_from_the_models_words():
+    messages = [
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "All tests pass now."},  # a claim: the results say otherwise
+                {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "pytest -q"}},
+                {"type": "tool_use", "id": "t2", "name": "edit_file", "input": {"path": "a.py"}},
+                {"type": "tool_use", "id": "t3", "name": "write_file", "input": {"path": "../x"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "1 failed\n[exit code 1]"},
+                {"type": "tool_result", "tool_use_id": "t2", "content": "edited a.py", "is_error": False},
+                {"type": "tool_result", "tool_use_id": "t3", "content": "error: outside", "is_error": True},
+            ],
+        },
+    ]
+    notes = conversation.what_it_did(messages).splitlines()
+    assert notes[0] == "Files it changed: a.py (1 write)"
+    assert notes[1:3] == ["Commands it ran:", "  - bash pytest -q (exit code 1)"]
+    assert notes[3:5] == ["Calls that failed or were refused:", "  - write_file ../x: error: outside"]
+    assert notes[5] == "Its last words: All tests pass now."
+
+
+def test_a_handoff_of_a_handoff_keeps_the_first_task(step, monkeypatch, tmp_path):
+    first = step.handed_off(offline_run(tmp_path, "then stop"), str(DRIFTED))[0]["content"]
+    path = tmp_path / "again.json"
+    path.write_text(json.dumps([{"role": "user", "content": first}, {"role": "assistant", "content": "ok"}]))
+    again = step.handed_off(offline_run(tmp_path, "now"), str(path))[0]["content"]
+    assert again.startswith("A 3,000-character note must fit") and again.count(step.HANDOFF) == 1
+
+
+def offline_run(tmp_path, task: str):
+    """A launch.Run with no fixture (as live), for handed_off()."""
+    return launch.Run(None, "live", task, tmp_path, "m", "", script="s05_budget")
+
+
+def test_resume_and_handoff_together_are_one_line(script):
+    code, out = script("--resume", str(SAVED), "--handoff", str(DRIFTED))
+    assert code == 1 and "--resume goes on from a saved conversation, --handoff starts afresh" in out
+    assert "Traceback" not in out
+
+
+def test_a_bad_handoff_file_is_one_line(script, tmp_path):
+    (tmp_path / "c.json").write_text("{not json")
+    code, out = script("--handoff", str(tmp_path / "c.json"))
+    assert code == 1 and "not a saved conversation" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("task", [None, "Set it to 3000 and stop."])
+def test_live_a_handoff_sends_one_message_and_saves_a_fresh_conversation(live, task):
+    code, requests, out, saved = live(
+        scripted(message([text("Done.")])), "--handoff", str(DRIFTED), task=task
+    )
+    [opening] = requests[0]["body"]["messages"]
+    assert (
+        code == 0 and opening["role"] == "user" and "Files it changed: app/config.toml" in opening["content"]
+    )
+    assert opening["content"].endswith(task or "Carry on with the task.")
+    assert saved[0] == opening and len(saved) == 2  # the new session, not the old one
+
+
 # -- the script, as a reader runs it ---------------------------------------------------------------
 
 
@@ -659,11 +817,13 @@ REPLAYS = {  # fixture -> how the run ends
     "s05_token_budget": "stopped: token budget: 5,515 tokens in and out (--max-tokens-total 5,000)",
     "s04_repeated_call": "stopped: repeated call: read_file",
     "s05_resume": "stopped: the model ended its turn (stop_reason end_turn)",
+    "s05_handoff": "stopped: the model ended its turn (stop_reason end_turn)",
 }
+INTERRUPTED_RUNS = ["s05_interrupt", "s05_interrupt_keeps_what_ended"]  # replayed above, with real Ctrl-Cs
 
 
 def test_every_fixture_s05_replays_has_a_replay_test():
-    assert sorted([*REPLAYS, "s05_interrupt"]) == REPLAYED_BY_S05
+    assert sorted([*REPLAYS, *INTERRUPTED_RUNS]) == REPLAYED_BY_S05
     assert "s04_repeated_call" in REPLAYED_BY_S05
 
 

@@ -28,6 +28,7 @@ PATHS = {
     "pause_turn": ["resume_pause", "resume_pause", "done"],
     "overloaded_mid_stream": ["next_turn", "done"],  # the retry is call_model's, below the transitions
     "stop_hook": ["next_turn", "hook_retry", "next_turn", "done"],
+    "window_full_after_history": ["next_turn"] * 3 + ["make_room", "done"],
 }
 
 
@@ -44,11 +45,16 @@ def no_wait(step, attempts: int = 5):
     return step.Retry(lambda seconds: None, lambda: 0.5, attempts)
 
 
-def flags_of(fixture: dict) -> dict:
-    """The settings a fixture's own flags (`args`) ask for: its stop hook, web search."""
-    args = fixture.get("args", [])
+def flags_of(step, fixture: dict) -> dict:
+    """The settings a fixture's own flags (`args`) ask for: its stop hook, web search, limits."""
+    args = [part for arg in fixture.get("args", []) for part in arg.split("=", 1)]  # --flag=value too
     hook = args[args.index("--stop-hook") + 1] if "--stop-hook" in args else None
-    return {"stop_hook": hook, "web_search": "--web-search" in args}
+    given = {flag[2:].replace("-", "_"): value for flag, value in zip(args, args[1:])}
+    limits = {name: (float if name == "max_cost" else int)(given[name]) for name in LIMITS if name in given}
+    return {"stop_hook": hook, "web_search": "--web-search" in args, "budget": step.Budget(**limits)}
+
+
+LIMITS = ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")  # s05's Budget, by flag
 
 
 def settings_for(step, workspace, hook_retries=2, attempts=5, **settings):
@@ -74,7 +80,7 @@ def replay_path(step, name: str, tmp_path=None, strict: bool = True):
     where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
     trace.write("run", provenance=fixture["provenance"], **where)  # as main() does
     messages = [{"role": "user", "content": fixture["task"]}]
-    settings = settings_for(step, workspace, trace=trace, **flags_of(fixture))
+    settings = settings_for(step, workspace, trace=trace, **flags_of(step, fixture))
     turns = step.agent_loop(client, messages, settings)
     return [t for t, _ in settings.recovery.log], transport, messages, workspace, turns
 
@@ -271,6 +277,52 @@ def test_a_reply_cut_by_the_context_window_is_kept_its_calls_answered_not_run(st
     assert "collapsed" in json.dumps(sent["messages"][2])  # room was made
 
 
+def counted(step, input_tokens: int):
+    """A Budget with the default limits that has counted one reply of `input_tokens` input tokens."""
+    budget = step.Budget(max_tokens_total=10**9)
+    used = message([text("x")], "model_context_window_exceeded", input_tokens, 5)
+    budget.spend(anthropic.types.Message.model_validate(used))
+    return budget
+
+
+def test_after_making_room_the_input_limit_judges_what_the_next_request_holds(step):
+    budget = counted(step, 190_000)
+    assert budget.exceeded().startswith("input limit: the last request sent 190,000 input tokens")
+    budget.made_room(50_105, 13_520)  # 190,000 * 13,520 / 50,105: about 51,268 tokens, under 150,000
+    assert budget.exceeded() == ""
+    assert budget.exceeded().startswith("input limit: the last request sent")  # it judged one request
+
+
+def test_room_made_but_not_enough_is_an_input_limit_that_says_so(step):
+    budget = counted(step, 190_000)
+    budget.made_room(100, 90)
+    assert budget.exceeded() == (
+        "input limit: after making room the next request still holds about 171,000 input tokens "
+        "(--max-input-tokens 150,000)"
+    )
+
+
+def test_the_window_full_after_history_fixture_goes_on_under_the_default_input_limit(step, run_main):
+    code, out = run_main(step.__name__, "--replay", "fixtures/s06_window_full_after_history.json")
+    assert code == 0 and "Traceback" not in out, out
+    assert "tokens in 190000" in out and "→ make_room" in out and "input limit" not in out
+    assert "stopped: the model ended its turn (stop_reason end_turn)" in out
+
+
+def test_with_nothing_to_collapse_or_compact_the_reason_says_so(step):
+    state = step.Recovery()
+    full = anthropic.types.Message.model_validate(message([text("x")], "model_context_window_exceeded"))
+    transition, why = step.next_transition(full, state, [{"role": "user", "content": "go"}], None)
+    assert transition == "fail" and "already" not in why
+    assert why == (
+        "model_context_window_exceeded, and this turn: no old tool result to collapse, "
+        "no earlier turn to summarize: giving up"
+    )
+    state.collapsed = state.compacted = True
+    _, why = step.next_transition(full, state, [{"role": "user", "content": "go"}], None)
+    assert "already collapsed once, already compacted once" in why
+
+
 def test_a_refusal_shows_its_stop_details_and_marks_the_saved_turn(step, run_main, tmp_path):
     code, out = run_main(
         step.__name__, "--replay", "fixtures/s06_refusal.json", "--save", str(tmp_path / "c.json")
@@ -429,7 +481,7 @@ def replay_path_file(step, path):
     workspace = scratch.copy_workspace(fixture["workspace"])
     messages = [{"role": "user", "content": fixture["task"]}]
     # a converted trace is on no trust list: its commands would meet the gate
-    settings = run_loop(step, client, workspace, messages, permission="all", **flags_of(fixture))
+    settings = run_loop(step, client, workspace, messages, permission="all", **flags_of(step, fixture))
     return [t for t, _ in settings.recovery.log], transport
 
 
@@ -658,3 +710,63 @@ def test_the_trace_of_a_collapsed_run_rebuilds_every_request(step, tmp_path):
     # rewrote the history from message 2 (the oldest tool result) on.
     lines = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
     assert [line["request"]["new_from"] for line in lines if line["event"] == "model_call"] == [0, 1, 3, 2, 5]
+
+
+def fills_after_history(last_input: int):
+    """A brain that reads three files, one a turn (10 input tokens each), then fills the window at
+    `last_input` input tokens with its grep cut, then answers."""
+
+    def brain(req, n):
+        if n < 3:
+            return message([tool_use(f"toolu_{n}", "read_file", {"path": f"{'abc'[n]}.txt"})], "tool_use")
+        if n == 3:
+            cut = tool_use("toolu_cut", "grep", {"pattern": "b"})
+            return message([text("Now the pattern:"), cut], "model_context_window_exceeded", last_input, 20)
+        return message([text("Three files, three letters.")])
+
+    return brain
+
+
+def live_main(step, tmp_path, monkeypatch, brain, *flags):
+    """step.main live against the stand-in, in a workspace of three 3,000-character files."""
+    for name in "abc":
+        (tmp_path / f"{name}.txt").write_text(name * 3000)
+    monkeypatch.setattr(step, "RUNS", tmp_path / "runs")
+    shown = io.StringIO()
+    step.console = Console(file=shown, width=200)
+    with StandIn(streamed(brain)) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        argv = ["read them all", "--workspace", str(tmp_path), "--permission", "auto", *flags]
+        code = step.main(argv)
+    assert api.rule_problems == []
+    return code, api.requests, shown.getvalue()
+
+
+def test_live_a_window_that_fills_after_history_makes_room_and_goes_on(step, tmp_path, monkeypatch):
+    """Every limit at its default: 190,000 input tokens fill the window, the old reads collapse, and the
+    next request is sent, judged by what it holds, not by the 190,000 the last one sent."""
+    code, requests, out = live_main(step, tmp_path, monkeypatch, fills_after_history(190_000))
+    assert code == 0 and len(requests) == 5, out
+    assert "→ make_room" in out and "input limit" not in out and "stopped: the model ended its turn" in out
+    assert "collapsed" in json.dumps(requests[4]["body"]["messages"]) and size(requests[4]["body"]) < size(
+        requests[3]["body"]
+    )
+
+
+def test_live_room_made_but_not_enough_stops_at_the_input_limit(step, tmp_path, monkeypatch):
+    code, requests, out = live_main(
+        step, tmp_path, monkeypatch, fills_after_history(190_000), "--max-input-tokens", "1000"
+    )
+    assert code == 0 and len(requests) == 4, out
+    assert (
+        "→ make_room" in out and "stopped: input limit: after making room the next request still holds" in out
+    )
+
+
+def test_live_a_window_full_on_the_first_reply_gives_the_true_reason(step, tmp_path, monkeypatch):
+    full = message([text("Reading")], "model_context_window_exceeded", 190_000, 5)
+    code, requests, out = live_main(step, tmp_path, monkeypatch, lambda req, n: full)
+    assert code == 1 and len(requests) == 1, out
+    assert "no old tool result to collapse, no earlier turn to summarize: giving up" in out
+    assert "already collapsed" not in out

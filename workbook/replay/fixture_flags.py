@@ -74,6 +74,7 @@ FIXTURE_FLAGS = {
     "--max-cost": (5, _dollars),
     "--no-stream": (5, None),
     "--resume": (5, _conversation),
+    "--handoff": (5, _conversation),
     "--web-search": (6, None),
     "--stop-hook": (6, _command),  # a shell command: from an untrusted fixture, it meets the gate (s06)
     "--stop-hook-retries": (6, _whole(0)),
