@@ -233,6 +233,10 @@ def test_a_mistake_keeps_the_cursor_so_the_corrected_request_goes_through(serve)
         (request(TURN1) | {"temperature": "hot"}, "temperature: Extra inputs are not permitted"),
         (request(TURN1) | {"tools": "notalist"}, "tools: Input should be a valid list"),
         (b"{not json", "not valid JSON"),
+        (
+            b'{"model": "m", "max_tokens": ' + b"9" * 5000 + b"}",
+            "not valid JSON",
+        ),  # past Python's 4,300 digits
     ],
 )
 def test_a_malformed_request_is_a_400_that_says_what_is_wrong(serve, body, expected):
