@@ -18,8 +18,7 @@ again, until it stops asking. The growing `messages` list is its memory.
            +------------------+
 
 Run: python s01_agent_loop.py          offline replay of its fixture, no key
-     python s01_agent_loop.py "task"   live, ANTHROPIC_API_KEY; bash runs
-                                       every command unasked, in this folder
+     python s01_agent_loop.py "task"   live, ANTHROPIC_API_KEY, never asks
 """
 
 import contextlib
@@ -52,9 +51,6 @@ TOOLS = [
     }
 ]
 DEFAULT_FIXTURE = "fixtures/s01_hello_agent.json"
-
-
-# -- the tool ---------------------------------------------------------------------------------------
 
 
 def run_bash(command: str, workspace: Path) -> str:

@@ -127,7 +127,8 @@ class Budget(s05.Budget):
         self.estimate = round(self.rows[-1].tokens_in * after / before)
 
     def input_limit(self) -> str:
-        estimate, self.estimate = self.estimate, None  # it judges the next request; later ones, their count
+        estimate = self.estimate
+        self.estimate = None  # the estimate judges the next request only; later ones, their own count
         if estimate is None:
             return super().input_limit()
         if estimate < self.max_input_tokens:
@@ -161,20 +162,6 @@ def call_unless_too_long(client, messages: list, settings: "Settings", streamed:
         display.say(f"400 {api_message(err)}", "yellow")
         state.too_long = {"status": 400, "body": err.body}
         return None
-
-
-def escalated(state: Recovery) -> dict:
-    """What an escalated request has that the trace's start line does not: the trace logs it too."""
-    if state.max_tokens == MAX_TOKENS:
-        return {}
-    return {"max_tokens": state.max_tokens, "stream": True}
-
-
-def count_turn(turns: list, response: Message, settings: "Settings", streamed: bool) -> None:
-    """A reply is a turn: shown, and its tokens and cost spent (s05)."""
-    turns.append(response)
-    display.show_turn(len(turns), response, streamed)
-    display.show_spend(settings.budget, settings.budget.spend(response))
 
 
 # 2. The transition: how the call ended, what recovery has tried, what the stop hook said.
@@ -227,13 +214,6 @@ def next_transition(response, state: Recovery, messages: list, hook: HookResult 
     return "done", stop + (" and the stop hook passed" if hook else "")
 
 
-def log_transition(transition: str, why: str, settings: "Settings") -> None:
-    """A transition, in the run's record (recovery.log), in the trace and on screen."""
-    settings.recovery.log.append((transition, why))
-    settings.trace.write("transition", name=transition, why=why)
-    display.show_transition(transition, why)
-
-
 # 3. The reply, kept or dropped.
 def append_reply(messages: list, response, transition: str) -> None:
     """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
@@ -257,14 +237,7 @@ def ended_because(transition: str, why: str, response) -> str:
     return f"recovery gave up: {why}"
 
 
-def recover(
-    transition: str,
-    messages: list,
-    response,
-    hook: HookResult | None,
-    client: anthropic.Anthropic,
-    settings: "Settings",
-) -> Message | None:
+def recover(transition: str, messages: list, response, hook, client, settings: "Settings") -> Message | None:
     """Carry out a recovery transition on the conversation, which is then sent again. Returns the reply
     of compaction's request for a summary (a model call of its own), else None."""
     state = settings.recovery
@@ -379,9 +352,8 @@ class Settings(s05.Settings):
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s05's, with --stop-hook (a replayed fixture's own hook meets s02's gate first, as a bash call
-        would), --stop-hook-retries and --web-search; and the trace's `run` line, all that replaying
-        the trace as a fixture needs besides its requests."""
+        """s05's, with --stop-hook (a fixture's own hook meets s02's gate first, as a bash call would),
+        --stop-hook-retries, --web-search, and the trace's `run` line (what replaying the trace needs)."""
         settings = super().for_run(run, args)
         settings.budget = Budget(**step_cli.limits(args))
         settings.trace.write("run", **step_cli.run_line(run, args))
@@ -397,9 +369,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s04's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    settings.trace.start(
-        shared_request(settings) | {"max_tokens": MAX_TOKENS, "stream": settings.stream}, budget
-    )
+    settings.trace.start(shared_request(settings), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -413,14 +383,15 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         with display.waiting(len(turns) + 1, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
-            count_turn(turns, response, settings, streamed)
+            display.count_turn(turns, response, budget, streamed)
         outcome = response or state.too_long  # the reply, or the 400 that took its place
-        settings.trace.call(len(turns), messages, outcome, started, budget, **escalated(state))
+        sent = {"max_tokens": state.max_tokens, "stream": streamed}  # the trace logs them if escalated
+        settings.trace.call(len(turns), messages, outcome, started, budget, **sent)
 
         # 2. (new in s06) Name the transition: how the call ended, what recovery tried, the stop hook.
         hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
         transition, why = next_transition(response, state, messages, hook)
-        log_transition(transition, why, settings)
+        display.log_transition(transition, why, settings)
 
         # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
         append_reply(messages, response, transition)
@@ -432,7 +403,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # a compaction's summary is a model call: it costs a step
-                count_turn(turns, summary, settings, False)
+                display.count_turn(turns, summary, budget)
             continue
 
         # 5. Run the tool calls as s05 does: reads side by side, the repeat brake, Ctrl-C keeps the work.

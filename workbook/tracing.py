@@ -51,24 +51,29 @@ class Trace:
         self.path = path
         self.script = script  # the step that writes it, named on the start line
         self.logged: list = []
+        self.shared: dict = {}  # what the start line logged, which a model_call line need not repeat
 
     def write(self, event: str, **fields) -> None:
         trace(self.path, event, **fields)
 
-    def start(self, request: dict, budget) -> None:
+    def start(self, request: dict, budget, **more) -> None:
         """The first line: what every request of the run shares (model, system, tools, max_tokens,
-        stream), and the run's limits."""
+        stream: in `request`, or `more` of it), and the run's limits."""
+        request = request | more
         limits = {
             name: getattr(budget, name)
             for name in ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")
         }
+        self.shared = request
         self.write("start", script=self.script, **request, limits=limits)
 
     def call(self, step: int, messages: list, outcome, started: float, budget, **extra) -> None:
         """The line for one model call: what it added to the messages, the reply (or, s06, the error)
-        and what the run has spent. `extra`: what this request has that the start line does not."""
+        and what the run has spent. `extra`: fields of this request (s06: its max_tokens, whether it
+        streamed); only those that differ from the start line are logged."""
         if self.path is None:  # no trace file: nothing to write, and no copy of the history to keep
             return
+        extra = {k: v for k, v in extra.items() if k not in self.shared or self.shared[k] != v}
         new = self.first_new(messages)
         sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:], **extra}
         spent = {"spent": {"tokens": budget.tokens, "cost": round(budget.cost, 6)}} if budget else {}
