@@ -90,6 +90,6 @@ def test_conversation_still_counts_turns_and_pairs_results_by_id():
     theirs["messages"][2]["content"].insert(0, reminder())  # text first is the contract's to refuse
     assert "tool_use_id expected" in compare.request_diff(recorded, theirs, compare.Match.CONVERSATION)
     theirs["messages"][2]["content"] = [reminder()]  # the results dropped, only text left
-    assert "expected 1 content blocks, got 0" in compare.request_diff(
+    assert "expected 3 content blocks, got 0" in compare.request_diff(
         recorded, theirs, compare.Match.CONVERSATION
     )
