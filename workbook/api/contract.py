@@ -23,7 +23,9 @@ from workbook.api.sdk_types import message_validator, schema, validator
 from workbook.api.wire import events_to_message, header_problems
 from workbook.errors import ReplayMismatch
 
-MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # the beta that lets `role: "system"` in
+# The beta name Claude Code sends with a `role: "system"` message; the API needs none ("No beta header is
+# required", platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages): kept as a name.
+MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"
 THREADS_BETA = "message-threads-2026-08-12"  # the beta `thread` needs (workbook/api/threads.py sends it too)
 
 
@@ -317,8 +319,7 @@ class Conversation:
         problems = [Problem(f"messages.{i}", EMPTY) for i in self.empty]
         if _empty(self.last) and self.last.get("role") != "assistant":
             problems.append(Problem(f"messages.{len(self.messages) - 1}", EMPTY))
-        if MID_CONVERSATION_SYSTEM not in betas.names:
-            problems += [Problem(f"messages.{i}.role", SYSTEM) for i in self.systems]
+        problems += [p for i in self.systems for p in _placement_problems(self.messages, i)]
         if self.turn is not None and self.first_role != "user":
             problems.append(Problem("messages", 'first message must use the "user" role'))
         problems += self.settled
@@ -327,10 +328,44 @@ class Conversation:
         return problems
 
 
-SYSTEM = (
-    f"a system message needs the beta header `anthropic-beta: {MID_CONVERSATION_SYSTEM}`; "
-    "without it, use the top-level `system` field"
+# Where a `role: "system"` message may stand (platform.claude.com/docs/en/build-with-claude/
+# mid-conversation-system-messages, "Limitations"): right after a user message, or after an assistant message
+# ending in server-tool use; last, or followed by an assistant message; never messages[0]; text only.
+SYSTEM_AFTER = (
+    "a system message must immediately follow a user message (or an assistant message ending in server "
+    "tool use); to instruct the model from the start, use the top-level `system` field"
 )
+SYSTEM_BEFORE = "a system message must be the last message or be followed by an assistant message"
+SYSTEM_TEXT = "a system message may hold only text"
+SERVER_TOOL_BLOCKS = ("server_tool_use", "mcp_tool_use")  # and every `*_tool_result` but the client's own
+
+
+def _placement_problems(messages: list, i: int) -> list[Problem]:
+    """Where the system message `messages[i]` stands against the documented placement (see SYSTEM_AFTER)."""
+    before = messages[i - 1] if i else None
+    after = messages[i + 1] if i + 1 < len(messages) else None
+    problems = []
+    if not (before and _role(before) == "user" or before and _ends_in_server_tool(before)):
+        problems.append(Problem(f"messages.{i}.role", SYSTEM_AFTER))
+    if after is not None and _role(after) != "assistant":
+        problems.append(Problem(f"messages.{i}.role", SYSTEM_BEFORE))
+    content = messages[i].get("content")
+    if not isinstance(content, str) and any(
+        not isinstance(b, dict) or b.get("type") != "text" for b in content or []
+    ):
+        problems.append(Problem(f"messages.{i}.content", SYSTEM_TEXT))
+    return problems
+
+
+def _role(message) -> str | None:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _ends_in_server_tool(message) -> bool:
+    content = message.get("content") if _role(message) == "assistant" else None
+    last = content[-1] if isinstance(content, list) and content else None
+    kind = last.get("type", "") if isinstance(last, dict) else ""
+    return kind in SERVER_TOOL_BLOCKS or (kind.endswith("_tool_result") and kind != "tool_result")
 
 
 def _empty(message: dict) -> bool:
@@ -376,6 +411,37 @@ def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
     return problems
 
 
+# Fields the API documents as accepted that SDK 2.x's types dropped (anthropic 2.15's MessageCreateParams
+# has no temperature, top_p, top_k): docs.anthropic.com/en/api/messages lists them, with their ranges; the
+# SDK's maintainers: "All of our models support these parameters" (anthropics/anthropic-sdk-python#376).
+# Newer models refuse them ("`temperature` is deprecated for this model"), a rule of the model, which the
+# replay never judges. Claude Code 2.1.197 sends `temperature: 1` with haiku. Their types and ranges are
+# checked here; the rest of the request by the SDK's types.
+SAMPLING = {  # field -> (JSON type, least, most)
+    "temperature": ("number", 0, 1),
+    "top_p": ("number", 0, 1),
+    "top_k": ("integer", 0, None),
+}
+
+
+def sampling_problems(body: dict) -> tuple[list[Problem], dict]:
+    """The documented fields the SDK's types lack, checked: their problems, and the body without them."""
+    problems = []
+    for key, (kind, least, most) in SAMPLING.items():
+        if key not in body:
+            continue
+        value = body[key]
+        if not KINDS[kind][0](value):
+            problems.append(Problem(key, f"Input should be {KINDS[kind][1]}"))
+        elif value < least:
+            problems.append(Problem(key, f"Input should be greater than or equal to {least}"))
+        elif most is not None and value > most:
+            problems.append(Problem(key, f"Input should be less than or equal to {most}"))
+    if not any(key in body for key in SAMPLING):
+        return problems, body
+    return problems, {k: v for k, v in body.items() if k not in SAMPLING}
+
+
 class Requests:
     """Requests judged one after another (a recording's, a loop's), each at the cost of what its
     messages add to those of the request before (see Conversation): the verdict is always the API's
@@ -400,6 +466,9 @@ class Requests:
         mark of their own) and the beta its `thread` needs."""
         if not isinstance(body, dict):
             return [Problem("", "the request body must be a JSON object with model, max_tokens and messages")]
+        problems, body = sampling_problems(body)
+        if problems:
+            return problems[:1]
         messages = body.get("messages")
         sent = self.sent.grown(messages) if isinstance(messages, list) else None
         fields = body | {"messages": []}  # each message is judged in `sent`, the rest of the request here
@@ -445,7 +514,12 @@ def messages_problems(messages) -> list[str]:
 
 def request_shape_problems(body) -> list[Problem]:
     """Where a request is neither the SDK's MessageCreateParams nor its beta params (the beta's are
-    sent to the same endpoint with no mark of their own), in the beta params' words: they hold the most."""
+    sent to the same endpoint with no mark of their own), in the beta params' words: they hold the most.
+    The sampling fields the types lack are judged apart (SAMPLING)."""
+    if isinstance(body, dict):
+        problems, body = sampling_problems(body)
+        if problems:
+            return problems[:1]
     if fits("request", body):
         return []
     return shape_problems("beta_request", body)
