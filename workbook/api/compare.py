@@ -78,8 +78,8 @@ def conversation_form(messages: list) -> list[dict]:
     instructions, not a turn), and a user turn keeps only its tool_result blocks: the text a client puts
     around them (system-reminder blocks, a note after the results) is its own, and so is the wording of
     the task (a student may give their loop any task: the replies are the recording's whatever it says).
-    The turns' roles still pin the task down to the first user turn. `cache_control` and `metadata` are never compared (normalize_block drops the first; the
-    second is not in the messages)."""
+    The turns' roles still pin the task down to the first user turn. `cache_control` and `metadata` are
+    never compared (normalize_block drops the first; the second is not in the messages)."""
     turns = combined_form(_without_system(messages))
     for turn in turns:
         if turn["role"] == "user":
