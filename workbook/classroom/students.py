@@ -332,11 +332,12 @@ class Classroom:
 
     def table(self, most: int = Limits.listed) -> str:
         """The class on one screen: who is on which turn, who hit which error (the first `most` rows)."""
-        rows = [("student", "fixture", "turn", "requests", "mistakes", "restarts", "side", "last")]
+        rows = [("student", "fixture", "turn", "requests", "mistakes", "restarts", "last")]
         students = self.status()["students"]
         for s in students[:most]:
             turn = f"{s['turn']}/{s['turns']}" + (" done" if s["turn"] == s["turns"] else "")
-            counts = (str(s["requests"]), str(s["mistakes"]), str(s["restarts"]), str(s["side"]))
+            asked = str(s["requests"]) + (f"+{s['side']} side" if s["side"] else "")  # no turn used
+            counts = (asked, str(s["mistakes"]), str(s["restarts"]))
             name, last = escaped(s["student"])[:32], escaped(s["last"])[:70]
             rows.append((name, s["fixture"], turn, *counts, last))
         if len(rows) == 1:
