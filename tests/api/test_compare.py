@@ -56,3 +56,40 @@ def test_the_name_notebooks_knew_conversation_by_still_reads_as_it():
 def test_equal_requests_have_no_difference_whatever_the_match():
     recorded = good()["exchanges"][1]["request"]
     assert all(compare.request_diff(recorded, copy.deepcopy(recorded), m) is None for m in compare.Match)
+
+
+def reminder(text="<system-reminder>today is a day</system-reminder>"):
+    return {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
+
+
+def test_conversation_leaves_out_what_a_client_adds_around_the_lesson():
+    """Claude Code's turns: a system message after the first user turn, reminder blocks around the task,
+    text after the tool results, cache_control and metadata; none of them is the lesson."""
+    recorded = good()["exchanges"][1]["request"]
+    theirs = copy.deepcopy(recorded) | {"metadata": {"user_id": "someone"}}
+    task = theirs["messages"][0]["content"]
+    theirs["messages"][0]["content"] = [reminder(), reminder(), {"type": "text", "text": task}]
+    theirs["messages"][2]["content"].append(reminder("the task tools haven't been used recently"))
+    theirs["messages"][2]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    theirs["messages"].insert(1, {"role": "system", "content": "Available agent types: none"})
+    theirs["messages"].append({"role": "system", "content": [{"type": "text", "text": "keep going"}]})
+    assert compare.request_diff(recorded, theirs, compare.Match.CONVERSATION) is None
+    assert compare.request_diff(recorded, theirs, compare.Match.STRUCTURE) is not None  # strict stays strict
+    assert compare.request_diff(recorded, theirs) is not None
+
+
+def test_conversation_still_counts_turns_and_pairs_results_by_id():
+    recorded = good()["exchanges"][1]["request"]
+    theirs = copy.deepcopy(recorded)
+    theirs["messages"].insert(1, {"role": "system", "content": "mine"})
+    del theirs["messages"][2]  # the assistant turn not appended: the system message is no turn of its own
+    diff = compare.request_diff(recorded, theirs, compare.Match.CONVERSATION)
+    assert "the assistant turn was not appended" in diff
+    theirs = copy.deepcopy(recorded)
+    theirs["messages"][2]["content"][0]["tool_use_id"] = "toolu_other"
+    theirs["messages"][2]["content"].insert(0, reminder())  # text first is the contract's to refuse
+    assert "tool_use_id expected" in compare.request_diff(recorded, theirs, compare.Match.CONVERSATION)
+    theirs["messages"][2]["content"] = [reminder()]  # the results dropped, only text left
+    assert "expected 3 content blocks, got 0" in compare.request_diff(
+        recorded, theirs, compare.Match.CONVERSATION
+    )

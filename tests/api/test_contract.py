@@ -97,7 +97,7 @@ def test_every_recorded_request_of_every_fixture_passes():
     [
         (body(user(TEXT), foo=1), "foo: Extra inputs are not permitted"),
         (body(user(TEXT), stream_options={}), "stream_options: Extra inputs are not permitted"),
-        (body(user(TEXT), temperature="hot"), "temperature: Extra inputs are not permitted"),  # not in 2.14
+        (body(user(TEXT), temperature="hot"), "temperature: Input should be a valid number"),  # see SAMPLING
         (body(user(TEXT), context_management="all"), "context_management: Input should be"),  # a beta param
         (body(user(TEXT), tools="notalist"), "tools: Input should be a valid list"),
         (body(user(TEXT), max_tokens="many"), "max_tokens: Input should be a valid integer"),
@@ -152,11 +152,45 @@ def test_tool_results_first_holds_for_the_combined_turn():
 SYSTEM_TURN = {"role": "system", "content": "from now on, be brief"}
 
 
-def test_a_mid_conversation_system_message_needs_its_beta():
-    request = body(user(TEXT), assistant(TEXT), SYSTEM_TURN, user(TEXT))
-    assert "messages.2.role: a system message needs the beta header" in problems(request)[0]
-    with_beta = contract.Betas.of({"anthropic-beta": f"x, {contract.MID_CONVERSATION_SYSTEM}"})
-    assert problems(request, with_beta) == []
+def test_a_mid_conversation_system_message_needs_no_beta_and_stands_where_the_api_documents():
+    """Placement, from the API's docs: after a user message (or an assistant message ending in server-tool
+    use), last or followed by an assistant message, never messages[0], text only; no beta header."""
+    after_user = body(user(TEXT), SYSTEM_TURN, assistant(TEXT), user(TEXT))
+    assert problems(after_user) == [] and problems(body(user(TEXT), SYSTEM_TURN)) == []
+    searched = assistant({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}})
+    assert problems(body(user(TEXT), searched, SYSTEM_TURN)) == []
+    assert problems(body(SYSTEM_TURN, user(TEXT)))[0].startswith(
+        "messages.0.role: a system message must immed"
+    )
+    after_assistant = body(user(TEXT), assistant(TEXT), SYSTEM_TURN, user(TEXT))
+    assert [str(p).split(":")[0] for p in problems(after_assistant)] == ["messages.2.role"] * 2
+    assert "followed by an assistant" in problems(body(user(TEXT), SYSTEM_TURN, user(TEXT)))[0]
+    twice = body(user(TEXT), SYSTEM_TURN, SYSTEM_TURN)
+    assert [p[:50] for p in problems(twice)] == [
+        "messages.1.role: a system message must be the last message or be followed by an assistant message"[
+            :50
+        ],
+        "messages.2.role: a system message must immediately follow a user message"[:50],
+    ]
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    pictured = body(user(TEXT), {"role": "system", "content": [image]})
+    assert problems(pictured)[0].startswith("messages.1.content.0.type: Input tag 'image'")  # the SDK's types
+    assert contract.conversation_problems(pictured["messages"]) == [
+        contract.Problem("messages.1.content", contract.SYSTEM_TEXT)
+    ]
+
+
+def test_the_sampling_fields_the_sdks_types_dropped_are_taken_with_their_types_checked():
+    assert problems(body(user(TEXT), temperature=1, top_p=0.9, top_k=40)) == []
+    assert problems(body(user(TEXT), temperature=0.0)) == []
+    assert problems(body(user(TEXT), temperature=1.5)) == [
+        "temperature: Input should be less than or equal to 1"
+    ]
+    assert problems(body(user(TEXT), top_k=2.5)) == ["top_k: Input should be a valid integer"]
+    assert problems(body(user(TEXT), top_p=True)) == ["top_p: Input should be a valid number"]
+    assert problems(body(user(TEXT), temperature=1, stream_options={})) == [
+        "stream_options: Extra inputs are not permitted"
+    ]
 
 
 def test_a_thread_needs_the_threads_beta():

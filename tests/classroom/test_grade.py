@@ -351,7 +351,8 @@ def test_the_thread_fallback_is_not_counted_as_a_mistake_on_the_class_table():
     thread = {**first, "thread": {"type": "create"}, "context_management": edits}
     refused = room.answer("ada", thread, None, as_the_sdk_sends_it)
     assert refused.body["error"]["details"]["error_code"] == "thread_unsupported_request"
-    room.answer("ada", {**first, "messages": first["messages"] * 2}, None)  # a real mistake counts
+    prefilled = first["messages"] + [{"role": "assistant", "content": "I will"}]  # a turn too many
+    room.answer("ada", {**first, "messages": prefilled}, None)  # a real mistake counts
     [row] = room.status()["students"]
     assert row["requests"] == 2 and row["mistakes"] == 1
 

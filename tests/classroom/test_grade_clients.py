@@ -8,10 +8,9 @@ never skips them.
 
 The requests Claude Code sends are kept in tests/classroom/clients/ (captured by
 tests/clients/capture_proxy.py, scrubbed by tests/clients/keep_capture.py): each file says which rule
-refuses it today and what the rule should be. The tests that cannot pass until the comparison compares
-what the lesson is about (the turns' roles, tool_use ids with their results, the recorded task; not
-what a client adds around them) are marked xfail(strict=True), naming the missing rule: they turn into
-failures the day the rule lands, and the mark goes.
+refused it before the rules of issue 38 and what the rule is now: the comparison compares what the
+lesson is about (workbook/api/compare.py, Match.CONVERSATION), the contract takes what the API takes
+(system messages, sampling fields), and side requests use no recorded turn (workbook/replay/player.py).
 """
 
 import json
@@ -39,23 +38,6 @@ MODELS = (
     "sonnet",
     "haiku",
 )  # Claude Code's aliases: claude-opus-4-8, claude-sonnet-5, claude-haiku-4-5
-
-# The rules these tests wait for (/work/notes/clients-findings.md; the lead's phase 2).
-SYSTEM_TURN = (
-    'compare counts a role: "system" message as a turn of the conversation (opus and sonnet send one after '
-    "the first user turn)"
-)
-REMINDERS = "compare counts the system-reminder text blocks Claude Code puts before the task in the user turn"
-SIDE = "a side request (Claude Code's session title: tools: [], output_config.format) uses up a recorded turn"
-SAMPLING = (
-    "temperature (the haiku title request's) is refused: SDK 2.x dropped it from its types; the API takes it"
-)
-WAITING_FOR = {
-    "opus": f"{SYSTEM_TURN}; {SIDE}",
-    "sonnet": f"{SYSTEM_TURN}; {SIDE}",
-    "haiku": f"{REMINDERS}; {SAMPLING}; {SIDE}",
-}
-
 
 # -- the clients, installed as the lock file says -----------------------------------------------------
 
@@ -216,24 +198,11 @@ WALKS = {  # a client's requests in the order it sent them; each walk ends on th
     ],
     "typescript_sdk_plain_loop": earlier_turns(capture("typescript_sdk_plain_loop_turn2")),
 }
-WALKS_WAITING = {
-    "claude_code_opus_s01": f"{SYSTEM_TURN}; {SIDE}",
-    "claude_code_sonnet_s01": SYSTEM_TURN,
-    "claude_code_haiku_s01": f"{REMINDERS}; {SAMPLING}; {SIDE}",
-    "claude_code_opus_s02": SYSTEM_TURN,
-    "claude_code_haiku_s02": REMINDERS,
-    "claude_code_quota_probe": "a side request (a quota probe: max_tokens 1, no tools) uses up turn 1",
-    "claude_code_count_tokens": "POST /v1/messages/count_tokens is not served (a side request)",
-}
+SIDE_REQUESTS = {"claude_code_opus_s01": 1, "claude_code_haiku_s01": 1, "claude_code_quota_probe": 1}
+SIDE_REQUESTS["claude_code_count_tokens"] = 1
 
 
-def walk_params():
-    for name in WALKS:
-        marks = [pytest.mark.xfail(strict=True, reason=WALKS_WAITING[name])] if name in WALKS_WAITING else []
-        yield pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("walk", list(walk_params()))
+@pytest.mark.parametrize("walk", list(WALKS))
 def test_the_requests_a_client_sent_walk_the_recording_and_its_side_requests_use_no_turn(walk, server):
     requests = WALKS[walk]
     answers = [server.post(request, walk) for request in requests]
@@ -241,6 +210,7 @@ def test_the_requests_a_client_sent_walk_the_recording_and_its_side_requests_use
     turns = len(fixtures.load_fixture(ROOT / "fixtures" / f"{requests[-1]['fixture']}.json")["exchanges"])
     row = server.row(walk)
     assert (row["turn"], row["turns"], row["mistakes"], row["restarts"]) == (turns, turns, 0, 0), row
+    assert row["side"] == SIDE_REQUESTS.get(walk, 0), row  # the class table marks them
     for request, (_, body) in zip(requests, answers):
         if request["path"].startswith("/v1/messages/count_tokens"):
             assert isinstance(json.loads(body)["input_tokens"], int)
@@ -288,8 +258,7 @@ def claude_code_env(home: Path, url: str, student: str, fixture: str) -> dict:
 def by_model():
     for model in MODELS:
         for fixture in SERVED:
-            mark = pytest.mark.xfail(strict=True, reason=WAITING_FOR[model])
-            yield pytest.param(model, fixture, marks=[mark], id=f"{model}-{fixture[:3]}")
+            yield pytest.param(model, fixture, id=f"{model}-{fixture[:3]}")
 
 
 @pytest.mark.parametrize("model, fixture", list(by_model()))
@@ -313,9 +282,7 @@ def test_claude_code_walks_the_recording_on_the_classroom_server(
     assert (row["turn"], row["mistakes"]) == (row["turns"], 0), row
 
 
-@pytest.mark.parametrize(
-    "model", [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=WAITING_FOR[m])) for m in MODELS]
-)
+@pytest.mark.parametrize("model", MODELS)
 def test_claude_code_walks_the_s01_and_s02_rungs_under_the_grader(model, node_clients, capsys):
     """As a teacher grades it: the task as the last argument, the grader's own environment (nothing of
     the teacher's shell), in the sandbox when there is one."""

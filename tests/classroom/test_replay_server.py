@@ -230,7 +230,7 @@ def test_a_mistake_keeps_the_cursor_so_the_corrected_request_goes_through(serve)
             'messages: first message must use the "user" role',
         ),
         (request([{"role": "user", "content": [{"text": "no type"}]}]), "messages.0.content.0.type: Field"),
-        (request(TURN1) | {"temperature": "hot"}, "temperature: Extra inputs are not permitted"),
+        (request(TURN1) | {"temperature": "hot"}, "temperature: Input should be a valid number"),
         (request(TURN1) | {"tools": "notalist"}, "tools: Input should be a valid list"),
         (b"{not json", "not valid JSON"),
         (
@@ -1271,3 +1271,22 @@ def test_a_client_gone_mid_body_gives_back_what_its_request_held(serve):
         assert held_becomes(900)  # the body's 900 bytes are held as it is read
     assert held_becomes(0)  # the client has gone: given back
     assert post(server.url, request(TURN1))[0] == 200  # 900 + this would be over 1000
+
+
+def test_side_requests_and_count_tokens_use_no_turn_and_the_table_marks_them(serve):
+    server, log = serve()
+    status, _, counted = post(server.url, request(TURN1), path="/v1/messages/count_tokens?beta=true")
+    assert status == 200 and set(counted) == {"input_tokens"} and counted["input_tokens"] > 0
+    probe = request([{"role": "user", "content": "quota"}], max_tokens=1)
+    status, _, reply = post(server.url, probe)
+    assert status == 200 and "side request" in reply["content"][0]["text"]
+    status, _, reply = post(server.url, request(TURN1))
+    assert status == 200 and reply["content"] == BODY1["content"]  # the real turn 1 is still turn 1
+    [row] = server.classroom.status()["students"]
+    assert (row["turn"], row["requests"], row["side"], row["mistakes"]) == (1, 1, 2, 0)
+    assert re.search(
+        r"alice\s+s01_hello_agent\s+1/2\s+1\+2 side\s+0\s+0\s+200 tool_use", server.classroom.table()
+    )
+    assert "side request · count_tokens" in log.getvalue()
+    status, _, refused = post(server.url, {"messages": "no"}, path="/v1/messages/count_tokens")
+    assert status == 400 and error_message(refused) == "messages: Field required"

@@ -103,3 +103,26 @@ def test_a_player_that_does_not_remember_keeps_nothing_of_a_request():
     remembering = Player(S01)
     remembering.play(sent(1))
     assert remembering.requests.sent.messages == sent(1)["messages"]  # the next is judged on what it adds
+
+
+def test_a_side_request_uses_no_turn_where_sides_are_taken_and_is_a_turn_where_they_are_not():
+    first = copy.deepcopy(S01["exchanges"][0]["request"])
+    probe = {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "quota"}]}
+    schema = {"type": "json_schema", "schema": {"type": "object"}}
+    title = {**first, "tools": [], "output_config": {"format": schema}, "temperature": 1, "stream": True}
+    classroom = Player(S01, Match.CONVERSATION, sides=True)
+    for side in (probe, title):
+        played = classroom.play(side)
+        assert (played.side, played.turn, classroom.served) == (True, 0, 0)
+        assert played.response["stop_reason"] == "end_turn" and played.stream == (side is title)
+    assert classroom.play(first).turn == 1  # the real turn 1 still gets turn 1
+    strict = Player(S01, Match.STRICT)  # the in-process replay: every request is a turn, compared in full
+    with pytest.raises(Differs):
+        strict.play(probe)
+    assert strict.served == 0
+
+
+def test_a_side_request_the_api_would_refuse_is_refused():
+    broken = {"model": "m", "max_tokens": 1, "messages": [{"role": "assistant", "content": "hi"}]}
+    with pytest.raises(Refused, match="first message must use"):
+        Player(S01, Match.CONVERSATION, sides=True).play(broken)

@@ -119,10 +119,14 @@ def test_other_bytes_in_a_checked_replay_are_judged_and_compared_in_full():
     assert transport.cursor == 0
 
 
-def test_a_recorded_request_that_needs_a_beta_is_judged_with_the_senders_headers():
+def test_a_recorded_request_with_a_system_message_is_judged_when_it_is_sent():
+    """The exact-bytes path skips a request holding a system message: its placement is judged on send."""
     fixture = good()
     system_turn = {"role": "system", "content": "be brief"}
-    fixture["exchanges"][0]["request"]["messages"].insert(0, system_turn)  # the recording may use any beta
+    fixture["exchanges"][0]["request"]["messages"].insert(0, system_turn)  # never messages[0]
     client, _ = replay.replay_client(fixture, "t", checked=True, max_retries=0)
-    with pytest.raises(anthropic.BadRequestError, match="a system message needs the beta header"):
+    with pytest.raises(
+        anthropic.BadRequestError,
+        match="messages.0.role: a system message must immediately follow a user message",
+    ):
         client.messages.create(**fixture["exchanges"][0]["request"])

@@ -15,7 +15,9 @@ class Match(enum.StrEnum):
 
     STRICT = "strict"  # the whole request: every block with its text, system, max_tokens, stream, tools
     STRUCTURE = "structure"  # what a live recording can promise: as strict, but no block's text and no system
-    CONVERSATION = "conversation"  # a loop of one's own: roles, block types, tool_use ids and names, pairing
+    # A loop or a client of one's own: what the lesson is about (see conversation_form): the turns and their
+    # roles, the assistant's block types with tool_use ids and names, the tool_results by id.
+    CONVERSATION = "conversation"
 
     @classmethod
     def _missing_(cls, value):
@@ -69,6 +71,22 @@ def combined_form(messages: list) -> list[dict]:
     return out
 
 
+def conversation_form(messages: list) -> list[dict]:
+    """The conversation as the lesson reads it (Match.CONVERSATION): what a client adds around it left out.
+
+    `role: "system"` messages are dropped (the API takes them mid-conversation; they are the client's
+    instructions, not a turn), and a user turn keeps only its tool_result blocks: the text a client puts
+    around them (system-reminder blocks, a note after the results) is its own, and so is the wording of
+    the task (a student may give their loop any task: the replies are the recording's whatever it says).
+    The turns' roles still pin the task down to the first user turn. `cache_control` and `metadata` are
+    never compared (normalize_block drops the first; the second is not in the messages)."""
+    turns = combined_form(_without_system(messages))
+    for turn in turns:
+        if turn["role"] == "user":
+            turn["content"] = [b for b in turn["content"] if b.get("type") == "tool_result"]
+    return turns
+
+
 def request_diff(expected: dict, actual: dict, match: Match | str = Match.STRICT) -> str | None:
     """A readable explanation of how `actual` differs from the recorded request, or None (see Match)."""
     match = Match(match)
@@ -87,7 +105,11 @@ def request_diff(expected: dict, actual: dict, match: Match | str = Match.STRICT
 
 
 def _messages_diff(expected: list, actual: list, match: Match) -> str | None:
-    want, got = combined_form(expected), combined_form(actual)
+    if match is Match.CONVERSATION:
+        expected, actual = (_without_system(m) for m in (expected, actual))
+        want, got = conversation_form(expected), conversation_form(actual)
+    else:
+        want, got = combined_form(expected), combined_form(actual)
     if len(want) != len(got):
         return _count_diff(want, got, len(expected), len(actual))
     for i, (w, g) in enumerate(zip(want, got)):
@@ -102,6 +124,10 @@ def _messages_diff(expected: list, actual: list, match: Match) -> str | None:
     return None
 
 
+def _without_system(messages: list) -> list:
+    return [m for m in messages if not (isinstance(m, dict) and m.get("role") == "system")]
+
+
 def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
     """Name the first recorded turn the loop did not send, when it sent too few (turns are combined)."""
     line = f"expected {expected} messages, got {sent}"
@@ -111,7 +137,7 @@ def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
         return line
     k = next((i for i, (w, g) in enumerate(zip(want, got)) if w["role"] != g["role"]), len(got))
     missing = want[k]
-    kinds = ", ".join(sorted({b.get("type", "?") for b in missing["content"]}))
+    kinds = ", ".join(sorted({b.get("type", "?") for b in missing["content"]})) or "text"
     hint = (
         "the assistant turn was not appended"
         if missing["role"] == "assistant"

@@ -23,7 +23,7 @@ from workbook.api.sdk_types import message_validator, schema, validator
 from workbook.api.wire import events_to_message, header_problems
 from workbook.errors import ReplayMismatch
 
-MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # the beta that lets `role: "system"` in
+MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # a beta name; a system message needs none
 THREADS_BETA = "message-threads-2026-08-12"  # the beta `thread` needs (workbook/api/threads.py sends it too)
 
 
@@ -222,16 +222,15 @@ block must have a corresponding `tool_result` block in the next message."
 
 @dataclass
 class Conversation:
-    """A messages list judged message by message, with the verdict the API gives it whole: each
-    message's shape (the SDK's types) and the rules no type can say.
+    """A messages list judged message by message, with the verdict the API gives it whole: each message's
+    shape (the SDK's types) and the rules no type can say.
 
     `grown(messages)` judges only what `messages` add to the messages judged so far (when they start
     with them; else it judges them all, from nothing): a loop resends its whole history every turn, and
     each request then costs what its turn added. Judged from nothing, it is the one verdict there is.
-
-    The rules, as the API reads a conversation: consecutive same-role messages are one turn, a
-    `system` message (a beta) between them is no turn of its own; a turn is settled once another
-    begins, and the last turn and the last message are judged as last.
+    The rules, as the API reads a conversation: consecutive same-role messages are one turn, a `system`
+    message between them is no turn of its own (_placement_problems: where it may stand); a turn is
+    settled once another begins, and the last turn and the last message are judged as last.
     """
 
     shapes: bool = True  # whether each message's shape is judged too (not when its request's already was)
@@ -317,8 +316,7 @@ class Conversation:
         problems = [Problem(f"messages.{i}", EMPTY) for i in self.empty]
         if _empty(self.last) and self.last.get("role") != "assistant":
             problems.append(Problem(f"messages.{len(self.messages) - 1}", EMPTY))
-        if MID_CONVERSATION_SYSTEM not in betas.names:
-            problems += [Problem(f"messages.{i}.role", SYSTEM) for i in self.systems]
+        problems += [p for i in self.systems for p in _placement_problems(self.messages, i)]
         if self.turn is not None and self.first_role != "user":
             problems.append(Problem("messages", 'first message must use the "user" role'))
         problems += self.settled
@@ -327,10 +325,31 @@ class Conversation:
         return problems
 
 
-SYSTEM = (
-    f"a system message needs the beta header `anthropic-beta: {MID_CONVERSATION_SYSTEM}`; "
-    "without it, use the top-level `system` field"
+# A `role: "system"` message: no beta; after a user message (or an assistant ending in server-tool use), last
+# or before an assistant, text only (docs: build-with-claude/mid-conversation-system-messages, "Limitations").
+SYSTEM_AFTER = (
+    "a system message must immediately follow a user message (or an assistant message ending in server "
+    "tool use); to instruct the model from the start, use the top-level `system` field"
 )
+SYSTEM_BEFORE = "a system message must be the last message or be followed by an assistant message"
+SYSTEM_TEXT = "a system message may hold only text"
+
+
+def _placement_problems(messages: list, i: int) -> list[Problem]:
+    """Where the system message `messages[i]` stands against the documented placement (see SYSTEM_AFTER)."""
+    before, after = messages[i - 1] if i else {}, messages[i + 1] if i + 1 < len(messages) else None
+    last = (before.get("content") or [None])[-1] if isinstance(before.get("content"), list) else None
+    kind = last.get("type", "") if isinstance(last, dict) and before.get("role") == "assistant" else ""
+    srv = kind in ("server_tool_use", "mcp_tool_use") or (kind.endswith("_tool_result") and kind[0] != "t")
+    where, content = f"messages.{i}.role", messages[i].get("content")
+    problems = [] if before.get("role") == "user" or srv else [Problem(where, SYSTEM_AFTER)]
+    if isinstance(after, dict) and after.get("role") != "assistant":
+        problems.append(Problem(where, SYSTEM_BEFORE))
+    if not isinstance(content, str) and {b.get("type") if isinstance(b, dict) else 0 for b in content} - {
+        "text"
+    }:
+        problems.append(Problem(f"messages.{i}.content", SYSTEM_TEXT))
+    return problems
 
 
 def _empty(message: dict) -> bool:
@@ -374,6 +393,24 @@ def _result_problems(turn: Turn, open_ids: set) -> list[Problem]:
             problems.append(Problem(where, NOT_FIRST))
         answered.add(tool_id)
     return problems
+
+
+# Fields the API documents (docs.anthropic.com/en/api/messages, with ranges) that SDK 2.x's types dropped:
+# "All of our models support these parameters" (anthropics/anthropic-sdk-python#376, a maintainer).
+# Newer models refuse them ("`temperature` is deprecated for this model"): a model's rule, not judged here.
+SAMPLING = {"temperature": ("number", 0, 1), "top_p": ("number", 0, 1), "top_k": ("integer", 0, None)}
+
+
+def sampling_problems(body: dict) -> tuple[list[Problem], dict]:
+    """The fields in SAMPLING, judged by their type and range: their problems, and the body without them."""
+    problems = []
+    for key, (kind, lo, hi) in ((k, SAMPLING[k]) for k in SAMPLING if k in body):
+        if not KINDS[kind][0](body[key]):
+            problems.append(Problem(key, f"Input should be {KINDS[kind][1]}"))
+        elif body[key] < lo or (hi is not None and body[key] > hi):
+            edge = f"greater than or equal to {lo}" if body[key] < lo else f"less than or equal to {hi}"
+            problems.append(Problem(key, f"Input should be {edge}"))
+    return problems, {k: v for k, v in body.items() if k not in SAMPLING} if body.keys() & SAMPLING else body
 
 
 class Requests:
@@ -445,7 +482,10 @@ def messages_problems(messages) -> list[str]:
 
 def request_shape_problems(body) -> list[Problem]:
     """Where a request is neither the SDK's MessageCreateParams nor its beta params (the beta's are
-    sent to the same endpoint with no mark of their own), in the beta params' words: they hold the most."""
+    sent to the same endpoint with no mark of their own), in the beta params' words (SAMPLING's apart)."""
+    problems, body = sampling_problems(body) if isinstance(body, dict) else ([], body)
+    if problems:
+        return problems[:1]
     if fits("request", body):
         return []
     return shape_problems("beta_request", body)

@@ -245,6 +245,7 @@ class RungServer:
                 retry_count(headers),
                 tuple(h.strip() for h in headers.get("x-stainless-helper", "").split(",") if h.strip()),
                 fallback,
+                reply is not None and reply.side,
             )
         )
 

@@ -40,6 +40,7 @@ class Seen:
     retry_count: int = 0  # x-stainless-retry-count: how many times the SDK had already tried this
     helpers: tuple = ()  # x-stainless-helper: the SDK helpers that sent it
     fallback: bool = False  # a thread refused as documented: the client falls back, it is no mistake
+    side: bool = False  # a side request (a title, a quota probe, count_tokens): answered, no turn used
 
 
 @dataclass
@@ -134,7 +135,7 @@ def judge(rung, fixture: dict, out: Outcome, allow_sdk_retries: bool = False) ->
     exchanges = fixture["exchanges"]
     least = rung.least or len(exchanges)
     reached = 0  # the last recorded turn the program got an answer for
-    requests = [seen for seen in out.seen if not seen.fallback]
+    requests = [seen for seen in out.seen if not seen.fallback and not seen.side]
     for n, request in enumerate(requests, 1):
         if request.retry_count and not allow_sdk_retries:
             return Verdict(sdk_retried(request), library)
@@ -405,7 +406,7 @@ def asked_too_often(exchanges: list, reached: int, requests: int) -> str:
 def stopped_early(exchanges: list, reached: int, out: Outcome) -> str:
     """The program ended (or was refused) before the recording did: what it met last, and its last words."""
     said = f" (exit {out.code}" + (f": {out.last_line}" if out.last_line else "") + ")"
-    if not [s for s in out.seen if not s.fallback]:
+    if not [s for s in out.seen if not s.fallback and not s.side]:
         logged = re.search(r"\b[1-5]\d\d\b.*", out.server_log[-1]) if out.server_log else None
         heard = f"; the server logged: {logged.group(0)}" if logged else ""
         hint = f"your program read stdin, but {STDIN_CLOSED}" if READ_STDIN.search(out.output) else NO_REQUEST

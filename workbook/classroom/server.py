@@ -158,9 +158,10 @@ class ReplayServer:
             Route("/v1/messages", self.messages, methods=["POST"]),
             Route("/replay/reset", self.reset, methods=["POST"]),
             Route("/replay/status", self.status, methods=["GET"]),
+            Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
             Route("/", self.front_page, methods=["GET"]),
         ]
-        routes += [Route(r.path + "/", r.endpoint, methods=r.methods) for r in routes[:3]]  # a trailing /
+        routes += [Route(r.path + "/", r.endpoint, methods=r.methods) for r in routes[:4]]  # a trailing /
         handlers = {HTTPException: self.not_served, Exception: self.failed}
         return Starlette(routes=routes, exception_handlers=handlers)
 
@@ -226,6 +227,13 @@ class ReplayServer:
 
     async def messages(self, request: Request) -> Response:
         return await self.asked(request, self.judge)
+
+    async def count_tokens(self, request: Request) -> Response:
+        """A client's token count (Claude Code's context measure): an estimate, no recorded turn used."""
+        return await self.asked(request, self.judge_count)
+
+    def judge_count(self, body: bytearray, headers: dict, student: str) -> Reply:
+        return self.judge(body, headers, student, count=True)
 
     async def reset(self, request: Request) -> Response:
         return await self.asked(request, self.start_over)
@@ -295,15 +303,16 @@ class ReplayServer:
             return await self.loop.run_in_executor(self.workers, judge, body, headers, student)
         return judge(body, headers, student)
 
-    def judge(self, body: bytearray, headers: dict, student: str) -> Reply:
-        """Whether the API would even read the request, then the classroom's answer (no 500 escapes)."""
+    def judge(self, body: bytearray, headers: dict, student: str, count: bool = False) -> Reply:
+        """Whether the API would even read the request, then the classroom's answer (no 500 escapes);
+        `count`: a POST /v1/messages/count_tokens."""
         try:
-            return self.answer(body, headers, student)
+            return self.answer(body, headers, student, count)
         except Exception as err:  # a bug here must not look like the student's mistake
             self.classroom.log(student, "-", "", f"500 server error: {err!r}")
             return api_error(500, "api_error", f"the replay server failed ({err!r}); tell the teacher")
 
-    def answer(self, raw: bytearray, headers: dict, student: str) -> Reply:
+    def answer(self, raw: bytearray, headers: dict, student: str, count: bool = False) -> Reply:
         if not headers.get("anthropic-version"):
             self.classroom.log(student, "-", "", "400 no anthropic-version header")
             return api_error(
@@ -326,6 +335,8 @@ class ReplayServer:
                 "that fixture name looks like a real Anthropic API key, so it is neither shown nor kept: "
                 f"name a fixture this server serves ({', '.join(self.classroom.fixtures)})",
             )
+        if count:
+            return self.classroom.count_tokens(student, body, chosen, headers)
         return self.classroom.answer(student, body, chosen, headers=headers)
 
     def start_over(self, body: bytearray, headers: dict, student: str) -> Reply:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -88,6 +89,7 @@ class Cursor:
     player: Player
     requests: int = 0
     mistakes: int = 0
+    sides: int = 0  # side requests (a title, a quota probe, count_tokens): answered, no turn used
     last: str = ""  # the last result, e.g. "200 tool_use" or "400 messages[2]: ..."
 
     @property
@@ -109,6 +111,7 @@ class Reply:
     body: dict | None = None
     events: list | None = None
     drop: bool = False
+    side: bool = False  # the answer to a side request (player.side_request, count_tokens): no turn used
     wire: dict | None = field(default=None, repr=False, compare=False)  # connection.py's; never set now
 
 
@@ -160,16 +163,18 @@ class Classroom:
                 self.log(student, "-", "", f"{mistake.status} {mistake}")
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
             cursor = self.cursor(student, name)
-            cursor.requests += 1
             try:
                 reply, note = self.serve(name, cursor, body, betas)
             except Mistake as mistake:
+                cursor.requests += 1
                 cursor.mistakes += not is_thread_fallback(mistake)  # the SDK then falls back: not an error
                 cursor.last = f"{mistake.status} {mistake}"
                 self.log(student, name, self.turn(name, cursor.served + 1), cursor.last)
                 self.observe(student, name, cursor.served + 1, body, None, mistake, headers)
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
-            cursor.last = describe(reply)
+            cursor.sides += reply.side
+            cursor.requests += not reply.side
+            cursor.last = ("side request · " if reply.side else "") + describe(reply)
             self.log(student, name, self.turn(name, cursor.served), note + cursor.last)
             self.observe(student, name, cursor.served, body, reply, None, headers)
             return reply
@@ -195,7 +200,9 @@ class Classroom:
         with self.lock:
             cursor = self.cursors.get((student, name))
             if cursor is None:
-                player = Player(self.fixtures[name], Match.CONVERSATION, restartable=True, remembers=False)
+                player = Player(
+                    self.fixtures[name], Match.CONVERSATION, restartable=True, remembers=False, sides=True
+                )
                 cursor = self.cursors[(student, name)] = Cursor(player)
             return cursor
 
@@ -242,10 +249,34 @@ class Classroom:
             raise Mistake(
                 f"{name}, turn {differs.turn}: your request differs from the recording: {differs.diff}"
             ) from None
+        if played.side:
+            return side_reply(played.response, played.stream), ""
         note = ("restart · " if played.restarted else "") + (
             f"thread {played.thread} · " if played.thread else ""
         )
         return recorded_reply(played.response, played.stream), note
+
+    def count_tokens(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
+        """POST /v1/messages/count_tokens: `{"input_tokens": N}`, N an estimate (a quarter of the
+        characters of its system, messages and tools as JSON: no tokenizer here), and no turn used."""
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self.log(student, "-", "", "400 count_tokens: messages: Field required")
+            return api_error(400, "invalid_request_error", "messages: Field required")
+        try:
+            desk = self.desk(student)
+            with desk:
+                name = self.pick(body, chosen)
+                cursor = self.cursor(student, name)
+                counted = json.dumps([body.get("system"), body["messages"], body.get("tools")], default=str)
+                reply = Reply(200, {}, {"input_tokens": max(1, len(counted) // 4)}, side=True)
+                cursor.sides += 1
+                cursor.last = f"side request · count_tokens {reply.body['input_tokens']} (an estimate)"
+                self.log(student, name, self.turn(name, cursor.served), cursor.last)
+                self.observe(student, name, cursor.served, body, reply, None, headers)
+                return reply
+        except Mistake as mistake:
+            self.log(student, "-", "", f"{mistake.status} {mistake}")
+            return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
 
     def reset(self, student: str) -> list[str]:
         """Put every cursor of this student back at turn 1; the fixtures they had started."""
@@ -293,7 +324,8 @@ class Classroom:
                 "turn": c.served,
                 "turns": len(self.fixtures[name]["exchanges"]),
             }
-            | {"requests": c.requests, "mistakes": c.mistakes, "restarts": c.restarts, "last": c.last[:200]}
+            | {"requests": c.requests, "mistakes": c.mistakes, "restarts": c.restarts, "side": c.sides}
+            | {"last": c.last[:200]}
             for (who, name), c in cursors
         ]
         return {"default": next(iter(self.fixtures)), "fixtures": fixtures, "students": students}
@@ -304,7 +336,8 @@ class Classroom:
         students = self.status()["students"]
         for s in students[:most]:
             turn = f"{s['turn']}/{s['turns']}" + (" done" if s["turn"] == s["turns"] else "")
-            counts = (str(s["requests"]), str(s["mistakes"]), str(s["restarts"]))
+            asked = str(s["requests"]) + (f"+{s['side']} side" if s["side"] else "")  # no turn used
+            counts = (asked, str(s["mistakes"]), str(s["restarts"]))
             name, last = escaped(s["student"])[:32], escaped(s["last"])[:70]
             rows.append((name, s["fixture"], turn, *counts, last))
         if len(rows) == 1:
@@ -402,6 +435,13 @@ def recorded_reply(response: dict, stream: bool) -> Reply:
         return Reply(200, headers, message)
     body = response["body"]
     return Reply(200, headers, events=message_to_events(body)) if stream else Reply(200, headers, body)
+
+
+def side_reply(message: dict, stream: bool) -> Reply:
+    """A side request's answer (player.side_message), as SSE if it streams."""
+    if stream:
+        return Reply(200, {}, events=message_to_events(message), side=True)
+    return Reply(200, {}, message, side=True)
 
 
 def describe(reply: Reply) -> str:

@@ -28,6 +28,7 @@ class Played:
     stream: bool  # the request asked for a stream: the response is served as SSE whatever was recorded
     restarted: bool = False  # a first-turn request started the recording over (see Player.restartable)
     thread: str | None = None  # "create" or "continue" for a thread request
+    side: bool = False  # a side request (see side_request): answered by SIDE_REPLY, no recorded turn used
 
 
 class NotPlayed(Exception):
@@ -62,6 +63,43 @@ class Ended(NotPlayed):
         self.messages = messages
 
 
+SIDE_WORDS = "(a side request: answered by the replay server, no recorded turn used)"
+
+
+def side_request(body: dict, recorded: dict | None) -> str | None:
+    """Why a request is beside the lesson's conversation (a client's own errand), or None.
+
+    A quota probe asks for at most one token (`max_tokens` <= 1: no turn of a loop stops there); a title
+    or summary request asks for structured output (`output_config.format`) where the recording did not.
+    Not "declares no tools": a student who forgets `tools=` still gets the recorded turn and its hint."""
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, int) and max_tokens <= 1:
+        return "a probe (max_tokens <= 1)"
+    want = (recorded or {}).get("request", {})
+    asked, recorded_format = (
+        (b.get("output_config") or {}).get("format") if isinstance(b.get("output_config"), dict) else None
+        for b in (body, want)
+    )
+    if asked and not recorded_format:
+        return "structured output the recording did not ask for (a title?)"
+    return None
+
+
+def side_message(body: dict) -> dict:
+    """The answer to a side request: a short end_turn Message saying what it is (no recorded turn used)."""
+    model = body.get("model") if isinstance(body.get("model"), str) else "replay"
+    return {
+        "id": "msg_replay_side_request",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": SIDE_WORDS}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+
+
 @dataclass
 class Player:
     """One client's place in one recording.
@@ -73,12 +111,15 @@ class Player:
     `remembers`: each request is judged on what it adds to the last one (a long replay stays linear);
     False judges each whole and keeps nothing of it (the classroom: a stranger's last request, up to
     32 MB, must not stay in the teacher's memory for each of their names).
+    `sides`: a client's side request (side_request: a title, a quota probe) is answered by side_message
+    and uses no turn (the classroom and the grader: real clients send them); False plays it as a turn.
     """
 
     fixture: dict
     match: Match | None = Match.STRICT
     restartable: bool = False
     remembers: bool = True
+    sides: bool = False
     served: int = 0  # exchanges answered; the next request is turn served + 1
     restarts: int = 0  # times it started over: by a first-turn request (restartable), or by `restart`
     threads: Threads = field(default_factory=Threads)  # conversations held for thread requests
@@ -94,6 +135,10 @@ class Player:
         problems = requests.sent_problems(body, betas)  # the request as sent: its shape, its betas
         if problems:
             raise Refused(self.served + 1, problems)
+        if self.sides and body.get("thread") is None:
+            recorded = self.exchanges[self.served] if self.served < len(self.exchanges) else None
+            if side_request(body, recorded) and not requests.rule_problems(body["messages"], betas):
+                return Played(self.served, side_message(body), body.get("stream") is True, side=True)
         body, thread = self.threads.expand(body)  # a thread's request, whole again (or threads.Refusal)
         problems = requests.rule_problems(body["messages"], betas)
         restarted = not problems and self.restartable and self.starts_over(body["messages"])
