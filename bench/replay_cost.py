@@ -12,7 +12,7 @@ median of the rounds, and the step's ratio to its floor. Goal: at most GOAL (1.1
 Neither side plays a trick (no import hook, no collector switching): both are plain Python processes.
 
 `breakdown(step)` runs the replay once more in a child process (`python -m bench.replay_cost STEP`)
-that times, exclusively (a nested call's time is charged to the inner category, never twice):
+that times in CPU, exclusively (a nested call's time is charged to the inner category, never twice):
 
     imports:    anthropic / rich / workbook / the script's other imports
     in main():  fixture load (of which: the contract check of every body) / workspace copy /
@@ -37,6 +37,7 @@ from bench.common import ROOT, interleaved, last_line, median, offline_env, step
 
 GOAL = 1.10  # a step's default replay costs at most 10 % more CPU than the bare loop on the same recording
 BARE = ROOT / "bench" / "bare_replay.py"
+CPU = time.process_time
 RICH_MODULES = ("rich.console", "rich.markup", "rich.table", "rich.status", "rich.live", "rich.spinner")
 
 
@@ -115,32 +116,33 @@ def breakdown(step: str, reps: int = 1) -> dict:
 
 
 def child(step: str) -> dict:
-    """Import the way the script does, then run its main() with the categories timed (ms)."""
+    """Import the way the script does, then run its main() with the categories timed (ms of this process's
+    CPU: steadier than wall time on a shared machine; the tools' own processes are not in it)."""
     import importlib
 
     ms = {}
-    start = time.perf_counter()
+    start = CPU()
     import anthropic  # noqa: F401
 
-    ms["import anthropic"] = time.perf_counter() - start
-    mark = time.perf_counter()
+    ms["import anthropic"] = CPU() - start
+    mark = CPU()
     for name in RICH_MODULES:
         importlib.import_module(name)
-    ms["import rich"] = time.perf_counter() - mark
-    mark = time.perf_counter()
+    ms["import rich"] = CPU() - mark
+    mark = CPU()
     import workbook.launch  # noqa: F401
 
-    ms["import workbook"] = time.perf_counter() - mark
-    mark = time.perf_counter()
+    ms["import workbook"] = CPU() - mark
+    mark = CPU()
     module = importlib.import_module(step)
-    ms["import script (other)"] = time.perf_counter() - mark
+    ms["import script (other)"] = CPU() - mark
 
     real_stdout, sys.stdout = sys.stdout, open(os.devnull, "w")  # noqa: SIM115
     try:
-        with timing(module) as clock:
-            mark = time.perf_counter()
+        with timing(module, timer=CPU) as clock:
+            mark = CPU()
             clock.wrap("other", module.main)([])
-            ms["main"] = time.perf_counter() - mark
+            ms["main"] = CPU() - mark
     finally:
         sys.stdout.close()
         sys.stdout = real_stdout

@@ -126,7 +126,7 @@ def section_replay_cost(reps: int, breakdown_reps: int, summary: Table) -> None:
     names = list(results)
     cells = {n: replay_cost.breakdown(n, breakdown_reps) for n in names}
     b = table(
-        f"1b. where a replay's time goes (ms in process, median of {breakdown_reps}, each call counted once)",
+        f"1b. where a replay's CPU goes (ms in process, median of {breakdown_reps}, each call counted once)",
         "category",
         *(n.split("_")[0] for n in names),
     )
