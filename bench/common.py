@@ -129,6 +129,7 @@ def interleaved(
 TIMED = [
     ("fixture load", "workbook.launch:load_with_bytes"),
     ("pydantic check", "workbook.api.contract:message_problems"),
+    ("contract check", "workbook.replay.fixtures:exchange_problems"),  # a load: validators built + run
     ("workspace copy", "workbook.launch:copy_workspace"),
     ("transport", "workbook.replay.transport:ReplayTransport.__call__"),
     ("SDK", "anthropic._base_client:SyncAPIClient.request"),

@@ -36,6 +36,7 @@ BREAKDOWN_ROWS = (
     "import script (other)",
     "fixture load",
     "pydantic check",
+    "contract check",
     "workspace copy",
     "transport",
     "SDK",
