@@ -57,6 +57,9 @@ def one_run(durations: int = 0) -> dict:
         "summary": summary,
         "load": (load_before, os.getloadavg()[0]),
         "slowest": slowest_tests(done.stdout),
+        "failed": [
+            line.split()[1] for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))
+        ],
     }
 
 
@@ -94,6 +97,7 @@ def measure(runs: int = 1, busy: int = 0) -> dict:
         "cores": os.cpu_count(),
         "loads": [r["load"] for r in done],
         "slowest": done[-1]["slowest"],
+        "failed": sorted({name for r in done for name in r["failed"]}),
         "busy": busy,
     }
 
@@ -108,7 +112,8 @@ def report(r: dict) -> str:
         f"  load average before→after: {loads}; CPU {r['cpu']:.0f} s (sandboxed programs not counted);",
         f"  {r['summary']}; slowest tests (last run):",
     ]
-    return "\n".join(lines + [f"    {line}" for line in r["slowest"]])
+    failed = [f"  failed: {name}" for name in r.get("failed", [])]
+    return "\n".join(failed + lines + [f"    {line}" for line in r["slowest"]])
 
 
 if __name__ == "__main__":
