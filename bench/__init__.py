@@ -4,6 +4,8 @@
     python bench/run.py --quick    fewer repetitions
     python bench/run.py --suite    also time the README's test command (`pytest`), which is slow
 
-Modules: common (timing, steps), replay_cost (1), per_turn (2, and make_long_fixture), parallel (3),
-tokens (4), suite (5), run (the table). Benchmarks print figures; they never assert timings.
+Modules: common (timing, steps), bare_replay (1's floor), replay_cost (1), per_turn (2, and
+make_long_fixture), record_long (2, a 1,000-turn recording), parallel (3), tokens (4), suite (5),
+server_load (6), whatif (changes not made), run (the table).
+Benchmarks print figures; they never assert timings.
 """

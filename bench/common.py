@@ -99,16 +99,21 @@ def last_line(text: str, limit: int = 70) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def interleaved(commands: dict[str, list[str]], reps: int, env: dict) -> dict[str, dict]:
+def interleaved(
+    commands: dict[str, list[str]], reps: int, env: dict, alternate: bool = False
+) -> dict[str, dict]:
     """Time each command `reps` times, one of each per round, so drift on a shared machine hits all alike.
+    With `alternate`, every other round runs them in reverse order (a pair then runs first and second
+    equally often).
 
     Children write their temp dirs (replay's workspace copies) under a private TMPDIR, removed after.
     """
     results = {name: {"wall": [], "cpu": [], "rc": 0, "error": ""} for name in commands}
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         env = env | {"TMPDIR": tmp}
-        for _ in range(reps):
-            for name, argv in commands.items():
+        for n in range(reps):
+            order = list(commands.items())
+            for name, argv in reversed(order) if alternate and n % 2 else order:
                 wall, cpu, rc, last = time_process(argv, env)
                 results[name]["wall"].append(wall)
                 results[name]["cpu"].append(cpu)
@@ -124,6 +129,7 @@ def interleaved(commands: dict[str, list[str]], reps: int, env: dict) -> dict[st
 TIMED = [
     ("fixture load", "workbook.launch:load_with_bytes"),
     ("pydantic check", "workbook.api.contract:message_problems"),
+    ("contract check", "workbook.replay.fixtures:exchange_problems"),  # a load: validators built + run
     ("workspace copy", "workbook.launch:copy_workspace"),
     ("transport", "workbook.replay.transport:ReplayTransport.__call__"),
     ("SDK", "anthropic._base_client:SyncAPIClient.request"),
@@ -230,16 +236,3 @@ def gc_pauses(timer=time.perf_counter):
         yield totals
     finally:
         gc.callbacks.remove(callback)
-
-
-@contextlib.contextmanager
-def frozen():
-    """`gc.freeze()`, as a replay does once its fixture is loaded (launch.start_replay); then undone.
-
-    The undoing unfreezes every object, so the next measurement starts from a collector that sees all.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()

@@ -8,14 +8,14 @@ fixture, alternated:
   the recorded tool results — over a bare transport that only hands back the next response;
 - loop: the step's `agent_loop` over replay's strict ReplayTransport as a replay builds it (a request
   that is the recording's own bytes answered as recorded, any other parsed, checked against the API's
-  contract and compared with the recording by its Player; `gc.freeze()` once the fixture is there),
+  contract and compared with the recording by its Player),
   with its rich output rendered to memory and the tool stubbed (the first real call's output is
   reused), so tool time does not count.
 
 overhead per turn = (loop - floor) / turns, also per window of turns to show how it grows (the SDK
 serialises the whole history every turn; anything else linear in the history would show here too).
-Both runs are measured alike: the same process, the same SDK client settings, the fixture frozen
-(`gc.freeze()`) in both, a collection before each.
+Both runs are measured alike: the same process, the same SDK client settings, a collection before
+each, and neither freezes or switches off the collector (a reader's loop would not).
 Figures are this process's CPU time, best of the runs (on a shared machine, other people's work
 inflates wall time and only ever adds); the wall-time overhead is reported beside it.
 
@@ -49,7 +49,7 @@ from workbook.replay.player import Player
 import anthropic
 import httpx2
 
-from bench.common import frozen, gc_pauses, load_step, owner, quiet, replaced, timing
+from bench.common import gc_pauses, load_step, owner, quiet, replaced, timing
 from bench.whatif import applied
 
 TASK = "Run the command once per turn until you have run it enough times, then say done."
@@ -278,10 +278,8 @@ def loop_run(step: str, fixture: dict, what_if: str | None = None) -> dict:
     messages = [{"role": "user", "content": TASK}]
     turns = len(fixture["exchanges"])
     gc.collect()  # every run starts with no collection owed by the one before
-    # A replay freezes what exists once its fixture is loaded (launch.start_replay): so does this run.
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
-        frozen(),
         applied(what_if),
         gc_pauses(CPU) as gc_time,
     ):
@@ -317,9 +315,7 @@ def floor_run(fixture: dict, plain_replies: bool = False) -> dict:
     options = {k: v for k, v in first.items() if k not in ("messages", "stream")}
     messages = [first["messages"][0]]
     gc.collect()
-    # Frozen as the loop run is: a floor whose collector rescans the fixture every full collection
-    # and a loop whose collector does not made the overhead come out negative on long runs.
-    with frozen(), gc_pauses(CPU) as gc_time:
+    with gc_pauses(CPU) as gc_time:
         wall = time.perf_counter()
         for n, exchange in enumerate(exchanges):
             if exchange["request"].get("stream"):

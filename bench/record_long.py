@@ -15,8 +15,7 @@ and anything else paid once cancel out, and what grows with the run is left.
   trust list; its commands, `true N`, run as they did when it was recorded).
 - the replay's floor: the same bare loop over a transport that only hands back the recorded
   responses (`floor mock F.json`), as bench/per_turn.py's floor.
-- both floors freeze what they have loaded before their first turn (`gc.freeze()`), as s06 does
-  (launch.start), so that neither rescans the recording or its imports at each full collection.
+- both floors are the loop a reader would write: no collector switching, nothing frozen.
 - both floors run each turn's command as s06 does (`bash -c`, output captured), so the tool's own
   cost, paid by every loop, is in the floor too; a process's CPU includes the commands it ran.
 - the replay's overhead: round by round, the replay and its floor run side by side (one per core, started
@@ -33,7 +32,6 @@ and anything else paid once cancel out, and what grows with the run is left.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import statistics
@@ -288,10 +286,6 @@ def floor(kind: str, path: str, url: str | None = None) -> None:
         )
     else:
         client = anthropic.Anthropic(base_url=url)
-    # As a step does once it has loaded its fixture and built its client (launch.start): what exists now
-    # is frozen, never scanned by a collection again. Unfrozen, the floor rescanned the whole recording
-    # at each full collection, and s06 came out cheaper than its floor.
-    gc.freeze()
     first = exchanges[0]["request"]
     options = {k: v for k, v in first.items() if k not in ("messages", "stream")}
     messages = [first["messages"][0]]

@@ -1,22 +1,22 @@
-"""1. Replay cost: each step's offline replay as a whole process, against a fair floor.
+"""1. Replay cost: each step's default replay as a whole process, against the loop a reader would write.
 
-The floor is the SDK's import measured the way a replay runs: `import anthropic` and then
-`gc.freeze()`, as launch.start freezes what the imports made, so that neither pays a collection of it
-at exit. (`python -c "import anthropic"` alone pays one a replay skips: against it the steps looked
-cheaper than the SDK they import.) Beside it, for reference: the bare import, and the least an import
-can cost (the collector off while the SDK loads, then frozen, as a step does: workbook/__init__.py).
+For each step, two commands run in interleaved rounds (the order flips every round, so drift on a shared
+machine hits both alike):
 
-`measure_help(reps)` times each step's `python sNN_x.py --help` the same way, against the bare
-`python -c "import anthropic"`, for reference: `--help` may cost the SDK's import (it is not a goal).
+    python sNN_x.py                                   the step's default replay (no key)
+    python bench/bare_replay.py fixtures/DEFAULT.json  the floor: the SDK over httpx.MockTransport
+                                                       answering the same recording, tools run for real
 
-`measure(reps)` times the floors and every step (`python sNN_x.py`, no key) in interleaved rounds and
-returns the best (CPU) and median (wall) of each and their ratio to the floor. `breakdown(step)` runs
-the replay once more in a child process (`python -m bench.replay_cost STEP`) that times, exclusively
-(a nested call's time is charged to the inner category, never twice):
+The figure is the CPU of the whole process (and its children: the tools' subprocesses), best and
+median of the rounds, and the step's ratio to its floor. Goal: at most GOAL (1.10x) on the best.
+Neither side plays a trick (no import hook, no collector switching): both are plain Python processes.
 
-    imports:    anthropic (the floor) / rich / replay / the script's other imports
-    in main():  fixture load (of which: pydantic validation of every body) / workspace copy /
-                replay transport (request JSON parse, API-rule check, diff) / SDK (request building,
+`breakdown(step)` runs the replay once more in a child process (`python -m bench.replay_cost STEP`)
+that times in CPU, exclusively (a nested call's time is charged to the inner category, never twice):
+
+    imports:    anthropic / rich / workbook / the script's other imports
+    in main():  fixture load (of which: the contract check of every body) / workspace copy /
+                replay transport (request parse, API-rule check, diff) / SDK (request building,
                 parsing) / tools (the real bash) / rendering (rich) / other (argparse, the loop itself)
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,64 +35,54 @@ if __package__ in (None, ""):
 
 from bench.common import ROOT, interleaved, last_line, median, offline_env, steps, timing
 
-FLOOR = [sys.executable, "-c", "import gc, anthropic; gc.freeze()"]
-REFERENCES = {  # other floors, shown for comparison only
-    "bare import": [sys.executable, "-c", "import anthropic"],
-    "import, collector off": [sys.executable, "-c", "import gc; gc.disable(); import anthropic; gc.freeze()"],
-}
-GOAL = 1.10  # a replay should cost at most 10 % more CPU than importing the SDK (best of the runs)
-# `--help`, for reference only: against the bare import, the same process shape (`python ...`, run to
-# its end, nothing frozen). It was a goal while the SDK loaded lazily; it is not one now.
-HELP_FLOOR = [sys.executable, "-c", "import anthropic"]
-HELP_GOAL = 0.5
-CLI_HELP = (
-    "check",
-    "serve",
-    "grade",
-)  # `python -m workbook CMD --help` for these too: they load the SDK to run
-
+GOAL = 1.10  # a step's default replay costs at most 10 % more CPU than the bare loop on the same recording
+BARE = ROOT / "bench" / "bare_replay.py"
+CPU = time.process_time
 RICH_MODULES = ("rich.console", "rich.markup", "rich.table", "rich.status", "rich.live", "rich.spinner")
 
 
-def measure(reps: int = 7, names: list[str] | None = None, what_if: str | None = None) -> dict:
-    """Medians of the floor and each step's replay (wall and CPU), interleaved, with ratios to the floor.
-
-    With `what_if`, the first and last step also run through bench/launch.py twice, alone ("NAME
-    (launcher)") and with the change ("NAME + what_if"), so the change is compared like with like.
-    """
-    names = names or steps()
-    commands = {"floor": FLOOR} | REFERENCES | {n: [sys.executable, str(ROOT / f"{n}.py")] for n in names}
-    for n in sorted({names[0], names[-1]}) if what_if else []:
-        launch = [sys.executable, "-m", "bench.launch"]
-        commands[f"{n} (launcher)"] = [*launch, "none", f"{n}.py"]
-        commands[f"{n} + {what_if}"] = [*launch, what_if, f"{n}.py"]
-    return against_floor(commands, reps)
+def default_fixture(step: str) -> str:
+    """The fixture `python sNN_x.py` replays with no task: its DEFAULT_FIXTURE, read from the source."""
+    found = re.search(r'^DEFAULT_FIXTURE = "([^"]+)"', (ROOT / f"{step}.py").read_text(), re.M)
+    if not found:
+        raise ValueError(f"{step}.py names no DEFAULT_FIXTURE")
+    return found.group(1)
 
 
-def measure_help(reps: int = 3, names: list[str] | None = None) -> dict:
-    """`python sNN_x.py --help` for each step (and `python -m workbook CMD --help` for CLI_HELP) against
-    HELP_FLOOR, interleaved, as `measure` does."""
-    commands = {"floor": HELP_FLOOR}
-    commands |= {f"{n} --help": [sys.executable, str(ROOT / f"{n}.py"), "--help"] for n in names or steps()}
-    commands |= {f"workbook {c} --help": [sys.executable, "-m", "workbook", c, "--help"] for c in CLI_HELP}
-    return against_floor(commands, reps)
-
-
-def against_floor(commands: dict[str, list[str]], reps: int) -> dict:
-    """Run `commands` (one named "floor") in interleaved rounds: the best CPU and the median wall of
-    each, and their ratios to the floor's."""
-    raw = interleaved(commands, reps, offline_env())
-    floor_wall, floor_cpu = median(raw["floor"]["wall"]), min(raw["floor"]["cpu"])
+def commands(names: list[str] | None = None) -> dict[str, list[str]]:
+    """Each step and its floor, side by side: "sNN_x" and "sNN_x floor"."""
     out = {}
-    for name, r in raw.items():
-        wall, cpu = median(r["wall"]), min(r["cpu"])  # CPU: the best run, which others' work inflated least
+    for name in names or steps():
+        out[name] = [sys.executable, str(ROOT / f"{name}.py")]
+        out[f"{name} floor"] = [sys.executable, str(BARE), default_fixture(name)]
+    return out
+
+
+def measure(reps: int = 7, names: list[str] | None = None) -> dict:
+    """Each step's replay against its bare loop, interleaved: CPU best and median of each, their ratios."""
+    names = names or steps()
+    raw = interleaved(commands(names), reps, offline_env(), alternate=True)
+    out = {}
+    for name in names:
+        step, floor = raw[name], raw[f"{name} floor"]
+        best, mid = min(step["cpu"]), median(step["cpu"])
+        floor_best, floor_mid = min(floor["cpu"]), median(floor["cpu"])
         out[name] = {
-            "wall": wall,
-            "cpu": cpu,
-            "ratio": wall / floor_wall,
-            "cpu_ratio": cpu / floor_cpu,
-            "error": f"exit {r['rc']}: {r['error']}" if r["rc"] else "",
-            "command": shown(commands[name]),
+            "cpu": best,
+            "cpu_median": mid,
+            "floor_cpu": floor_best,
+            "floor_cpu_median": floor_mid,
+            "ratio": best / floor_best,
+            "ratio_median": mid / floor_mid,
+            "wall": median(step["wall"]),
+            "floor_wall": median(floor["wall"]),
+            "error": "; ".join(
+                f"{what}: exit {r['rc']}: {r['error']}"
+                for what, r in (("step", step), ("floor", floor))
+                if r["rc"]
+            ),
+            "command": shown(commands([name])[name]),
+            "floor_command": shown(commands([name])[f"{name} floor"]),
         }
     return out
 
@@ -102,13 +93,13 @@ def shown(argv: list[str]) -> str:
     return " ".join(f'"{w}"' if " " in w else w for w in words)
 
 
-def breakdown(step: str, reps: int = 1, what_if: str | None = None) -> dict:
+def breakdown(step: str, reps: int = 1) -> dict:
     """Where one replay's time goes, in ms per category (median over `reps` fresh child processes)."""
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:  # the replays' workspace copies go here
         for _ in range(reps):
             done = subprocess.run(
-                [sys.executable, "-m", "bench.replay_cost", step, *([what_if] if what_if else [])],
+                [sys.executable, "-m", "bench.replay_cost", step],
                 cwd=ROOT,
                 env=offline_env(TMPDIR=tmp),
                 capture_output=True,
@@ -124,34 +115,34 @@ def breakdown(step: str, reps: int = 1, what_if: str | None = None) -> dict:
 # -- the child: one replay, timed by category ----------------------------------------------------------
 
 
-def child(step: str, what_if: str | None = None) -> dict:
-    """Import the way the script does, then run its main() with the categories timed (ms)."""
+def child(step: str) -> dict:
+    """Import the way the script does, then run its main() with the categories timed (ms of this process's
+    CPU: steadier than wall time on a shared machine; the tools' own processes are not in it)."""
     import importlib
 
     ms = {}
-    start = time.perf_counter()
+    start = CPU()
     import anthropic  # noqa: F401
 
-    ms["import anthropic"] = time.perf_counter() - start
-    mark = time.perf_counter()
+    ms["import anthropic"] = CPU() - start
+    mark = CPU()
     for name in RICH_MODULES:
         importlib.import_module(name)
-    ms["import rich"] = time.perf_counter() - mark
-    mark = time.perf_counter()
+    ms["import rich"] = CPU() - mark
+    mark = CPU()
     import workbook.launch  # noqa: F401
 
-    ms["import workbook"] = time.perf_counter() - mark
-    mark = time.perf_counter()
+    ms["import workbook"] = CPU() - mark
+    mark = CPU()
     module = importlib.import_module(step)
-    ms["import script (other)"] = time.perf_counter() - mark
-    from bench.whatif import applied
+    ms["import script (other)"] = CPU() - mark
 
     real_stdout, sys.stdout = sys.stdout, open(os.devnull, "w")  # noqa: SIM115
     try:
-        with applied(what_if), timing(module) as clock:
-            mark = time.perf_counter()
+        with timing(module, timer=CPU) as clock:
+            mark = CPU()
             clock.wrap("other", module.main)([])
-            ms["main"] = time.perf_counter() - mark
+            ms["main"] = CPU() - mark
     finally:
         sys.stdout.close()
         sys.stdout = real_stdout
@@ -161,4 +152,4 @@ def child(step: str, what_if: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(child(sys.argv[1], *sys.argv[2:3])))
+    print(json.dumps(child(sys.argv[1])))

@@ -3,7 +3,7 @@
     python bench/run.py                  replay cost, per-turn overhead, parallel speedup, token growth
     python bench/run.py --quick          the same with fewer repetitions
     python bench/run.py --suite          also time the README's test command (`pytest`, slow)
-    python bench/run.py --what-if NAME   also measure a replay change not made (see bench/whatif.py)
+    python bench/run.py --what-if NAME   per-turn cost with a change not made (bench/whatif.py)
     python bench/run.py --server         also load the classroom server (bench/server_load.py)
 
 Benchmarks print figures; nothing here asserts a timing. Results and how to read them: docs/benchmarks.md.
@@ -36,6 +36,7 @@ BREAKDOWN_ROWS = (
     "import script (other)",
     "fixture load",
     "pydantic check",
+    "contract check",
     "workspace copy",
     "transport",
     "SDK",
@@ -92,96 +93,51 @@ def ms(value) -> str:
 # -- the sections ------------------------------------------------------------------------------------
 
 
-def section_replay_cost(reps: int, breakdown_reps: int, what_if: str | None, summary: Table) -> None:
-    results = replay_cost.measure(reps, what_if=what_if)
+def section_replay_cost(reps: int, breakdown_reps: int, summary: Table) -> None:
+    results = replay_cost.measure(reps)
     t = table(
-        f"1. replay cost: whole process, {reps} interleaved runs (CPU: the best; wall: the median); "
-        "floor: import anthropic; gc.freeze()",
-        "command",
-        "wall",
-        "CPU",
-        "wall / floor",
-        "CPU / floor",
+        f"1. replay cost: each step's default replay (`python sNN_x.py`, no key) against the bare loop on "
+        f"the same recording (`python bench/bare_replay.py FIXTURE`), whole process CPU, {reps} "
+        "interleaved rounds",
+        "step",
+        "CPU best / median",
+        "floor best / median",
+        "best / floor",
+        "median / floor",
         "note",
     )
     for name, r in results.items():
         t.add_row(
-            r["command"],
-            f"{r['wall'] * 1000:.0f} ms",
-            f"{r['cpu'] * 1000:.0f} ms",
+            name,
+            f"{r['cpu'] * 1000:.0f} / {r['cpu_median'] * 1000:.0f} ms",
+            f"{r['floor_cpu'] * 1000:.0f} / {r['floor_cpu_median'] * 1000:.0f} ms",
             f"{r['ratio']:.3f}",
-            f"{r['cpu_ratio']:.3f}",
+            f"{r['ratio_median']:.3f}",
             note(r["error"], 40),
         )
-        if name != "floor" and name not in replay_cost.REFERENCES and "(launcher)" not in name:
-            status = note(r["error"], 30) if r["error"] else verdict(r["cpu_ratio"], replay_cost.GOAL)
-            summary.add_row(
-                "1",
-                f"replay cost (CPU), {name}",
-                f"{r['cpu_ratio']:.3f}x floor",
-                f"<= {replay_cost.GOAL}x",
-                status,
-            )
+        status = note(r["error"], 30) if r["error"] else verdict(r["ratio"], replay_cost.GOAL)
+        summary.add_row(
+            "1",
+            f"replay cost (CPU), {name}",
+            f"{r['ratio']:.3f}x bare loop",
+            f"<= {replay_cost.GOAL}x",
+            status,
+        )
     console.print(t)
-    names = [n for n in results if n != "floor" and " " not in n]
-    variants = [(n, None) for n in names] + ([(n, what_if) for n in (names[0], names[-1])] if what_if else [])
-    cells = {v: replay_cost.breakdown(v[0], breakdown_reps, v[1]) for v in variants}
-    heads = [n.split("_")[0] if w is None else f"{n.split('_')[0]} + {w}" for n, w in variants]
+    names = list(results)
+    cells = {n: replay_cost.breakdown(n, breakdown_reps) for n in names}
     b = table(
-        f"1b. where a replay's time goes (ms in process, median of {breakdown_reps}, each call counted once)",
+        f"1b. where a replay's CPU goes (ms in process, median of {breakdown_reps}, each call counted once)",
         "category",
-        *heads,
+        *(n.split("_")[0] for n in names),
     )
-    b.add_row("import anthropic (the floor)", *(ms(cells[v].get("import anthropic")) for v in variants))
-    for row in BREAKDOWN_ROWS:
+    for row in ("import anthropic", *BREAKDOWN_ROWS):
         b.add_row(
             row,
-            *(
-                note(cells[v]["error"], 14) if "error" in cells[v] else ms(cells[v].get(row))
-                for v in variants
-            ),
+            *(note(cells[n]["error"], 14) if "error" in cells[n] else ms(cells[n].get(row)) for n in names),
         )
-    b.add_row("main() in all", *(ms(cells[v].get("main")) for v in variants))
-    b.add_row("wall: 1 + (imports beyond + main) / import", *(estimate(cells[v]) for v in variants))
+    b.add_row("main() in all", *(ms(cells[n].get("main")) for n in names))
     console.print(b)
-
-
-def section_help(reps: int, summary: Table) -> None:
-    results = replay_cost.measure_help(reps)
-    t = table(
-        f"1c. --help: whole process, {reps} interleaved runs (CPU: the best; wall: the median); "
-        "floor: import anthropic",
-        "command",
-        "wall",
-        "CPU",
-        "CPU / floor",
-        "note",
-    )
-    for name, r in results.items():
-        cells = (f"{r['wall'] * 1000:.0f} ms", f"{r['cpu'] * 1000:.0f} ms", f"{r['cpu_ratio']:.3f}")
-        t.add_row(r["command"], *cells, note(r["error"], 40))
-        if name != "floor":
-            status = note(r["error"], 30) if r["error"] else verdict(r["cpu_ratio"], replay_cost.HELP_GOAL)
-            goal = f"<= {replay_cost.HELP_GOAL}x"
-            summary.add_row(
-                "1c",
-                f"--help (CPU), {name.removesuffix(' --help')}",
-                f"{r['cpu_ratio']:.3f}x floor",
-                goal,
-                status,
-            )
-    console.print(t)
-
-
-def estimate(cell: dict) -> str:
-    """The replay's wall time over the SDK's import, as the in-process breakdown sees it. Not row 1's
-    measure: this child imports the SDK with the collector on, as a step does not, and its "tools"
-    include the time spent waiting on commands (and s04's simulated read latency), which no CPU
-    figure counts. It shows where a replay's time goes; row 1 says whether it meets the goal."""
-    if "error" in cell or not cell.get("import anthropic"):
-        return "-"
-    extra = sum(cell.get(k, 0.0) for k in ("import rich", "import workbook", "import script (other)", "main"))
-    return f"{1 + extra / cell['import anthropic']:.3f}"
 
 
 def section_per_turn(turns: int, reps: int, which: list[str], what_if: str | None, summary: Table) -> dict:
@@ -414,8 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--turns must be at least 2")
     console.print(f"[dim]machine: {machine()}[/]")
     summary = table("summary", "#", "benchmark", "measured", "goal", "verdict")
-    section_replay_cost(3, 1 if args.quick else 5, args.what_if, summary)
-    section_help(3, summary)
+    section_replay_cost(3 if args.quick else 7, 1 if args.quick else 5, summary)
     names = steps()
     which = names if args.all_steps else sorted({names[0], names[-1]})
     section_per_turn(args.turns, 1 if args.quick else 5, which, args.what_if, summary)

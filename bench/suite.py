@@ -6,12 +6,17 @@ are not its waited-for children, so they are missing from that figure), the mach
 its load average before and after: a figure without them says little. The last run also reports its
 slowest tests (`--durations`), which is where to look first when the figure grows.
 
+With `busy=N` (`python -m bench.suite RUNS N`), N processes spinning on a core each
+(`python -c "while True: pass"`) run beside the suite, started before it and killed by their pids after:
+the suite must stay green beside them (the goal is "green", not a time).
+
 Slow and recursive (the suite includes tests/bench/test_bench.py), so `bench/run.py` runs it only with
---suite; `python -m bench.suite [RUNS]` runs it alone.
+--suite; `python -m bench.suite [RUNS [BUSY]]` runs it alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import resource
@@ -52,6 +57,9 @@ def one_run(durations: int = 0) -> dict:
         "summary": summary,
         "load": (load_before, os.getloadavg()[0]),
         "slowest": slowest_tests(done.stdout),
+        "failed": [
+            line.split()[1] for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))
+        ],
     }
 
 
@@ -62,10 +70,23 @@ def slowest_tests(output: str) -> list[str]:
     ]
 
 
-def measure(runs: int = 1) -> dict:
-    """`runs` runs of the whole suite: the median's figures, each run's wall and load, and the slowest
-    tests of the last run."""
-    done = [one_run(SLOWEST if i == runs - 1 else 0) for i in range(runs)]
+@contextlib.contextmanager
+def busy_processes(count: int):
+    """`count` processes each spinning on a core for the duration, then killed by their pids."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield [p.pid for p in spinners]
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
+
+
+def measure(runs: int = 1, busy: int = 0) -> dict:
+    """`runs` runs of the whole suite (beside `busy` spinning processes): the median's figures, each run's
+    wall and load, and the slowest tests of the last run."""
+    with busy_processes(busy):
+        done = [one_run(SLOWEST if i == runs - 1 else 0) for i in range(runs)]
     walls = [r["wall"] for r in done]
     return {
         "wall": statistics.median(walls),
@@ -76,6 +97,8 @@ def measure(runs: int = 1) -> dict:
         "cores": os.cpu_count(),
         "loads": [r["load"] for r in done],
         "slowest": done[-1]["slowest"],
+        "failed": sorted({name for r in done for name in r["failed"]}),
+        "busy": busy,
     }
 
 
@@ -84,12 +107,15 @@ def report(r: dict) -> str:
     loads = ", ".join(f"{a:.1f}→{b:.1f}" for a, b in r["loads"])
     runs = len(r["walls"])
     lines = [
-        f"pytest: median {r['wall']:.1f} s wall of {runs} run(s) ({walls} s) on {r['cores']} cores,",
+        f"pytest: median {r['wall']:.1f} s wall of {runs} run(s) ({walls} s) on {r['cores']} cores"
+        + (f" beside {r['busy']} busy processes," if r.get("busy") else ","),
         f"  load average before→after: {loads}; CPU {r['cpu']:.0f} s (sandboxed programs not counted);",
         f"  {r['summary']}; slowest tests (last run):",
     ]
-    return "\n".join(lines + [f"    {line}" for line in r["slowest"]])
+    failed = [f"  failed: {name}" for name in r.get("failed", [])]
+    return "\n".join(failed + lines + [f"    {line}" for line in r["slowest"]])
 
 
 if __name__ == "__main__":
-    print(report(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 3)))
+    args = [int(a) for a in sys.argv[1:3]]
+    print(report(measure(*(args or [3]))))

@@ -1,8 +1,8 @@
 """Changes to the replay not made, applied only inside a benchmark so their effect can be measured.
 
 Each is a context manager that patches the workbook for the duration; its files are untouched.
-`python bench/run.py --what-if NAME` measures the table's rows with it applied, next to the rows
-without it; for whole processes, `python -m bench.launch NAME sNN_x.py` runs a step with it.
+`python bench/run.py --what-if NAME` measures the per-turn rows (bench/per_turn.py) with it applied,
+next to the rows without it, in one run.
 
 - diff-fast-path: `request_diff` returns None at once when the request equals the recorded one (one C
   level dict comparison); only a request that differs is normalised and walked for a readable diff.

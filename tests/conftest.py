@@ -70,12 +70,15 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # (test_s03_errors.py, test_bounded_tools.py) are not here: first, they waited at the same time as
 # test_grade.py's hanging programs, and both cores were idle for three seconds; in their place in the
 # alphabet, they wait while other workers compute.
-SLOWEST_FIRST = (
-    "tests/classroom/test_grade_ladder.py",
+SLOWEST_FIRST = (  # by each module's summed durations in one plain `pytest --durations=0` run, slowest first
     "tests/classroom/test_grade.py",
-    "tests/replay/test_untrusted.py",
-    "tests/steps/test_s05_budget.py",
+    "tests/classroom/test_grade_clients.py",
+    "tests/classroom/test_grade_ladder.py",
     "tests/classroom/test_replay_server.py",
+    "tests/steps/test_s05_budget.py",
+    "tests/classroom/test_sandbox.py",
+    "tests/authoring/test_command_line.py",
+    "tests/classroom/test_grade_report.py",
     "notebooks/s03_errors.ipynb",
 )
 

@@ -157,19 +157,54 @@ def test_replay_cost_child_times_a_whole_replay_in_process(monkeypatch, tmp_path
 def test_commands_are_shown_as_a_reader_would_type_them():
     argv = [replay_cost.sys.executable, str(common.ROOT / "s01_agent_loop.py")]
     assert replay_cost.shown(argv) == "python s01_agent_loop.py"
-    assert replay_cost.shown(replay_cost.FLOOR) == 'python -c "import gc, anthropic; gc.freeze()"'
-    assert replay_cost.shown(replay_cost.HELP_FLOOR) == 'python -c "import anthropic"'
 
 
-def test_measure_help_runs_each_help_against_the_floor(monkeypatch):
-    # A cheaper floor than the SDK's import (a second of CPU): what is tested is that each command
-    # runs and is set against the floor, not the figures (the test above checks the real floor).
-    monkeypatch.setattr(replay_cost, "HELP_FLOOR", [replay_cost.sys.executable, "-c", "import json"])
-    monkeypatch.setattr(replay_cost, "CLI_HELP", ("check",))
-    results = replay_cost.measure_help(1, ["s01_agent_loop"])
-    assert list(results) == ["floor", "s01_agent_loop --help", "workbook check --help"]
-    assert results["floor"]["command"] == 'python -c "import json"'
-    assert all(not r["error"] and r["cpu_ratio"] > 0 for r in results.values())
+def test_each_step_is_set_beside_the_bare_loop_on_its_own_default_fixture():
+    commands = replay_cost.commands(["s01_agent_loop", "s06_recovery"])
+    assert list(commands) == ["s01_agent_loop", "s01_agent_loop floor", "s06_recovery", "s06_recovery floor"]
+    shown = {name: replay_cost.shown(argv) for name, argv in commands.items()}
+    assert shown["s01_agent_loop"] == "python s01_agent_loop.py"
+    assert shown["s01_agent_loop floor"] == "python bench/bare_replay.py fixtures/s01_hello_agent.json"
+    assert shown["s06_recovery floor"].endswith(replay_cost.default_fixture("s06_recovery"))
+    for step in common.steps():
+        assert (common.ROOT / replay_cost.default_fixture(step)).is_file()
+
+
+def test_measure_reports_each_step_against_its_floor(monkeypatch):
+    # Cheap stand-ins for both sides: what is tested is the pairing and the ratios, not the figures.
+    fake = {"s01_agent_loop": ["-c", "pass"], "s01_agent_loop floor": ["-c", "import json"]}
+    monkeypatch.setattr(
+        replay_cost,
+        "commands",
+        lambda names=None: {n: [replay_cost.sys.executable, *a] for n, a in fake.items()},
+    )
+    result = replay_cost.measure(2, ["s01_agent_loop"])["s01_agent_loop"]
+    assert result["error"] == ""
+    assert result["ratio"] == result["cpu"] / result["floor_cpu"]
+    assert result["ratio_median"] == result["cpu_median"] / result["floor_cpu_median"]
+    assert result["floor_command"] == 'python -c "import json"'
+
+
+def test_interleaved_alternates_the_order_of_each_round(monkeypatch):
+    order = []
+    monkeypatch.setattr(common, "time_process", lambda argv, env: order.append(argv[0]) or (0.0, 0.0, 0, ""))
+    common.interleaved({"a": ["a"], "b": ["b"]}, 3, {}, alternate=True)
+    assert order == ["a", "b", "b", "a", "a", "b"]
+
+
+def test_bare_replay_replays_a_default_fixture_to_its_end(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(replay_cost.BARE), "fixtures/s01_hello_agent.json"],
+        cwd=common.ROOT,
+        env=common.offline_env(TMPDIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(tmp_path.iterdir()) == []  # its workspace copy is removed
 
 
 def test_interleaved_runs_every_command_the_same_number_of_times():
@@ -189,12 +224,6 @@ def test_diff_fast_path_gives_the_same_answer_as_the_full_diff(long_fixture):
     with whatif.applied("diff-fast-path"):
         fast = (compare.request_diff(recorded, recorded), compare.request_diff(recorded, changed))
     assert fast == (None, compare.request_diff(recorded, changed)) and fast[1]
-
-
-def test_frozen_freezes_as_a_replay_does_and_unfreezes_after():
-    with common.frozen():
-        assert gc.get_freeze_count() > 0
-    assert gc.get_freeze_count() == 0
 
 
 def test_unknown_what_if_is_a_one_line_error():
@@ -258,3 +287,15 @@ def test_suite_reports_the_slowest_tests_pytest_names_and_the_median_run():
     text = suite.report(runs | {"wall": 60.0, "summary": "3 passed", "slowest": ["1.00s call a::b"]})
     assert text.startswith("pytest: median 60.0 s wall of 3 run(s) (70.0, 50.0, 60.0 s) on 2 cores")
     assert "load average before→after: 0.1→2.0" in text and text.endswith("    1.00s call a::b")
+
+
+def test_busy_processes_spin_while_held_and_are_killed_after():
+    import os
+
+    with suite.busy_processes(2) as pids:
+        assert len(pids) == 2
+        for pid in pids:
+            os.kill(pid, 0)  # alive: no error
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
