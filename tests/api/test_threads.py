@@ -71,13 +71,19 @@ def run_tool_runner(client, fixture: dict, stream: bool, **params) -> list:
     runner = client.beta.messages.tool_runner(
         model=MODEL,
         max_tokens=4096,
-        tools=workspace_tools(workspace),
+        tools=workspace_tools(workspace) + server_tools(fixture),
         messages=[{"role": "user", "content": fixture["task"]}],
         stream=stream,
         **params,
     )
     replies = [item.get_final_message() if stream else item for item in runner]
     return [reply.stop_reason for reply in replies]
+
+
+def server_tools(fixture: dict) -> list:
+    """The server tools the fixture's first request declares (s06_pause_turn's web search): the API runs
+    one only for a request that declares it, and so does the replay."""
+    return [t for t in fixture["exchanges"][0]["request"].get("tools", []) if "type" in t]
 
 
 def recorded_stops(fixture: dict) -> list:

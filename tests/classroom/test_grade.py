@@ -176,11 +176,29 @@ def test_running_a_cut_tool_use_or_answering_a_pause_fails_the_s06_rungs(tmp_pat
         "}\n"
         'if (reply.stop_reason !== "tool_use") {',
     )
+    searches = Path(says_continue)  # it declares the rung's server tool, as a loop facing pause_turn does
+    searches.write_text(
+        searches.read_text().replace("const TOOLS = [\n", f"const TOOLS = [\n  {WEB_SEARCH},\n")
+    )
     code, rows = graded(capsys, "--only", "pause-turn", "--", NODE, says_continue)
     assert code == 1 and rows["pause-turn"]["reason"].endswith(
         ". Hint: after a pause_turn, send the conversation back with the paused assistant turn last; "
         "do not add a user message"
     )
+
+
+WEB_SEARCH = '{ type: "web_search_20250305", name: "web_search" }'
+
+
+@needs_node
+def test_a_loop_that_declares_no_web_search_is_refused_the_recorded_search_on_the_pause_turn_rung(capsys):
+    code, rows = graded(capsys, "--only", "pause-turn", "--", NODE, str(LOOPS / "agent_loop.js"))
+    reason = rows["pause-turn"]["reason"]
+    assert code == 1 and reason.startswith(
+        "turn 1: tools: the recorded reply uses the server tool `web_search`, but this request does not "
+        "declare it"
+    )
+    assert 'the recording\'s request declares it in `tools`: {"type": "web_search_20250305"' in reason
 
 
 def test_a_program_that_hangs_is_stopped_by_the_timeout(capsys):

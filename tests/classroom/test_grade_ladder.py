@@ -117,6 +117,7 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
     doc) go side by side (grade.grade_runs); then the rest run here, in turn (run_here)."""
     no_retries = plain_loop_without_sdk_retries(tmp_path_factory.mktemp("loops"))
     commands = {step: [PYTHON, str(ROOT / f"{step}.py")] for step in STEPS}
+    commands[STEPS[-1]].append("--web-search")  # the pause-turn rung's server tool, declared as the API needs
     commands |= {"plain": [PYTHON, PLAIN], "plain-no-retries": [PYTHON, no_retries]}
     wanted = {step: rungs_up_to(max(step[:3], "s03")) for step in STEPS}
     commands["tool-runner"] = [PYTHON, str(LOOPS / "tool_runner.py")]

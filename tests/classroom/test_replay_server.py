@@ -212,6 +212,23 @@ def test_a_request_that_differs_from_the_recording_says_how(serve):
     )
 
 
+def test_a_recorded_web_search_is_sent_only_to_a_request_that_declares_the_tool(serve):
+    paused = fixtures.load_fixture(ROOT / "fixtures" / "s06_pause_turn.json")
+    server, _ = serve(s06_pause_turn=paused)
+    recorded = paused["exchanges"][0]["request"]
+    status, _, data = post(server.url, request(recorded["messages"]))  # a loop of one's own: no tools
+    assert status == 400 and error_message(data).startswith(
+        "tools: the recorded reply uses the server tool `web_search`, but this request does not declare it"
+    )
+    assert error_message(data).endswith(
+        'Compared with the recording of turn 1: the recording\'s request declares it in `tools`: {"type": '
+        '"web_search_20250305", "name": "web_search", "max_uses": 5}; declare it too'
+    )
+    search = {"type": "web_search_20250305", "name": "web_search"}
+    status, _, data = post(server.url, request(recorded["messages"], tools=[search]))
+    assert status == 200 and data["stop_reason"] == "pause_turn"
+
+
 def test_a_mistake_keeps_the_cursor_so_the_corrected_request_goes_through(serve):
     server, _ = serve()
     post(server.url, request(TURN1))

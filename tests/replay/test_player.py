@@ -126,3 +126,44 @@ def test_a_side_request_the_api_would_refuse_is_refused():
     broken = {"model": "m", "max_tokens": 1, "messages": [{"role": "assistant", "content": "hi"}]}
     with pytest.raises(Refused, match="first message must use"):
         Player(S01, Match.CONVERSATION, sides=True).play(broken)
+
+
+# -- a server tool's result goes only to a request that declared the tool -----------------------------
+
+PAUSED = fixtures.load_fixture(ROOT / "fixtures" / "s06_pause_turn.json")  # web_search, declared
+
+
+def without_web_search(body: dict) -> dict:
+    return body | {"tools": [t for t in body["tools"] if t["name"] != "web_search"]}
+
+
+@pytest.mark.parametrize("match", [Match.CONVERSATION, None])
+def test_the_recorded_search_is_refused_to_a_request_that_declares_no_web_search(match):
+    player = Player(PAUSED, match)
+    with pytest.raises(Refused) as caught:
+        player.play(without_web_search(sent(1, PAUSED)))
+    assert str(caught.value.problems[0]) == (
+        "tools: the recorded reply uses the server tool `web_search`, but this request does not declare it; "
+        "the API runs a server tool only when the request's `tools` declares it"
+    )
+    assert caught.value.diff == (
+        'the recording\'s request declares it in `tools`: {"type": "web_search_20250305", "name": '
+        '"web_search", "max_uses": 5}; declare it too'
+    )
+    assert player.served == 0
+    assert player.play(sent(1, PAUSED)).turn == 1  # declared: the recorded answer
+
+
+def test_a_server_tool_refusal_comes_after_the_comparison():
+    player = Player(PAUSED)  # strict: the tools' names are compared first, and say more
+    with pytest.raises(Differs) as caught:
+        player.play(without_web_search(sent(1, PAUSED)))
+    assert caught.value.diff.startswith("tools: expected [")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "fixtures").glob("*.json")), ids=lambda p: p.stem)
+def test_every_fixture_still_replays_its_own_requests(path):
+    fixture = fixtures.load_fixture(path)
+    player = Player(fixture)
+    turns = [player.play(copy.deepcopy(e["request"])).turn for e in fixture["exchanges"]]
+    assert turns == list(range(1, len(fixture["exchanges"]) + 1))

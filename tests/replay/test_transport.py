@@ -130,3 +130,19 @@ def test_a_recorded_request_with_a_system_message_is_judged_when_it_is_sent():
         match="messages.0.role: a system message must immediately follow a user message",
     ):
         client.messages.create(**fixture["exchanges"][0]["request"])
+
+
+def test_a_request_that_declares_no_web_search_gets_the_apis_400_instead_of_the_recorded_search():
+    paused = fixtures.load_fixture(ROOT / "fixtures" / "s06_pause_turn.json")
+    request = copy.deepcopy(paused["exchanges"][0]["request"])
+    request["tools"] = [t for t in request["tools"] if t["name"] != "web_search"]
+    client, transport = replay.replay_client(paused, "s06_pause_turn", match="conversation", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(**request)
+    message = caught.value.body["error"]["message"]
+    assert message.startswith("tools: the recorded reply uses the server tool `web_search`, but this request")
+    assert message.endswith(
+        "replay of s06_pause_turn, turn 1; the recording differs: the recording's request declares it in "
+        '`tools`: {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}; declare it too'
+    )
+    assert transport.cursor == 0

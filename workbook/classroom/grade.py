@@ -148,8 +148,8 @@ RUNGS = [
     Rung(
         "pause-turn",
         "s06",
-        "grade_s06_pause_turn",
-        "a pause_turn reply is sent back unchanged, with no new user message",
+        "grade_s06_pause_turn_web_search",
+        "the web_search server tool declared; a pause_turn reply sent back unchanged, no new user message",
     ),
 ]
 

@@ -11,6 +11,7 @@ with a hint for a student) is the caller's.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from workbook.api import contract
@@ -100,6 +101,28 @@ def side_message(body: dict) -> dict:
     }
 
 
+def undeclared_server_tool(recorded: dict, body: dict) -> tuple[list[contract.Problem], str] | None:
+    """The API's refusal, with the recording's hint, when the recorded answer holds a server tool's use or
+    result (web_search, code_execution...) and this request did not declare that tool; else None.
+
+    The request alone is one the API takes: what it cannot have is this answer, since the API runs a
+    server tool only for a request that declares it. So the rule lives here, where a request meets its
+    recording, and not in the contract, which judges a request by itself."""
+    missing = contract.undeclared_server_tools(body, recorded_message(recorded["response"]))
+    if not missing:
+        return None
+    name = missing[0]
+    problem = contract.Problem(
+        "tools",
+        f"the recorded reply uses the server tool `{name}`, but this request does not declare it; the API "
+        "runs a server tool only when the request's `tools` declares it",
+    )
+    tools = recorded["request"].get("tools") or []
+    declared = next((t for t in tools if isinstance(t, dict) and t.get("name") == name and "type" in t), None)
+    example = json.dumps(declared) if declared else f'{{"type": "{name}_<version>", "name": "{name}"}}'
+    return [problem], f"the recording's request declares it in `tools`: {example}; declare it too"
+
+
 @dataclass
 class Player:
     """One client's place in one recording.
@@ -153,6 +176,9 @@ class Player:
             raise Ended(turn, body["messages"])
         if diff:
             raise Differs(turn, diff)
+        refusal = undeclared_server_tool(recorded, body)
+        if refusal:
+            raise Refused(turn, *refusal)
         self.served = turn
         self.threads.hold(thread, body, recorded_message(recorded["response"]))
         kind = thread["type"] if thread else None
