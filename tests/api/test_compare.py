@@ -93,3 +93,29 @@ def test_conversation_still_counts_turns_and_pairs_results_by_id():
     assert "expected 3 content blocks, got 0" in compare.request_diff(
         recorded, theirs, compare.Match.CONVERSATION
     )
+
+
+def test_conversation_compares_the_recorded_task_among_the_first_user_turns_text_blocks():
+    recorded = good()["exchanges"][1]["request"]
+    task = recorded["messages"][0]["content"]
+    theirs = copy.deepcopy(recorded)
+    theirs["messages"][0]["content"] = [reminder(), {"type": "text", "text": f"\n  {task}  \n"}]
+    assert compare.request_diff(recorded, theirs, compare.Match.CONVERSATION) is None  # trimmed, found
+    theirs["messages"][0]["content"] = [reminder(), {"type": "text", "text": f"{task} Then stop."}]
+    diff = compare.request_diff(recorded, theirs, compare.Match.CONVERSATION)
+    assert diff == (
+        f'messages[0]: your first user turn does not carry the recorded task; send "{task}" as the task (a '
+        "text block of its own, as the recording does)"
+    )
+    theirs["messages"][1]["content"][-1]["id"] = "toolu_other"  # the structure is compared first
+    assert "id expected" in compare.request_diff(recorded, theirs, compare.Match.CONVERSATION)
+
+
+def test_the_recorded_task_is_quoted_on_one_printable_line_and_shortened():
+    recorded = good()["exchanges"][0]["request"]
+    long_task = "list\x1b[2J the files\n" + "x" * 200
+    recorded = recorded | {"messages": [{"role": "user", "content": long_task}]}
+    diff = compare.request_diff(recorded, good()["exchanges"][0]["request"], compare.Match.CONVERSATION)
+    quoted = diff.split("send ", 1)[1].split(" as the task")[0]
+    assert quoted.startswith('"list\\x1b[2J the files\\nxxx') and quoted.endswith('…" (219 characters)')
+    assert quoted.isprintable() and len(quoted) < 130

@@ -195,9 +195,10 @@ def test_strict_replay_still_holds_the_workbooks_own_steps_to_the_recording():
 
 def test_conversation_matching_still_catches_a_loop_that_loses_the_reply():
     client, _ = replay.replay_client(S01, "s01", match=Match.CONVERSATION, max_retries=0)
-    first = client.messages.create(model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}])
+    task = {"role": "user", "content": S01["task"]}
+    first = client.messages.create(model=MODEL, max_tokens=100, messages=[task])
     answers = [{"type": "tool_result", "tool_use_id": b.id, "content": "x"} for b in first.content]
-    forgot_the_reply = [{"role": "user", "content": "hi"}, {"role": "user", "content": answers}]
+    forgot_the_reply = [task, {"role": "user", "content": answers}]
     # Combined, the two user messages are one turn whose tool_results answer nothing: the API's 400 first,
     # then what the recording expected.
     with pytest.raises(

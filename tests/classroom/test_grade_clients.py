@@ -321,3 +321,22 @@ def test_the_typescript_sdks_plain_loop_walks_the_recording_on_the_classroom_ser
     row = server.row(student)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (row["turn"], row["mistakes"]) == (row["turns"], 0), row
+
+
+# -- the recorded task: the grader passes it; a loop that sends another is told which ----------------
+
+
+def test_a_loop_that_sends_its_own_task_instead_of_the_recorded_one_is_told_to_send_it(tmp_path, capsys):
+    source = (LOOPS / "plain_loop.py").read_text()
+    assert source.count("main(sys.argv[1])") == 1  # the grader's task, from argv
+    own_task = tmp_path / "own_task.py"
+    own_task.write_text(source.replace("main(sys.argv[1])", 'main("say hi")'))
+    code, rows = graded(capsys, "--only", "loop", "--", sys.executable, str(own_task))
+    task = fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")["task"]
+    assert code == 1 and rows["loop"]["reason"] == (
+        "turn 1: grade_s01_loop, turn 1: your request differs from the recording: messages[0]: your first "
+        f'user turn does not carry the recorded task; send "{task}" as the task (a text block of its own, as '
+        "the recording does)"
+    )
+    code, rows = graded(capsys, "--only", "loop", "--", sys.executable, str(LOOPS / "plain_loop.py"))
+    assert code == 0 and rows["loop"]["passed"]  # the same loop, given the task as argv

@@ -133,7 +133,7 @@ def test_sdk_runs_the_s01_loop_to_the_end(serve):
 
 def test_a_hand_written_loop_with_its_own_prompt_and_tools_is_accepted(serve):
     server, _ = serve()
-    messages = [{"role": "user", "content": "my own wording of the task"}]
+    messages = [{"role": "user", "content": FIXTURE["task"]}]  # the recorded task: the replies answer it
     tools = [{"name": "bash", "description": "mine", "input_schema": {"type": "object"}}]
     stops = []
     for _ in range(5):  # a loop that never stops would fail here, not hang
@@ -480,7 +480,8 @@ def test_events_to_message_reads_a_stream_as_the_api_sends_it():
 def test_conversation_only_ignores_what_a_student_writes_but_not_the_ids():
     recorded = FIXTURE["exchanges"][1]["request"]
     theirs = {"model": "x", "max_tokens": 5, "stream": True, "system": "mine", "messages": turn2()}
-    theirs["messages"][0] = {"role": "user", "content": [{"type": "text", "text": "my words"}]}
+    spaced = {"type": "text", "text": f"  {FIXTURE['task']}\n"}  # the recorded task, with its own spacing
+    theirs["messages"][0] = {"role": "user", "content": [spaced]}
     assert compare.request_diff(recorded, theirs, compare.Match.CONVERSATION) is None
     assert compare.request_diff(recorded, theirs, compare.Match.STRUCTURE).startswith(
         "max_tokens"

@@ -54,8 +54,20 @@ def test_a_request_the_api_would_take_but_not_the_recorded_one_differs():
     with pytest.raises(Differs) as caught:
         player.play(other)
     assert caught.value.turn == 1 and "text expected" in caught.value.diff
-    assert Player(S01, Match.CONVERSATION).play(other).turn == 1  # a loop of one's own: its own words
+    with pytest.raises(Differs) as caught:  # a loop of one's own: its own words, but the recorded task
+        Player(S01, Match.CONVERSATION).play(other)
+    assert caught.value.diff.startswith("messages[0]: your first user turn does not carry the recorded task")
     assert Player(S01, None).play(other).turn == 1  # no comparison: a script of responses
+
+
+def test_the_recorded_task_may_come_with_a_clients_own_text_blocks_around_it():
+    reminded = sent(1)
+    task = reminded["messages"][0]["content"]
+    reminded["messages"][0]["content"] = [
+        {"type": "text", "text": "<system-reminder>be careful</system-reminder>"},
+        {"type": "text", "text": f"  {task}\n", "cache_control": {"type": "ephemeral"}},
+    ]
+    assert Player(S01, Match.CONVERSATION).play(reminded).turn == 1
 
 
 def test_a_request_after_the_last_turn_is_the_end_of_the_recording():

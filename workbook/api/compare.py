@@ -76,10 +76,9 @@ def conversation_form(messages: list) -> list[dict]:
 
     `role: "system"` messages are dropped (the API takes them mid-conversation; they are the client's
     instructions, not a turn), and a user turn keeps only its tool_result blocks: the text a client puts
-    around them (system-reminder blocks, a note after the results) is its own, and so is the wording of
-    the task (a student may give their loop any task: the replies are the recording's whatever it says).
-    The turns' roles still pin the task down to the first user turn. `cache_control` and `metadata` are
-    never compared (normalize_block drops the first; the second is not in the messages)."""
+    around them (system-reminder blocks, a note after the results) is its own. The task is compared apart
+    (task_diff): the recorded task's text must be one of the first user turn's text blocks. `cache_control`
+    and `metadata` are never compared (normalize_block drops the first; the second is not in the messages)."""
     turns = combined_form(_without_system(messages))
     for turn in turns:
         if turn["role"] == "user":
@@ -121,7 +120,37 @@ def _messages_diff(expected: list, actual: list, match: Match) -> str | None:
             problem = _block_diff(wb, gb, match)
             if problem:
                 return f"messages[{i}].content[{j}]: {problem}"
+    return task_diff(expected, actual) if match is Match.CONVERSATION else None
+
+
+def task_diff(expected: list, actual: list) -> str | None:
+    """How the first user turn misses the recorded task (Match.CONVERSATION), or None.
+
+    The recorded task is the text of the recording's first user turn (its text blocks: a string content
+    is one). Each must be one of the sent first user turn's text blocks, both with whitespace trimmed; any
+    other text block there (a client's reminders) is the client's own. The replies answer that task: a
+    request with another one would be taught replies that do not fit it."""
+    want, got = (_first_user_texts(m) for m in (expected, actual))
+    for task in want:
+        if task and task not in got:
+            return (
+                f"messages[0]: your first user turn does not carry the recorded task; send {_quote(task)} "
+                "as the task (a text block of its own, as the recording does)"
+            )
     return None
+
+
+def _first_user_texts(messages: list) -> list[str]:
+    """The trimmed text blocks of the first user turn (a string content is one block)."""
+    first = next((t for t in combined_form(messages) if t["role"] == "user"), None)
+    blocks = first["content"] if first else []
+    return [b["text"].strip() for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
+
+
+def _quote(text: str, limit: int = 100) -> str:
+    """Text quoted on one printable line: control and other unprintable characters escaped, long text cut."""
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return f'"{shown}"' if len(shown) <= limit else f'"{shown[: limit - 1]}…" ({len(text)} characters)'
 
 
 def _without_system(messages: list) -> list:

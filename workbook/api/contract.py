@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from workbook.api.sdk_types import message_validator, schema, validator
-from workbook.api.wire import events_to_message, header_problems, recorded_message
+from workbook.api.wire import events_to_message, header_problems
 from workbook.errors import ReplayMismatch
 
 MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # a beta name; a system message needs none
@@ -504,51 +504,6 @@ def refusal_body(problem: Problem | str, hint: str = "") -> dict:
     return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
 
 
-# -- server tools ----------------------------------------------------------------------------------
-
-# The API runs a server tool only for a request that declares it in `tools` (a `tools` entry with a
-# versioned `type`: {"type": "web_search_20250305", "name": "web_search"}). A reply's blocks that a server
-# tool wrote -> the name the request declares that tool by. The keys are the SDK's ServerToolUseBlock
-# names and its *ToolResultBlock types (tests/api/test_contract.py keeps them in step with the SDK).
-SERVER_TOOL_OF = {
-    "web_search": "web_search",
-    "web_search_tool_result": "web_search",
-    "web_fetch": "web_fetch",
-    "web_fetch_tool_result": "web_fetch",
-    "code_execution": "code_execution",
-    "code_execution_tool_result": "code_execution",
-    "bash_code_execution": "code_execution",
-    "bash_code_execution_tool_result": "code_execution",
-    "text_editor_code_execution": "code_execution",
-    "text_editor_code_execution_tool_result": "code_execution",
-    "tool_search_tool_regex": "tool_search_tool_regex",
-    "tool_search_tool_bm25": "tool_search_tool_bm25",
-}
-
-
-def server_tools_used(message: dict | None) -> list[str]:
-    """The server tools a reply's content used, each by the name a request declares it by, in order."""
-    used = []
-    for block in (message or {}).get("content") or []:
-        kind = block.get("type") if isinstance(block, dict) else None
-        name = SERVER_TOOL_OF.get(block.get("name") if kind == "server_tool_use" else kind)
-        if name and name not in used:
-            used.append(name)
-    return used
-
-
-def declared_server_tools(body: dict) -> set[str]:
-    """The server tools a request declares: its `tools` entries with a versioned `type` (not `custom`)."""
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
-    return {t.get("name") for t in tools if isinstance(t, dict) and t.get("type") not in (None, "custom")}
-
-
-def undeclared_server_tools(body: dict, message: dict | None) -> list[str]:
-    """The server tools a reply used that this request did not declare: the API would not have run them."""
-    declared = declared_server_tools(body)
-    return [name for name in server_tools_used(message) if name not in declared]
-
-
 # -- recorded responses ----------------------------------------------------------------------------
 
 STATUSES = (200, *range(400, 600))  # what the Messages API answers: a Message, or an error
@@ -563,14 +518,7 @@ def exchange_problems(exchange, requests: Requests | None = None) -> list[str]:
     problems = [p.under(".request") for p in (requests or Requests()).problems(request, BETA_ALL)]
     if not isinstance(response, dict):
         return problems + [".response: must be an object"]
-    problems += [f".response{p}" for p in response_problems(response)]
-    if problems:
-        return problems
-    return [
-        f".response: uses the server tool `{name}`, which its request does not declare in `tools` (the API "
-        "runs a server tool only when the request declares it)"
-        for name in undeclared_server_tools(request, recorded_message(response))
-    ]
+    return problems + [f".response{p}" for p in response_problems(response)]
 
 
 # A recording keeps no request headers: a recorded request may use any beta a rule depends on.

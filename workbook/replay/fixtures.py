@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbook.api import compare
+from workbook.api import compare, server_tools
 from workbook.api.contract import Requests, exchange_problems
 from workbook.environment import environment_problems
 from workbook.errors import FixtureError, WorkbookError
@@ -87,7 +87,8 @@ def _problems(fixture: dict) -> list[str]:
         return problems + ["`exchanges` must be a non-empty list"]
     requests = Requests()  # each request judged on what it adds to the one before
     for n, exchange in enumerate(fixture["exchanges"]):
-        problems += [f"exchanges[{n}]{p}" for p in exchange_problems(exchange, requests)]
+        found = exchange_problems(exchange, requests) or server_tools.recording_problems(exchange)
+        problems += [f"exchanges[{n}]{p}" for p in found]
         if isinstance(exchange, dict) and exchange.get("match", "strict") not in compare.NAMES:
             problems.append(f"exchanges[{n}].match: {MATCH_PROBLEM}")
     return problems

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from workbook.api import contract
+from workbook.api import contract, server_tools
 from workbook.api.compare import Match, request_diff
 from workbook.api.threads import Threads
 from workbook.api.wire import recorded_message
@@ -106,9 +106,9 @@ def undeclared_server_tool(recorded: dict, body: dict) -> tuple[list[contract.Pr
     result (web_search, code_execution...) and this request did not declare that tool; else None.
 
     The request alone is one the API takes: what it cannot have is this answer, since the API runs a
-    server tool only for a request that declares it. So the rule lives here, where a request meets its
-    recording, and not in the contract, which judges a request by itself."""
-    missing = contract.undeclared_server_tools(body, recorded_message(recorded["response"]))
+    server tool only for a request that declares it (workbook/api/server_tools.py). So the rule lives
+    here, where a request meets its recording, and not in the contract, which judges a request by itself."""
+    missing = server_tools.undeclared(body, recorded["response"])
     if not missing:
         return None
     name = missing[0]
