@@ -818,6 +818,16 @@ def test_the_front_page_says_the_recordings_do_not_react_to_tool_output(serve):
     assert "they do not read your tool output" in page and "still the recorded one" in page
 
 
+def test_the_front_page_gives_each_fixtures_task_to_send(serve, tmp_path):
+    def escape(fixture):
+        fixture["exchanges"][0]["request"]["messages"][0]["content"] = "list\x1b[2J the files"
+
+    server, _ = serve(s01_hello_agent=FIXTURE, escape=variant(tmp_path, "escape", escape))
+    page = get(server.url, "/")
+    assert f"  s01_hello_agent: {FIXTURE['task']}\n" in page
+    assert "  escape: list the files\n" in page and "\x1b" not in page  # a stranger's words, printed safely
+
+
 def test_a_real_api_key_is_refused_and_never_printed(serve):
     server, log = serve()
     status, _, data = post(server.url, request(TURN1), key="sk-ant-api03-SECRETSECRET")

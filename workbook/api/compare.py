@@ -16,7 +16,7 @@ class Match(enum.StrEnum):
     STRICT = "strict"  # the whole request: every block with its text, system, max_tokens, stream, tools
     STRUCTURE = "structure"  # what a live recording can promise: as strict, but no block's text and no system
     # A loop or a client of one's own: what the lesson is about (see conversation_form): the turns and their
-    # roles, the assistant's block types with tool_use ids and names, the tool_results by id.
+    # roles, the assistant's block types with tool_use ids and names, the tool_results by id, the task.
     CONVERSATION = "conversation"
 
     @classmethod
@@ -130,7 +130,7 @@ def task_diff(expected: list, actual: list) -> str | None:
     is one). Each must be one of the sent first user turn's text blocks, both with whitespace trimmed; any
     other text block there (a client's reminders) is the client's own. The replies answer that task: a
     request with another one would be taught replies that do not fit it."""
-    want, got = (_first_user_texts(m) for m in (expected, actual))
+    want, got = (first_user_texts(m) for m in (expected, actual))
     for task in want:
         if task and task not in got:
             return (
@@ -140,7 +140,12 @@ def task_diff(expected: list, actual: list) -> str | None:
     return None
 
 
-def _first_user_texts(messages: list) -> list[str]:
+def recorded_task(fixture: dict) -> str:
+    """The task a recording's replies answer (its first request's first user text), on one line."""
+    return " / ".join(first_user_texts(fixture["exchanges"][0]["request"]["messages"]))
+
+
+def first_user_texts(messages: list) -> list[str]:
     """The trimmed text blocks of the first user turn (a string content is one block)."""
     first = next((t for t in combined_form(messages) if t["role"] == "user"), None)
     blocks = first["content"] if first else []

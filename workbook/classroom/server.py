@@ -36,6 +36,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from workbook.api.compare import recorded_task
 from workbook.api.threads import PER_STUDENT_BYTES, TOTAL_BYTES
 from workbook.api.wire import sse_bytes
 from workbook.classroom.caps import QUIET, AddressCaps, Admission, Holding
@@ -377,7 +378,13 @@ class ReplayServer:
             f"  ANTHROPIC_BASE_URL=http://{host}  ANTHROPIC_API_KEY=<your name>\n\n"
             f'fixtures: {names} (the first is the default; model "replay:NAME" or header '
             f"{FIXTURE_HEADER}: NAME picks another)\n"
-            "start over: send the first message alone, or POST /replay/reset with your key\n\n"
+            "start over: send the first message alone, or POST /replay/reset with your key\n"
+            "the task to send as your first message (the replies answer it):\n"
+            + "".join(
+                f"  {name}: {printable(recorded_task(fixture))[:300]}\n"
+                for name, fixture in self.classroom.fixtures.items()
+            )
+            + "\n"
             + textwrap.fill(NOT_REACTING, 100)
             + "\n\n"
             + self.classroom.table(self.limits.listed)
