@@ -825,7 +825,7 @@ def test_the_front_page_gives_each_fixtures_task_to_send(serve, tmp_path):
     server, _ = serve(s01_hello_agent=FIXTURE, escape=variant(tmp_path, "escape", escape))
     page = get(server.url, "/")
     assert f"  s01_hello_agent: {FIXTURE['task']}\n" in page
-    assert "  escape: list the files\n" in page and "\x1b" not in page  # a stranger's words, printed safely
+    assert "  escape: list\\x1b[2J the files\n" in page and "\x1b" not in page  # shown, never acted on
 
 
 def test_a_real_api_key_is_refused_and_never_printed(serve):
