@@ -141,7 +141,7 @@ class ReplayServer:
         caps: AddressCaps | None = None,
     ):
         self.limits, self.caps = limits or Limits(), caps or AddressCaps()
-        self.classroom = Classroom(fixtures, out, self.limits.students)
+        self.classroom = Classroom(fixtures, out, self.limits.students, self.limits)
         # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
         self.socket = socket.create_server((host, port), backlog=1024)
         self.server_address = self.socket.getsockname()
@@ -337,7 +337,7 @@ class ReplayServer:
             )
         if count:
             return self.classroom.count_tokens(student, body, chosen, headers)
-        return self.classroom.answer(student, body, chosen, headers=headers)
+        return self.classroom.answer(student, body, chosen, headers=headers, size=len(raw))
 
     def start_over(self, body: bytearray, headers: dict, student: str) -> Reply:
         return Reply(200, {}, {"reset": student, "fixtures": self.classroom.reset(student)})

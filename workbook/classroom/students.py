@@ -66,6 +66,10 @@ class Limits:
     body_rate: int = 256 * 1024  # bytes per second: a slow classroom Wi-Fi still gets 32 MB through
     write: float = 30.0  # seconds to take one reply, for a student who stopped reading
     linger: float = 2.0  # seconds to drain a refused body before closing, so the client reads the refusal
+    # A student's last request is kept, so that their next is judged on what it adds (a long conversation
+    # stays linear), while its body is at most `remembered` bytes and the class's together `remembered_all`
+    remembered: int = 1024 * 1024
+    remembered_all: int = 32 * 1024 * 1024
 
 
 class Mistake(Exception):
@@ -91,6 +95,7 @@ class Cursor:
     mistakes: int = 0
     sides: int = 0  # side requests (a title, a quota probe, count_tokens): answered, no turn used
     last: str = ""  # the last result, e.g. "200 tool_use" or "400 messages[2]: ..."
+    remembered: int = 0  # bytes of the last request, while its player remembers it (Classroom.remember)
 
     @property
     def served(self) -> int:
@@ -124,12 +129,20 @@ def api_error(status: int, kind: str, message: str, details: dict | None = None)
 class Classroom:
     """Answers each student's request from their own cursor, and logs one line per request."""
 
-    def __init__(self, fixtures: dict[str, dict], out=None, max_students: int = Limits.students):
+    def __init__(
+        self,
+        fixtures: dict[str, dict],
+        out=None,
+        max_students: int = Limits.students,
+        limits: Limits | None = None,
+    ):
         self.fixtures = fixtures  # name -> fixture, in command-line order; the first is the default
         self.cursors: dict[tuple[str, str], Cursor] = {}  # (student, fixture name) -> cursor
         self.desks: dict[str, threading.Lock] = {}  # student -> the lock their own requests take
-        self.lock = threading.Lock()  # guards the two dicts above only, never a check
+        self.lock = threading.Lock()  # guards the two dicts above and `remembered` only, never a check
         self.max_students = max_students
+        self.limits = limits or Limits()
+        self.remembered = 0  # bytes of the last requests the players remember, the class's together
         self.out = out or sys.stdout
         self.flush = self.out.flush  # after each line; the server may flush once per turn of its loop instead
         self.observer = (
@@ -144,12 +157,15 @@ class Classroom:
         """Kept for server.py of old, which prepared a fast path here: there is none now."""
         return None
 
-    def answer(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
+    def answer(
+        self, student: str, body, chosen: str | None, headers: dict | None = None, size: int | None = None
+    ) -> Reply:
         """The reply to one request from one student; a mistake becomes a 400 and a log line.
 
         `headers` (lower-cased names): their anthropic-beta can change a rule (the contract's Betas); the
         observer sees them all: the grader reads the SDK's own, such as x-stainless-retry-count, to tell
-        the student's retries from the library's."""
+        the student's retries from the library's. `size`: the body's bytes; a small request is
+        remembered so that the student's next is judged on what it adds (None: judged whole, kept not)."""
         betas = contract.Betas.of(headers or {})
         try:
             desk = self.desk(student)
@@ -166,12 +182,14 @@ class Classroom:
             try:
                 reply, note = self.serve(name, cursor, body, betas)
             except Mistake as mistake:
+                self.remember(cursor, size)
                 cursor.requests += 1
                 cursor.mistakes += not is_thread_fallback(mistake)  # the SDK then falls back: not an error
                 cursor.last = f"{mistake.status} {mistake}"
                 self.log(student, name, self.turn(name, cursor.served + 1), cursor.last)
                 self.observe(student, name, cursor.served + 1, body, None, mistake, headers)
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
+            self.remember(cursor, size)
             cursor.sides += reply.side
             cursor.requests += not reply.side
             cursor.last = ("side request · " if reply.side else "") + describe(reply)
@@ -201,10 +219,22 @@ class Classroom:
             cursor = self.cursors.get((student, name))
             if cursor is None:
                 player = Player(
-                    self.fixtures[name], Match.CONVERSATION, restartable=True, remembers=False, sides=True
+                    self.fixtures[name], Match.CONVERSATION, restartable=True, sides=True, strangers=True
                 )
                 cursor = self.cursors[(student, name)] = Cursor(player)
             return cursor
+
+    def remember(self, cursor: Cursor, size: int | None) -> None:
+        """Whether the student's player keeps the request it just judged (it did): only while the body
+        is small and the class's remembered requests together fit (Limits.remembered, remembered_all)."""
+        with self.lock:
+            self.remembered -= cursor.remembered
+            keep = size is not None and size <= self.limits.remembered
+            keep = keep and self.remembered + size <= self.limits.remembered_all
+            cursor.remembered = size if keep else 0
+            self.remembered += cursor.remembered
+        if not keep:
+            cursor.player.forget()
 
     def observe(
         self, student: str, name: str, turn: int, body, reply: Reply | None, mistake, headers
@@ -300,7 +330,7 @@ class Classroom:
         with self.lock:
             self.desks.pop(student, None)
             for key in [key for key in self.cursors if key[0] == student]:
-                del self.cursors[key]
+                self.remembered -= self.cursors.pop(key).remembered
 
     def turn(self, name: str, n: int) -> str:
         return f"turn {n}/{len(self.fixtures[name]['exchanges'])}"

@@ -109,8 +109,12 @@ class Player:
     `restartable`: a request holding only the recording's first messages starts it over mid-way (the
     classroom's students run their programs again), unless the recording expects that request next.
     `remembers`: each request is judged on what it adds to the last one (a long replay stays linear);
-    False judges each whole and keeps nothing of it (the classroom: a stranger's last request, up to
-    32 MB, must not stay in the teacher's memory for each of their names).
+    False judges each whole and keeps nothing of it. `forget` lets go of the last one (the classroom
+    keeps a stranger's last request only while it is small: workbook/classroom/students.py).
+    `strangers`: requests parsed afresh from a stranger's JSON, where equal is not the same (1 == 1.0
+    == true, and the SDK's types take only one of them): a remembered request's shape is then judged
+    whole, in one pass of the SDK's validator, and only the rules on what it adds (the rules read
+    strings and structure alone, which equal messages share).
     `sides`: a client's side request (side_request: a title, a quota probe) is answered by side_message
     and uses no turn (the classroom and the grader: real clients send them); False plays it as a turn.
     """
@@ -120,6 +124,7 @@ class Player:
     restartable: bool = False
     remembers: bool = True
     sides: bool = False
+    strangers: bool = False
     served: int = 0  # exchanges answered; the next request is turn served + 1
     restarts: int = 0  # times it started over: by a first-turn request (restartable), or by `restart`
     threads: Threads = field(default_factory=Threads)  # conversations held for thread requests
@@ -131,7 +136,7 @@ class Player:
 
     def play(self, body, betas: contract.Betas = contract.NO_BETAS) -> Played:
         """The recorded answer to one request (a parsed JSON body; `betas` from its headers)."""
-        requests = self.requests if self.remembers else contract.Requests()
+        requests = self.judge_with(body)
         problems = requests.sent_problems(body, betas)  # the request as sent: its shape, its betas
         if problems:
             raise Refused(self.served + 1, problems)
@@ -157,6 +162,18 @@ class Player:
         self.threads.hold(thread, body, recorded_message(recorded["response"]))
         kind = thread["type"] if thread else None
         return Played(turn, recorded["response"], body.get("stream") is True, restarted, kind)
+
+    def judge_with(self, body) -> contract.Requests:
+        """What judges `body`: the requests remembered, or none (it is judged whole; see `strangers`)."""
+        if not self.remembers:
+            return contract.Requests()
+        if self.strangers and not contract.fits("request", body):  # a beta request, or one refused
+            self.forget()
+        return self.requests
+
+    def forget(self) -> None:
+        """Keep nothing of the requests judged so far: the next is judged whole."""
+        self.requests = contract.Requests()
 
     def replayed(self) -> Played:
         """The next recorded request, sent again exactly (the in-process replay knows it by its bytes):
