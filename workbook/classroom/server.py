@@ -50,6 +50,7 @@ from workbook.classroom.students import (
     Limits,
     Reply,
     api_error,
+    json_bytes,
     printable,
 )
 from workbook.errors import FixtureError, WorkbookError
@@ -94,7 +95,8 @@ def object_in_python(pairs: list) -> dict:
 def header_dict(request: Request) -> dict[str, str]:
     """The request's headers by lower-cased name, a repeated one joined by ", " (as HTTP reads it)."""
     headers: dict[str, str] = {}
-    for name, value in request.headers.items():
+    for raw_name, raw_value in request.scope["headers"]:  # uvicorn's: names lower-cased, as bytes
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
         headers[name] = value if name not in headers else f"{headers[name]}, {value}"
     return headers
 
@@ -104,7 +106,7 @@ def as_response(reply: Reply) -> Response:
     a client reads go along, never one that frames the reply."""
     headers = {k: str(v) for k, v in reply.headers.items() if k.lower() not in NOT_RESENT}
     if reply.events is None:
-        data = json.dumps(reply.body, ensure_ascii=False).encode()
+        data = reply.data if reply.data is not None else json_bytes(reply.body)
         return Response(data, reply.status, headers, "application/json")
     headers["cache-control"] = "no-cache"
     return StreamingResponse(events(reply.events), reply.status, headers, "text/event-stream; charset=utf-8")

@@ -117,7 +117,14 @@ class Reply:
     events: list | None = None
     drop: bool = False
     side: bool = False  # the answer to a side request (player.side_request, count_tokens): no turn used
-    wire: dict | None = field(default=None, repr=False, compare=False)  # connection.py's; never set now
+    data: bytes | None = field(
+        default=None, repr=False, compare=False
+    )  # `body` as JSON (json_bytes), if made
+
+
+def json_bytes(body) -> bytes:
+    """A reply's JSON body as sent: UTF-8, non-ASCII text as it is."""
+    return json.dumps(body, ensure_ascii=False).encode()
 
 
 def api_error(status: int, kind: str, message: str, details: dict | None = None) -> Reply:
@@ -148,6 +155,11 @@ class Classroom:
         self.observer = (
             None  # grade.py's hook: observer(student, fixture, turn, body, reply, mistake, headers)
         )
+        # each fixture's recorded replies as a client that does not stream gets them, made once: turn n's
+        # is replies[name][n - 1] (its body encoded, its headers those a client reads)
+        self.replies = {
+            name: [as_json(e["response"]) for e in f["exchanges"]] for name, f in fixtures.items()
+        }
 
     def answer_sent(self, student: str, sent: bytes, chosen: str | None, headers: dict) -> None:
         """Kept for server.py of old, which asks before it parses: no request is answered unread now."""
@@ -166,7 +178,7 @@ class Classroom:
         observer sees them all: the grader reads the SDK's own, such as x-stainless-retry-count, to tell
         the student's retries from the library's. `size`: the body's bytes; a small request is
         remembered so that the student's next is judged on what it adds (None: judged whole, kept not)."""
-        betas = contract.Betas.of(headers or {})
+        betas = contract.Betas.of(headers) if headers and "anthropic-beta" in headers else contract.NO_BETAS
         try:
             desk = self.desk(student)
         except Mistake as mistake:
@@ -284,7 +296,10 @@ class Classroom:
         note = ("restart · " if played.restarted else "") + (
             f"thread {played.thread} · " if played.thread else ""
         )
-        return recorded_reply(played.response, played.stream), note
+        if played.stream:
+            return recorded_reply(played.response, True), note
+        made = self.replies[name][played.turn - 1]
+        return Reply(made.status, made.headers, made.body, drop=made.drop, data=made.data), note
 
     def count_tokens(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
         """POST /v1/messages/count_tokens: `{"input_tokens": N}`, N an estimate (a quarter of the
@@ -465,6 +480,14 @@ def recorded_reply(response: dict, stream: bool) -> Reply:
         return Reply(200, headers, message)
     body = response["body"]
     return Reply(200, headers, events=message_to_events(body)) if stream else Reply(200, headers, body)
+
+
+def as_json(response: dict) -> Reply:
+    """A recorded response as a client that does not stream gets it (recorded_reply), its body encoded."""
+    reply = recorded_reply(response, False)
+    if reply.body is not None:
+        reply.data = json_bytes(reply.body)
+    return reply
 
 
 def side_reply(message: dict, stream: bool) -> Reply:

@@ -113,7 +113,7 @@ class Player:
     keeps a stranger's last request only while it is small: workbook/classroom/students.py).
     `strangers`: requests parsed afresh from a stranger's JSON, where equal is not the same (1 == 1.0
     == true, and the SDK's types take only one of them): a remembered request's shape is then judged
-    whole, in one pass of the SDK's validator, and only the rules on what it adds (the rules read
+    whole (each message by the SDK's validator), and only the rules on what it adds (the rules read
     strings and structure alone, which equal messages share).
     `sides`: a client's side request (side_request: a title, a quota probe) is answered by side_message
     and uses no turn (the classroom and the grader: real clients send them); False plays it as a turn.
@@ -167,9 +167,16 @@ class Player:
         """What judges `body`: the requests remembered, or none (it is judged whole; see `strangers`)."""
         if not self.remembers:
             return contract.Requests()
-        if self.strangers and not contract.fits("request", body):  # a beta request, or one refused
-            self.forget()
+        if self.strangers and not self.each_fits(body):
+            self.forget()  # a beta request's messages, or messages the API refuses: judged whole
         return self.requests
+
+    @staticmethod
+    def each_fits(body) -> bool:
+        """Whether every message of `body` is a message of the SDK's MessageCreateParams: what a
+        remembered request equal to the last is taken to be, without judging it again."""
+        messages = body.get("messages") if isinstance(body, dict) else None
+        return isinstance(messages, list) and all(contract.message_fits("request", m) for m in messages)
 
     def forget(self) -> None:
         """Keep nothing of the requests judged so far: the next is judged whole."""
@@ -190,7 +197,8 @@ class Player:
         """How the request differs from the recorded one, by the looser of the two matches; None if not."""
         if self.match is None:
             return None
-        return request_diff(recorded["request"], body, self.match.looser(recorded.get("match")))
+        match = self.match if recorded.get("match") is None else self.match.looser(recorded["match"])
+        return request_diff(recorded["request"], body, match)
 
     def starts_over(self, messages: list) -> bool:
         """A first-turn request mid-way starts over, unless the recording expects one next (a retry)."""
