@@ -83,13 +83,32 @@ def server(argv: list[str], cwd: Path = ROOT):
         text=True,
     )
     try:
-        url = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline()).group(0)
+        url = Url(re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline()).group(0))
+        url.pid = proc.pid
         drain = threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True)
         drain.start()  # the teacher's log, one line per request, read and dropped
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+NAN = float("nan")
+
+
+class Url(str):
+    """A server's URL, and the process that serves it (`pid`), whose CPU time cpu_seconds reads."""
+
+    pid = 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) a process has used so far; NaN where /proc cannot tell (not Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
 def replay_server(root: Path = ROOT):
@@ -256,8 +275,9 @@ end
 
 def wrk(url: str, students: int, seconds: int = WRK_SECONDS, pause_ms: int = 0) -> dict:
     """wrk with one kept-alive connection per student, each request the s01 recording's first (the
-    student starts over each time, a 200 every time): requests/s, p50 and p99 in ms, non-2xx replies.
-    `pause_ms`: a pause before each request (WRK_PAUSE), for the tests."""
+    student starts over each time, a 200 every time): requests/s, p50 and p99 in ms, non-2xx replies,
+    and the server's CPU µs per request (when `url` names its process: a figure the machine's other
+    load moves less than it moves requests/s). `pause_ms`: a pause before each request (WRK_PAUSE)."""
     script = WRK_SCRIPT.replace("BODY", json.dumps(turns()[0].decode()))
     if pause_ms:
         script += WRK_PAUSE.replace("PAUSE_MS", str(int(pause_ms)))
@@ -266,10 +286,14 @@ def wrk(url: str, students: int, seconds: int = WRK_SECONDS, pause_ms: int = 0) 
     try:
         argv = ["wrk", f"-t{min(2, students)}", f"-c{students}", f"-d{seconds}s", "--latency", "-s", lua.name]
         env = os.environ | {"STUDENTS": str(students)}
+        used = cpu_seconds(getattr(url, "pid", 0))
         done = subprocess.run([*argv, url], capture_output=True, text=True, env=env, timeout=seconds + 30)
+        used = cpu_seconds(getattr(url, "pid", 0)) - used
     finally:
         os.unlink(lua.name)
-    return read_wrk(done.stdout) | {"students": students}
+    result = read_wrk(done.stdout) | {"students": students}
+    answered = result["per_s"] * seconds
+    return result | {"cpu_us": used / answered * 1e6 if answered else float("nan")}
 
 
 def read_wrk(text: str) -> dict:
@@ -313,7 +337,7 @@ def wrk_levels(
     rows = []
     for (name, n), results in runs.items():
         row = {"server": name, "students": n, "rounds": len(results)}
-        row |= {k: statistics.median(r[k] for r in results) for k in ("per_s", "p50", "p99")}
+        row |= {k: statistics.median(r[k] for r in results) for k in ("per_s", "p50", "p99", "cpu_us")}
         row |= {k: sum(r[k] for r in results) for k in ("non_2xx", "socket_errors")}
         rows.append(row)
     return rows
@@ -553,14 +577,17 @@ def wrk_report(rows: list | None) -> list[str]:
         return ["wrk: not installed (apt-get install wrk), so not measured"]
     rounds = max((r.get("rounds", WRK_ROUNDS) for r in rows), default=WRK_ROUNDS)
     lines = [f"wrk (median of {rounds} runs of {WRK_SECONDS} s each; keep-alive):"]
-    lines.append("server        students  requests/s  p50 ms   p99 ms  non-2xx  socket errors  / threaded")
+    lines.append(
+        "server        students  requests/s  p50 ms   p99 ms  non-2xx  socket errors  / threaded  CPU µs/req"
+    )
     threaded = {r["students"]: r["per_s"] for r in rows if r["server"] == "threaded"}
     for r in sorted(rows, key=lambda r: (r["students"], r["server"])):
         ratio = r["per_s"] / threaded[r["students"]] if threaded.get(r["students"]) else float("nan")
         lines.append(
             f"{r['server']:<13} {r['students']:>8}  {r['per_s']:>10.0f}  {r['p50']:>6.2f}  {r['p99']:>7.2f}  "
-            f"{r['non_2xx']:>7}  {r['socket_errors']:>13}  {ratio:>10.2f}"
+            f"{r['non_2xx']:>7}  {r['socket_errors']:>13}  {ratio:>10.2f}  {r.get('cpu_us', NAN):>10.0f}"
         )
+    lines.append(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return lines
 
 
