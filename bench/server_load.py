@@ -350,6 +350,57 @@ def asyncio_floor():
 # -- what a held thread costs ----------------------------------------------------------------------------
 
 
+# -- a long conversation: each request judged on what it adds, or whole ------------------------------
+
+
+def long_fixture(turns: int) -> dict:
+    """A `turns`-turn recording built from s01's first turn: each turn three tool calls (ids of its
+    own) and their results, the last turn's reply an end_turn."""
+    first = json.loads(FIXTURE.read_text())["exchanges"]
+    request, reply = first[0]["request"], first[0]["response"]["body"]
+    results = first[1]["request"]["messages"][2]
+    exchanges, messages = [], list(request["messages"])
+    for k in range(turns):
+        body = json.loads(json.dumps(reply).replace("toolu_01", f"toolu_{k:04d}"))
+        body["id"] = f"msg_{k:04d}"
+        if k == turns - 1:
+            body["content"], body["stop_reason"] = [{"type": "text", "text": "done"}], "end_turn"
+        exchanges.append(
+            {"request": request | {"messages": list(messages)}, "response": {"status": 200, "body": body}}
+        )
+        answered = json.loads(json.dumps(results).replace("toolu_01", f"toolu_{k:04d}"))
+        messages += [{"role": "assistant", "content": body["content"]}, answered]
+    return {"exchanges": exchanges}
+
+
+def long_conversation(turns: int = 100, last: int = 10, reps: int = 5) -> dict:
+    """CPU µs the server spends on a student's request (parse, judge, reply; no HTTP) in the last `last`
+    turns of a `turns`-turn conversation: each judged on what it adds to the student's last request, as
+    the server does, and each judged whole (the request's size not given: nothing kept), alternately."""
+    import io
+
+    from workbook.classroom.server import parse_json
+    from workbook.classroom.students import Classroom
+
+    fixture = long_fixture(turns)
+    bodies = [json.dumps(e["request"], separators=(",", ":")).encode() for e in fixture["exchanges"]]
+    headers = {"anthropic-version": "2023-06-01"}
+    spent = {"remembered": [], "whole": []}
+    for rep in range(reps + 1):  # the first, unmeasured, builds the contract's checks
+        for way in spent:
+            room = Classroom({"long": fixture}, out=io.StringIO())
+            for n, raw in enumerate(bodies):
+                began = time.process_time()
+                reply = room.answer(
+                    f"s{rep}", parse_json(raw), None, headers, len(raw) if way == "remembered" else None
+                )
+                if rep and n >= turns - last:
+                    spent[way].append(time.process_time() - began)
+                assert reply.status == 200, reply.body
+    us = {way: statistics.mean(times) * 1e6 for way, times in spent.items()}
+    return {"turns": turns, "bytes": len(bodies[-1]), **us, "ratio": us["whole"] / us["remembered"]}
+
+
 def held_memory(megabytes: int = 4) -> dict:
     """Memory still held (tracemalloc) after a `thread: create` whose body is `megabytes` long, per byte
     of that body: what the server keeps for the thread, and nothing else."""
@@ -551,6 +602,7 @@ def measure(
         result["too_large"] = too_large(url)
     result["wrk"] = wrk_levels(students, wrk_rounds, root) if wrk_rounds and shutil.which("wrk") else None
     result["held"] = held_memory()
+    result["long"] = long_conversation()
     result["pauses"] = parse_pauses(big_mb, pause_reps) if pause_reps else None
     return result
 
@@ -607,6 +659,13 @@ def what_a_class_does(result: dict) -> list[str]:
     )
     t = result["too_large"]
     lines.append(f"headers claiming {t['megabytes']} MB, no body: {t['answer']!r} after {t['ms']:.1f} ms")
+    c = result.get("long")
+    if c:
+        lines.append(
+            f"a request in the last turns of a {c['turns']}-turn conversation ({c['bytes'] // 1024} KB): "
+            f"{c['remembered']:.0f} µs judged on what it adds, {c['whole']:.0f} µs judged whole "
+            f"({c['ratio']:.1f}x)"
+        )
     h = result.get("held")
     if h:
         lines.append(
