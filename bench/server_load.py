@@ -578,6 +578,7 @@ def measure(
     root: Path = ROOT,
     pause_reps: int = 3,
     wrk_rounds: int = WRK_ROUNDS,
+    long_turns: int = 100,
 ) -> dict:
     """Every figure of this benchmark: the floors and the server at each class size (the Python
     client, then wrk if installed), storms, stall, 413, a held thread's memory, parse pauses."""
@@ -602,7 +603,7 @@ def measure(
         result["too_large"] = too_large(url)
     result["wrk"] = wrk_levels(students, wrk_rounds, root) if wrk_rounds and shutil.which("wrk") else None
     result["held"] = held_memory()
-    result["long"] = long_conversation()
+    result["long"] = long_conversation(long_turns, last=min(10, long_turns))
     result["pauses"] = parse_pauses(big_mb, pause_reps) if pause_reps else None
     return result
 
