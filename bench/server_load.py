@@ -83,13 +83,32 @@ def server(argv: list[str], cwd: Path = ROOT):
         text=True,
     )
     try:
-        url = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline()).group(0)
+        url = Url(re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline()).group(0))
+        url.pid = proc.pid
         drain = threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True)
         drain.start()  # the teacher's log, one line per request, read and dropped
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+NAN = float("nan")
+
+
+class Url(str):
+    """A server's URL, and the process that serves it (`pid`), whose CPU time cpu_seconds reads."""
+
+    pid = 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) a process has used so far; NaN where /proc cannot tell (not Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
 def replay_server(root: Path = ROOT):
@@ -256,8 +275,9 @@ end
 
 def wrk(url: str, students: int, seconds: int = WRK_SECONDS, pause_ms: int = 0) -> dict:
     """wrk with one kept-alive connection per student, each request the s01 recording's first (the
-    student starts over each time, a 200 every time): requests/s, p50 and p99 in ms, non-2xx replies.
-    `pause_ms`: a pause before each request (WRK_PAUSE), for the tests."""
+    student starts over each time, a 200 every time): requests/s, p50 and p99 in ms, non-2xx replies,
+    and the server's CPU µs per request (when `url` names its process: a figure the machine's other
+    load moves less than it moves requests/s). `pause_ms`: a pause before each request (WRK_PAUSE)."""
     script = WRK_SCRIPT.replace("BODY", json.dumps(turns()[0].decode()))
     if pause_ms:
         script += WRK_PAUSE.replace("PAUSE_MS", str(int(pause_ms)))
@@ -266,10 +286,14 @@ def wrk(url: str, students: int, seconds: int = WRK_SECONDS, pause_ms: int = 0) 
     try:
         argv = ["wrk", f"-t{min(2, students)}", f"-c{students}", f"-d{seconds}s", "--latency", "-s", lua.name]
         env = os.environ | {"STUDENTS": str(students)}
+        used = cpu_seconds(getattr(url, "pid", 0))
         done = subprocess.run([*argv, url], capture_output=True, text=True, env=env, timeout=seconds + 30)
+        used = cpu_seconds(getattr(url, "pid", 0)) - used
     finally:
         os.unlink(lua.name)
-    return read_wrk(done.stdout) | {"students": students}
+    result = read_wrk(done.stdout) | {"students": students}
+    answered = result["per_s"] * seconds
+    return result | {"cpu_us": used / answered * 1e6 if answered else float("nan")}
 
 
 def read_wrk(text: str) -> dict:
@@ -313,7 +337,7 @@ def wrk_levels(
     rows = []
     for (name, n), results in runs.items():
         row = {"server": name, "students": n, "rounds": len(results)}
-        row |= {k: statistics.median(r[k] for r in results) for k in ("per_s", "p50", "p99")}
+        row |= {k: statistics.median(r[k] for r in results) for k in ("per_s", "p50", "p99", "cpu_us")}
         row |= {k: sum(r[k] for r in results) for k in ("non_2xx", "socket_errors")}
         rows.append(row)
     return rows
@@ -324,6 +348,57 @@ def asyncio_floor():
 
 
 # -- what a held thread costs ----------------------------------------------------------------------------
+
+
+# -- a long conversation: each request judged on what it adds, or whole ------------------------------
+
+
+def long_fixture(turns: int) -> dict:
+    """A `turns`-turn recording built from s01's first turn: each turn three tool calls (ids of its
+    own) and their results, the last turn's reply an end_turn."""
+    first = json.loads(FIXTURE.read_text())["exchanges"]
+    request, reply = first[0]["request"], first[0]["response"]["body"]
+    results = first[1]["request"]["messages"][2]
+    exchanges, messages = [], list(request["messages"])
+    for k in range(turns):
+        body = json.loads(json.dumps(reply).replace("toolu_01", f"toolu_{k:04d}"))
+        body["id"] = f"msg_{k:04d}"
+        if k == turns - 1:
+            body["content"], body["stop_reason"] = [{"type": "text", "text": "done"}], "end_turn"
+        exchanges.append(
+            {"request": request | {"messages": list(messages)}, "response": {"status": 200, "body": body}}
+        )
+        answered = json.loads(json.dumps(results).replace("toolu_01", f"toolu_{k:04d}"))
+        messages += [{"role": "assistant", "content": body["content"]}, answered]
+    return {"exchanges": exchanges}
+
+
+def long_conversation(turns: int = 100, last: int = 10, reps: int = 5) -> dict:
+    """CPU µs the server spends on a student's request (parse, judge, reply; no HTTP) in the last `last`
+    turns of a `turns`-turn conversation: each judged on what it adds to the student's last request, as
+    the server does, and each judged whole (the request's size not given: nothing kept), alternately."""
+    import io
+
+    from workbook.classroom.server import parse_json
+    from workbook.classroom.students import Classroom
+
+    fixture = long_fixture(turns)
+    bodies = [json.dumps(e["request"], separators=(",", ":")).encode() for e in fixture["exchanges"]]
+    headers = {"anthropic-version": "2023-06-01"}
+    spent = {"remembered": [], "whole": []}
+    for rep in range(reps + 1):  # the first, unmeasured, builds the contract's checks
+        rooms = {way: Classroom({"long": fixture}, out=io.StringIO()) for way in spent}
+        for n, raw in enumerate(bodies):
+            for way, room in rooms.items():  # turn by turn, one way then the other: the same load on both
+                began = time.thread_time()
+                reply = room.answer(
+                    f"s{rep}", parse_json(raw), None, headers, len(raw) if way == "remembered" else None
+                )
+                if rep and n >= turns - last:
+                    spent[way].append(time.thread_time() - began)
+                assert reply.status == 200, reply.body
+    us = {way: statistics.mean(times) * 1e6 for way, times in spent.items()}
+    return {"turns": turns, "bytes": len(bodies[-1]), **us, "ratio": us["whole"] / us["remembered"]}
 
 
 def held_memory(megabytes: int = 4) -> dict:
@@ -503,6 +578,7 @@ def measure(
     root: Path = ROOT,
     pause_reps: int = 3,
     wrk_rounds: int = WRK_ROUNDS,
+    long_turns: int = 100,
 ) -> dict:
     """Every figure of this benchmark: the floors and the server at each class size (the Python
     client, then wrk if installed), storms, stall, 413, a held thread's memory, parse pauses."""
@@ -527,6 +603,7 @@ def measure(
         result["too_large"] = too_large(url)
     result["wrk"] = wrk_levels(students, wrk_rounds, root) if wrk_rounds and shutil.which("wrk") else None
     result["held"] = held_memory()
+    result["long"] = long_conversation(long_turns, last=min(10, long_turns))
     result["pauses"] = parse_pauses(big_mb, pause_reps) if pause_reps else None
     return result
 
@@ -553,14 +630,17 @@ def wrk_report(rows: list | None) -> list[str]:
         return ["wrk: not installed (apt-get install wrk), so not measured"]
     rounds = max((r.get("rounds", WRK_ROUNDS) for r in rows), default=WRK_ROUNDS)
     lines = [f"wrk (median of {rounds} runs of {WRK_SECONDS} s each; keep-alive):"]
-    lines.append("server        students  requests/s  p50 ms   p99 ms  non-2xx  socket errors  / threaded")
+    lines.append(
+        "server        students  requests/s  p50 ms   p99 ms  non-2xx  socket errors  / threaded  CPU µs/req"
+    )
     threaded = {r["students"]: r["per_s"] for r in rows if r["server"] == "threaded"}
     for r in sorted(rows, key=lambda r: (r["students"], r["server"])):
         ratio = r["per_s"] / threaded[r["students"]] if threaded.get(r["students"]) else float("nan")
         lines.append(
             f"{r['server']:<13} {r['students']:>8}  {r['per_s']:>10.0f}  {r['p50']:>6.2f}  {r['p99']:>7.2f}  "
-            f"{r['non_2xx']:>7}  {r['socket_errors']:>13}  {ratio:>10.2f}"
+            f"{r['non_2xx']:>7}  {r['socket_errors']:>13}  {ratio:>10.2f}  {r.get('cpu_us', NAN):>10.0f}"
         )
+    lines.append(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return lines
 
 
@@ -580,6 +660,13 @@ def what_a_class_does(result: dict) -> list[str]:
     )
     t = result["too_large"]
     lines.append(f"headers claiming {t['megabytes']} MB, no body: {t['answer']!r} after {t['ms']:.1f} ms")
+    c = result.get("long")
+    if c:
+        lines.append(
+            f"a request in the last turns of a {c['turns']}-turn conversation ({c['bytes'] // 1024} KB): "
+            f"{c['remembered']:.0f} µs judged on what it adds, {c['whole']:.0f} µs judged whole "
+            f"({c['ratio']:.1f}x)"
+        )
     h = result.get("held")
     if h:
         lines.append(

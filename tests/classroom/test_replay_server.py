@@ -846,7 +846,7 @@ def test_the_load_benchmark_runs_on_tiny_inputs():
     from bench import server_load
 
     result = server_load.measure(
-        requests=8, students=(1, 2), storms=(3,), big_mb=1, pause_reps=0, wrk_rounds=0
+        requests=8, students=(1, 2), storms=(3,), big_mb=1, pause_reps=0, wrk_rounds=0, long_turns=3
     )
     assert [r["students"] for r in result["levels"]] == [1, 2]
     assert all(r["errors"] == 0 and r["statuses"] == [200] and r["requests"] >= 8 for r in result["levels"])
@@ -857,6 +857,8 @@ def test_the_load_benchmark_runs_on_tiny_inputs():
     assert server_load.parse_pause("parse_json", megabytes=1) >= 0
     assert "students  requests  requests/s" in server_load.report(result)
     assert result["wrk"] is None and result["held"]["body_mb"] > 0.9
+    assert result["long"]["turns"] == 3 and result["long"]["remembered"] > 0 and result["long"]["whole"] > 0
+    assert "3-turn conversation" in server_load.report(result)
 
 
 WRK_SAMPLE = """Running 5s test @ http://127.0.0.1:8901
@@ -1318,3 +1320,32 @@ def test_side_requests_and_count_tokens_use_no_turn_and_the_table_marks_them(ser
     assert "side request · count_tokens" in log.getvalue()
     status, _, refused = post(server.url, {"messages": "no"}, path="/v1/messages/count_tokens")
     assert status == 400 and error_message(refused) == "messages: Field required"
+
+
+def test_a_students_last_request_is_remembered_only_while_small_and_let_go_with_the_student():
+    """Each student's next request is judged on what it adds to their last one, which the classroom keeps
+    while it is small (Limits.remembered) and the class's together fit (remembered_all)."""
+    loaded = {"s01_hello_agent": fixtures.load_fixture(S01)}
+    headers = {"anthropic-version": "2023-06-01"}
+    sent = json.dumps(request(TURN1)).encode()
+    room = classroom.Classroom(loaded, out=io.StringIO(), limits=classroom.Limits(remembered_all=len(sent)))
+    for name in ("ann", "bob"):
+        assert room.answer(name, json.loads(sent), None, headers, size=len(sent)).status == 200
+    ann, bob = (room.cursors[(name, "s01_hello_agent")] for name in ("ann", "bob"))
+    assert ann.player.requests.sent.messages == TURN1 and ann.remembered == len(sent)
+    assert bob.player.requests.sent.messages == [] and bob.remembered == 0  # the class's share is ann's
+    assert room.remembered == len(sent)
+    room.forget("ann")
+    assert room.remembered == 0
+    assert room.answer("bob", json.loads(sent), None, headers, size=len(sent)).status == 200
+    assert bob.remembered == room.remembered == len(sent)  # ann's share, let go, is bob's now
+    room.answer("bob", json.loads(sent), None, headers, size=None)  # a size not known: nothing kept
+    assert bob.player.requests.sent.messages == [] and room.remembered == 0
+
+
+def test_the_server_gives_the_classroom_each_bodys_size_so_a_small_one_is_remembered(serve):
+    server, _ = serve()
+    body = json.dumps(request(TURN1)).encode()
+    assert post(server.url, body)[0] == 200
+    cursor = server.classroom.cursors[("alice", "s01_hello_agent")]
+    assert cursor.remembered == len(body) and cursor.player.requests.sent.messages == TURN1

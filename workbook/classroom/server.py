@@ -51,6 +51,7 @@ from workbook.classroom.students import (
     Limits,
     Reply,
     api_error,
+    json_bytes,
     printable,
 )
 from workbook.errors import FixtureError, WorkbookError
@@ -95,7 +96,8 @@ def object_in_python(pairs: list) -> dict:
 def header_dict(request: Request) -> dict[str, str]:
     """The request's headers by lower-cased name, a repeated one joined by ", " (as HTTP reads it)."""
     headers: dict[str, str] = {}
-    for name, value in request.headers.items():
+    for raw_name, raw_value in request.scope["headers"]:  # uvicorn's: names lower-cased, as bytes
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
         headers[name] = value if name not in headers else f"{headers[name]}, {value}"
     return headers
 
@@ -105,7 +107,7 @@ def as_response(reply: Reply) -> Response:
     a client reads go along, never one that frames the reply."""
     headers = {k: str(v) for k, v in reply.headers.items() if k.lower() not in NOT_RESENT}
     if reply.events is None:
-        data = json.dumps(reply.body, ensure_ascii=False).encode()
+        data = reply.data if reply.data is not None else json_bytes(reply.body)
         return Response(data, reply.status, headers, "application/json")
     headers["cache-control"] = "no-cache"
     return StreamingResponse(events(reply.events), reply.status, headers, "text/event-stream; charset=utf-8")
@@ -142,7 +144,7 @@ class ReplayServer:
         caps: AddressCaps | None = None,
     ):
         self.limits, self.caps = limits or Limits(), caps or AddressCaps()
-        self.classroom = Classroom(fixtures, out, self.limits.students)
+        self.classroom = Classroom(fixtures, out, self.limits.students, self.limits)
         # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
         self.socket = socket.create_server((host, port), backlog=1024)
         self.server_address = self.socket.getsockname()
@@ -338,7 +340,7 @@ class ReplayServer:
             )
         if count:
             return self.classroom.count_tokens(student, body, chosen, headers)
-        return self.classroom.answer(student, body, chosen, headers=headers)
+        return self.classroom.answer(student, body, chosen, headers=headers, size=len(raw))
 
     def start_over(self, body: bytearray, headers: dict, student: str) -> Reply:
         return Reply(200, {}, {"reset": student, "fixtures": self.classroom.reset(student)})

@@ -66,6 +66,10 @@ class Limits:
     body_rate: int = 256 * 1024  # bytes per second: a slow classroom Wi-Fi still gets 32 MB through
     write: float = 30.0  # seconds to take one reply, for a student who stopped reading
     linger: float = 2.0  # seconds to drain a refused body before closing, so the client reads the refusal
+    # A student's last request is kept, so that their next is judged on what it adds (a long conversation
+    # stays linear), while its body is at most `remembered` bytes and the class's together `remembered_all`
+    remembered: int = 1024 * 1024
+    remembered_all: int = 32 * 1024 * 1024
 
 
 class Mistake(Exception):
@@ -91,6 +95,7 @@ class Cursor:
     mistakes: int = 0
     sides: int = 0  # side requests (a title, a quota probe, count_tokens): answered, no turn used
     last: str = ""  # the last result, e.g. "200 tool_use" or "400 messages[2]: ..."
+    remembered: int = 0  # bytes of the last request, while its player remembers it (Classroom.remember)
 
     @property
     def served(self) -> int:
@@ -112,7 +117,14 @@ class Reply:
     events: list | None = None
     drop: bool = False
     side: bool = False  # the answer to a side request (player.side_request, count_tokens): no turn used
-    wire: dict | None = field(default=None, repr=False, compare=False)  # connection.py's; never set now
+    data: bytes | None = field(
+        default=None, repr=False, compare=False
+    )  # `body` as JSON (json_bytes), if made
+
+
+def json_bytes(body) -> bytes:
+    """A reply's JSON body as sent: UTF-8, non-ASCII text as it is."""
+    return json.dumps(body, ensure_ascii=False).encode()
 
 
 def api_error(status: int, kind: str, message: str, details: dict | None = None) -> Reply:
@@ -124,17 +136,30 @@ def api_error(status: int, kind: str, message: str, details: dict | None = None)
 class Classroom:
     """Answers each student's request from their own cursor, and logs one line per request."""
 
-    def __init__(self, fixtures: dict[str, dict], out=None, max_students: int = Limits.students):
+    def __init__(
+        self,
+        fixtures: dict[str, dict],
+        out=None,
+        max_students: int = Limits.students,
+        limits: Limits | None = None,
+    ):
         self.fixtures = fixtures  # name -> fixture, in command-line order; the first is the default
         self.cursors: dict[tuple[str, str], Cursor] = {}  # (student, fixture name) -> cursor
         self.desks: dict[str, threading.Lock] = {}  # student -> the lock their own requests take
-        self.lock = threading.Lock()  # guards the two dicts above only, never a check
+        self.lock = threading.Lock()  # guards the two dicts above and `remembered` only, never a check
         self.max_students = max_students
+        self.limits = limits or Limits()
+        self.remembered = 0  # bytes of the last requests the players remember, the class's together
         self.out = out or sys.stdout
         self.flush = self.out.flush  # after each line; the server may flush once per turn of its loop instead
         self.observer = (
             None  # grade.py's hook: observer(student, fixture, turn, body, reply, mistake, headers)
         )
+        # each fixture's recorded replies as a client that does not stream gets them, made once: turn n's
+        # is replies[name][n - 1] (its body encoded, its headers those a client reads)
+        self.replies = {
+            name: [as_json(e["response"]) for e in f["exchanges"]] for name, f in fixtures.items()
+        }
 
     def answer_sent(self, student: str, sent: bytes, chosen: str | None, headers: dict) -> None:
         """Kept for server.py of old, which asks before it parses: no request is answered unread now."""
@@ -144,13 +169,16 @@ class Classroom:
         """Kept for server.py of old, which prepared a fast path here: there is none now."""
         return None
 
-    def answer(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
+    def answer(
+        self, student: str, body, chosen: str | None, headers: dict | None = None, size: int | None = None
+    ) -> Reply:
         """The reply to one request from one student; a mistake becomes a 400 and a log line.
 
         `headers` (lower-cased names): their anthropic-beta can change a rule (the contract's Betas); the
         observer sees them all: the grader reads the SDK's own, such as x-stainless-retry-count, to tell
-        the student's retries from the library's."""
-        betas = contract.Betas.of(headers or {})
+        the student's retries from the library's. `size`: the body's bytes; a small request is
+        remembered so that the student's next is judged on what it adds (None: judged whole, kept not)."""
+        betas = contract.Betas.of(headers) if headers and "anthropic-beta" in headers else contract.NO_BETAS
         try:
             desk = self.desk(student)
         except Mistake as mistake:
@@ -166,12 +194,14 @@ class Classroom:
             try:
                 reply, note = self.serve(name, cursor, body, betas)
             except Mistake as mistake:
+                self.remember(cursor, size)
                 cursor.requests += 1
                 cursor.mistakes += not is_thread_fallback(mistake)  # the SDK then falls back: not an error
                 cursor.last = f"{mistake.status} {mistake}"
                 self.log(student, name, self.turn(name, cursor.served + 1), cursor.last)
                 self.observe(student, name, cursor.served + 1, body, None, mistake, headers)
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
+            self.remember(cursor, size)
             cursor.sides += reply.side
             cursor.requests += not reply.side
             cursor.last = ("side request · " if reply.side else "") + describe(reply)
@@ -201,10 +231,22 @@ class Classroom:
             cursor = self.cursors.get((student, name))
             if cursor is None:
                 player = Player(
-                    self.fixtures[name], Match.CONVERSATION, restartable=True, remembers=False, sides=True
+                    self.fixtures[name], Match.CONVERSATION, restartable=True, sides=True, strangers=True
                 )
                 cursor = self.cursors[(student, name)] = Cursor(player)
             return cursor
+
+    def remember(self, cursor: Cursor, size: int | None) -> None:
+        """Whether the student's player keeps the request it just judged (it did): only while the body
+        is small and the class's remembered requests together fit (Limits.remembered, remembered_all)."""
+        with self.lock:
+            self.remembered -= cursor.remembered
+            keep = size is not None and size <= self.limits.remembered
+            keep = keep and self.remembered + size <= self.limits.remembered_all
+            cursor.remembered = size if keep else 0
+            self.remembered += cursor.remembered
+        if not keep:
+            cursor.player.forget()
 
     def observe(
         self, student: str, name: str, turn: int, body, reply: Reply | None, mistake, headers
@@ -254,7 +296,10 @@ class Classroom:
         note = ("restart · " if played.restarted else "") + (
             f"thread {played.thread} · " if played.thread else ""
         )
-        return recorded_reply(played.response, played.stream), note
+        if played.stream:
+            return recorded_reply(played.response, True), note
+        made = self.replies[name][played.turn - 1]
+        return Reply(made.status, made.headers, made.body, drop=made.drop, data=made.data), note
 
     def count_tokens(self, student: str, body, chosen: str | None, headers: dict | None = None) -> Reply:
         """POST /v1/messages/count_tokens: `{"input_tokens": N}`, N an estimate (a quarter of the
@@ -300,7 +345,7 @@ class Classroom:
         with self.lock:
             self.desks.pop(student, None)
             for key in [key for key in self.cursors if key[0] == student]:
-                del self.cursors[key]
+                self.remembered -= self.cursors.pop(key).remembered
 
     def turn(self, name: str, n: int) -> str:
         return f"turn {n}/{len(self.fixtures[name]['exchanges'])}"
@@ -435,6 +480,14 @@ def recorded_reply(response: dict, stream: bool) -> Reply:
         return Reply(200, headers, message)
     body = response["body"]
     return Reply(200, headers, events=message_to_events(body)) if stream else Reply(200, headers, body)
+
+
+def as_json(response: dict) -> Reply:
+    """A recorded response as a client that does not stream gets it (recorded_reply), its body encoded."""
+    reply = recorded_reply(response, False)
+    if reply.body is not None:
+        reply.data = json_bytes(reply.body)
+    return reply
 
 
 def side_reply(message: dict, stream: bool) -> Reply:

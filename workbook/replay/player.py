@@ -132,8 +132,12 @@ class Player:
     `restartable`: a request holding only the recording's first messages starts it over mid-way (the
     classroom's students run their programs again), unless the recording expects that request next.
     `remembers`: each request is judged on what it adds to the last one (a long replay stays linear);
-    False judges each whole and keeps nothing of it (the classroom: a stranger's last request, up to
-    32 MB, must not stay in the teacher's memory for each of their names).
+    False judges each whole and keeps nothing of it. `forget` lets go of the last one (the classroom
+    keeps a stranger's last request only while it is small: workbook/classroom/students.py).
+    `strangers`: requests parsed afresh from a stranger's JSON, where equal is not the same (1 == 1.0
+    == true, and the SDK's types take only one of them): a remembered request's shape is then judged
+    whole (each message by the SDK's validator), and only the rules on what it adds (the rules read
+    strings and structure alone, which equal messages share).
     `sides`: a client's side request (side_request: a title, a quota probe) is answered by side_message
     and uses no turn (the classroom and the grader: real clients send them); False plays it as a turn.
     """
@@ -143,6 +147,7 @@ class Player:
     restartable: bool = False
     remembers: bool = True
     sides: bool = False
+    strangers: bool = False
     served: int = 0  # exchanges answered; the next request is turn served + 1
     restarts: int = 0  # times it started over: by a first-turn request (restartable), or by `restart`
     threads: Threads = field(default_factory=Threads)  # conversations held for thread requests
@@ -154,7 +159,7 @@ class Player:
 
     def play(self, body, betas: contract.Betas = contract.NO_BETAS) -> Played:
         """The recorded answer to one request (a parsed JSON body; `betas` from its headers)."""
-        requests = self.requests if self.remembers else contract.Requests()
+        requests = self.judge_with(body)
         problems = requests.sent_problems(body, betas)  # the request as sent: its shape, its betas
         if problems:
             raise Refused(self.served + 1, problems)
@@ -184,6 +189,25 @@ class Player:
         kind = thread["type"] if thread else None
         return Played(turn, recorded["response"], body.get("stream") is True, restarted, kind)
 
+    def judge_with(self, body) -> contract.Requests:
+        """What judges `body`: the requests remembered, or none (it is judged whole; see `strangers`)."""
+        if not self.remembers:
+            return contract.Requests()
+        if self.strangers and not self.each_fits(body):
+            self.forget()  # a beta request's messages, or messages the API refuses: judged whole
+        return self.requests
+
+    @staticmethod
+    def each_fits(body) -> bool:
+        """Whether every message of `body` is a message of the SDK's MessageCreateParams: what a
+        remembered request equal to the last is taken to be, without judging it again."""
+        messages = body.get("messages") if isinstance(body, dict) else None
+        return isinstance(messages, list) and all(contract.message_fits("request", m) for m in messages)
+
+    def forget(self) -> None:
+        """Keep nothing of the requests judged so far: the next is judged whole."""
+        self.requests = contract.Requests()
+
     def replayed(self) -> Played:
         """The next recorded request, sent again exactly (the in-process replay knows it by its bytes):
         judged when its fixture loaded, and equal to itself, so it is answered with no more judging."""
@@ -199,7 +223,8 @@ class Player:
         """How the request differs from the recorded one, by the looser of the two matches; None if not."""
         if self.match is None:
             return None
-        return request_diff(recorded["request"], body, self.match.looser(recorded.get("match")))
+        match = self.match if recorded.get("match") is None else self.match.looser(recorded["match"])
+        return request_diff(recorded["request"], body, match)
 
     def starts_over(self, messages: list) -> bool:
         """A first-turn request mid-way starts over, unless the recording expects one next (a retry)."""
