@@ -77,7 +77,6 @@ SLOWEST_FIRST = (  # by each module's summed durations in one plain `pytest --du
     "tests/classroom/test_replay_server.py",
     "tests/steps/test_s05_budget.py",
     "tests/classroom/test_sandbox.py",
-    "tests/authoring/test_command_line.py",
     "tests/classroom/test_grade_report.py",
     "notebooks/s03_errors.ipynb",
 )

@@ -1,31 +1,54 @@
-"""`python -m workbook` lists its commands, and every command's --help fits an 80-column terminal."""
+"""`python -m workbook` lists its commands, and every command's --help fits an 80-column terminal.
+
+Each command's help is printed by cli.main() in this process (one interpreter start with the SDK is
+about 2 s of CPU); one test types the command as a teacher does, `python -m workbook`, and sees the
+same output, exit code included."""
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 from workbook import cli
 
 import pytest
-from conftest import ROOT, offline_env
+from conftest import ROOT, exit_code, offline_env
 
 WIDTH = 80
+WIDE = "200"  # a terminal that claims to be very wide: the help must fit 80 columns whatever $COLUMNS says
 
 
-def run(*argv: str) -> subprocess.CompletedProcess:
-    """`python -m workbook ARGV` as a teacher types it, in a terminal that claims to be very wide: the
-    help must fit 80 columns whatever $COLUMNS says."""
-    env = {**offline_env(), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "workbook", *argv], cwd=ROOT, env=env, capture_output=True, text=True
-    )
+@pytest.fixture
+def run(capsys, monkeypatch):
+    """`python -m workbook ARGV`, as cli.main(ARGV) in this process with $COLUMNS wide: its exit code
+    (a SystemExit, argparse's --help, becomes its code) and what it printed to stdout and stderr."""
+    monkeypatch.setenv("COLUMNS", WIDE)
+
+    def run(*argv: str) -> SimpleNamespace:
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as stop:
+            code = exit_code(stop, sys.stderr)
+        out, err = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return run
 
 
 def widest(text: str) -> tuple[int, str]:
     return max((len(line), line) for line in text.splitlines())
 
 
+def test_the_command_a_teacher_types_prints_what_main_prints_and_exits_0(run):
+    env = {**offline_env(), "COLUMNS": WIDE}
+    done = subprocess.run(
+        [sys.executable, "-m", "workbook"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == run().stdout and done.stderr == ""
+
+
 @pytest.mark.parametrize("argv", [[], ["--help"], ["-h"]], ids=["bare", "--help", "-h"])
-def test_python_m_workbook_lists_every_command_with_exit_0(argv):
+def test_python_m_workbook_lists_every_command_with_exit_0(argv, run):
     done = run(*argv)
     assert done.returncode == 0, done.stderr
     listed = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
@@ -34,7 +57,7 @@ def test_python_m_workbook_lists_every_command_with_exit_0(argv):
 
 
 @pytest.mark.parametrize("command", list(cli.COMMANDS))
-def test_every_commands_help_fits_80_columns_and_exits_0(command):
+def test_every_commands_help_fits_80_columns_and_exits_0(command, run):
     done = run(command, "--help")
     assert done.returncode == 0, done.stderr
     assert command in done.stdout  # its own help, not the list of commands
@@ -42,7 +65,7 @@ def test_every_commands_help_fits_80_columns_and_exits_0(command):
     assert width <= WIDTH, f"{command} --help is {width} columns wide: {line!r}"
 
 
-def test_a_command_that_does_not_exist_is_refused_with_the_list():
+def test_a_command_that_does_not_exist_is_refused_with_the_list(run):
     done = run("serv")
     assert done.returncode == 2
     assert "no command 'serv'" in done.stderr and "  serve " in done.stderr

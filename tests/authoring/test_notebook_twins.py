@@ -248,7 +248,7 @@ def test_a_notebook_without_cell_ids_is_one_line(small_repo, capsys):
 
 FAULTS = (ROOT / "docs" / "faults.md").read_text(encoding="utf-8")
 FAULTS_ZH = (ROOT / "docs" / "faults.zh-CN.md").read_text(encoding="utf-8")
-TEST_REFERENCE = re.compile(r"tests/test_\w+\.py::\w+")
+TEST_REFERENCE = re.compile(r"tests/(?:\w+/)*test_\w+\.py::\w+")  # tests/<area>/test_x.py::test_y
 
 
 def table_rows(text: str) -> list[str]:
@@ -264,6 +264,7 @@ def test_every_fault_row_has_a_chinese_row_naming_the_same_tests(row):
 
 def test_the_chinese_fault_table_has_no_row_the_english_lacks():
     english = [set(TEST_REFERENCE.findall(row)) for row in table_rows(FAULTS)]
+    assert english, "no row of docs/faults.md names a test: does TEST_REFERENCE still match their paths?"
     extra = [row for row in table_rows(FAULTS_ZH) if set(TEST_REFERENCE.findall(row)) not in english]
     assert not extra, (
         f"docs/faults.zh-CN.md: rows for faults docs/faults.md no longer lists: {extra[0][:100]}"

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from workbook import cli
 from workbook.api import compare, contract
 from workbook.api.wire import recorded_message
 from workbook.classroom import grade
@@ -41,35 +42,17 @@ def test_a_javascript_loop_with_fetch_climbs_to_the_parallel_rung_and_stops_at_t
     assert code == 1
 
 
-def test_the_classic_bug_fails_rung_one_naming_the_missing_assistant_turn(tmp_path):
-    """Through the real command line, from the repo root: stdout is one JSON object, the exit code 1.
-    The buggy loop is plain_loop.py without its one line that appends the assistant's reply."""
+def test_the_classic_bug_fails_rung_one_naming_the_missing_assistant_turn(tmp_path, capsys):
+    """The buggy loop is plain_loop.py without its one line that appends the assistant's reply. (The
+    real command line, one JSON object on stdout and exit code 1, is the tampering test's, below.)"""
     plain = (LOOPS / "plain_loop.py").read_text()
     append = '        messages.append({"role": "assistant", "content": response.content})\n'
     assert plain.count(append) == 1
     buggy = tmp_path / "forgets_reply.py"
     buggy.write_text(plain.replace(append, ""))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "workbook",
-            "grade",
-            "--json",
-            "--only",
-            "loop",
-            "--",
-            sys.executable,
-            str(buggy),
-        ],
-        cwd=ROOT,
-        env=offline_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 1, done.stderr
-    [row] = json.loads(done.stdout)["rungs"]
+    code, rows = graded(capsys, "--only", "loop", "--", sys.executable, str(buggy))
+    assert code == 1
+    [row] = rows.values()
     assert row["name"] == "loop" and row["passed"] is False
     assert row["reason"].startswith(  # the server's words: the API's own
         "turn 2: messages.1.content.0: unexpected `tool_use_id` found in `tool_result` blocks"
@@ -257,17 +240,12 @@ def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
     assert out == "" and err.startswith("error: ") and says in err and err.count("\n") == 1
 
 
-def test_the_command_line_says_what_is_wrong_without_a_traceback():
-    done = subprocess.run(
-        [sys.executable, "-m", "workbook", "grade", "--", "no-such-program-here"],
-        cwd=ROOT,
-        env=offline_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
-    assert done.stderr.count("\n") == 1 and "command not found" in done.stderr
+def test_the_command_line_says_what_is_wrong_without_a_traceback(capsys):
+    """`python -m workbook grade` as cli.main() runs it (the tampering test below starts the real one)."""
+    assert cli.main(["grade", "--", "no-such-program-here"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    assert err.count("\n") == 1 and "command not found" in err
 
 
 def test_a_program_without_its_execute_bit_is_one_line_and_exit_2(tmp_path, capsys):

@@ -9,12 +9,10 @@ the model's own text may be wider, and rich wraps even that.
 import ast
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import pytest
-from conftest import ROOT, STEPS, main_in_process, offline_env
+from conftest import ROOT, STEPS, main_in_process
 from rich.cells import cell_len
 
 COLUMNS = 80
@@ -114,16 +112,15 @@ def test_an_abridged_fixture_says_so_in_its_banner(outputs):
     assert "(scripted)" in banner and "abridged" in banner
 
 
-def test_the_offline_resume_hint_works_as_printed_and_the_live_one_names_the_key(outputs):
+def test_the_offline_resume_hint_works_as_printed_and_the_live_one_names_the_key(outputs, run_main):
     text = outputs["s05_budget", "run"]
     hint = text.split("continue it offline", 1)[1]
     command = hint.split("\n", 1)[1].split("\nor live")[0].replace("\\\n", " ").split()
     assert command[:3] == ["python", "s05_budget.py", "--resume"] and command[3].endswith("conversation.json")
     assert "set ANTHROPIC_API_KEY first" in hint
-    env = offline_env() | {"COLUMNS": str(COLUMNS)}
-    done = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "resuming 6 saved messages" in done.stdout
+    code, out = run_main("s05_budget", *command[2:], COLUMNS=str(COLUMNS))  # `python s05_budget.py ...`
+    assert code == 0, out
+    assert "resuming 6 saved messages" in out
 
 
 # -- what the student is shown is what was sent: the model's input, and every word of an error -------

@@ -4,8 +4,10 @@ that keeps going whatever the model sends (replayed, and live over real HTTP aga
 import copy
 import io
 import json
+import os
 import subprocess
 from datetime import date
+from pathlib import Path
 
 from workbook import environment, errors, scratch, step_cli
 from workbook.replay import fixtures
@@ -466,6 +468,29 @@ def test_a_replay_with_no_gate_refusals_recorded_replays_under_any_permission(ru
     assert code == 0 and "permission all" in out, out
 
 
+def descendants(pid: int) -> list[bytes]:
+    """The command line (its words joined by spaces) of every process below `pid`: each thread's
+    children, as Linux lists them in /proc/PID/task/TID/children, and theirs. A few small reads where
+    `pgrep -f` scans every process on the machine, some fifty times while a step starts."""
+    if not Path(f"/proc/self/task/{os.getpid()}/children").exists():  # a kernel without the lists
+        listed = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
+        return [line.encode() for line in listed.splitlines()]  # every process's: a superset
+    found, below = [], [pid]
+    while below:
+        for listed in Path(f"/proc/{below.pop()}/task").glob("*/children"):
+            try:
+                kids = listed.read_text().split()
+            except OSError:
+                continue  # the thread, or the process, ended while we looked
+            for kid in kids:
+                try:
+                    found.append(Path(f"/proc/{kid}/cmdline").read_bytes().replace(b"\0", b" "))
+                except OSError:
+                    continue
+                below.append(int(kid))
+    return found
+
+
 @pytest.mark.parametrize("step_name", ["s02_tools", "s04_parallel"])
 def test_ctrl_c_while_a_command_runs_ends_it_and_everything_it_started(step_name, tmp_path):
     """From s02 on a command has a process group of its own, which the terminal's Ctrl-C does not
@@ -493,7 +518,7 @@ def test_ctrl_c_while_a_command_runs_ends_it_and_everything_it_started(step_name
             argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         deadline = time.monotonic() + 120  # a safety net only: the test waits on the sleeps starting
-        while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode != 0:
+        while not any(marker.encode() in command for command in descendants(proc.pid)):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)

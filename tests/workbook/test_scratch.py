@@ -2,7 +2,7 @@
 
 import os
 import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
 from workbook import errors, scratch
@@ -124,9 +124,10 @@ def test_a_cached_file_another_user_owns_is_not_read(tmp_path):
         scratch.read_private(theirs)
 
 
-def test_a_relative_tmpdir_puts_no_scratch_root_in_the_current_folder(tmp_path):
-    code = "from workbook import scratch; print(scratch.scratch_root())"
-    env = {**os.environ, "TMPDIR": "relative-tmp", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("/tmp/") and not (tmp_path / "relative-tmp").exists()
+def test_a_relative_tmpdir_puts_no_scratch_root_in_the_current_folder(tmp_path, monkeypatch):
+    """As in a process started with TMPDIR=relative-tmp: tempfile has not yet chosen its folder."""
+    monkeypatch.setenv("TMPDIR", "relative-tmp")
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setattr(scratch, "_PRIVATE_ROOT", None)  # none made yet, as in a new process
+    monkeypatch.chdir(tmp_path)
+    assert str(scratch.scratch_root()).startswith("/tmp/") and not (tmp_path / "relative-tmp").exists()
