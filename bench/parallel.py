@@ -6,7 +6,7 @@ seconds, so each call costs the same and the speedup is pure scheduling.
 
 - serial:   the step's per-call function (`execute(block, workspace)`, from s02) on each block in turn;
 - parallel: the step's runner for a whole turn's blocks, the first of RUNNER_NAMES that exists,
-            called as CALL_RUNNER(runner, blocks, workspace).
+            called as CALL_RUNNER(runner, blocks, workspace, module).
 
 s04 is written by another engineer: if its names or signature differ, adjust RUNNER_NAMES or
 CALL_RUNNER here (one line). Goal: speedup >= 0.9 * N.
@@ -31,8 +31,8 @@ LATENCY = 0.05  # seconds per read call
 SIZES = (2, 4, 8)
 
 
-def CALL_RUNNER(runner, blocks, workspace):  # noqa: N802 — a setting, spelled like the constants
-    return runner(blocks, workspace)
+def CALL_RUNNER(runner, blocks, workspace, module):  # noqa: N802 — a setting, spelled like the constants
+    return runner(blocks, module.Settings(workspace))  # s04's run_tools(calls, settings)
 
 
 def CALL_ONE(module, block, workspace):  # noqa: N802
@@ -107,7 +107,7 @@ def measure(reps: int = 5, sizes=SIZES, latency: float = LATENCY, module=None) -
                     CALL_ONE(module, block, workspace)
                 serial.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                CALL_RUNNER(runner, blocks, workspace)
+                CALL_RUNNER(runner, blocks, workspace, module)
                 parallel.append(time.perf_counter() - start)
             s, p = median(serial), median(parallel)
             rows.append({"n": n, "serial": s, "parallel": p, "speedup": s / p, "goal": 0.9 * n})
