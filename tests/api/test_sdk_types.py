@@ -80,3 +80,51 @@ def test_the_checks_are_built_in_process_and_write_nothing(tmp_path):
 def test_the_checks_come_from_the_installed_sdks_types():
     assert set(sdk_types.TYPES) == {"request", "beta_request", "message", "error", "event"}
     assert all(module.startswith("anthropic.types") for module, _, _ in sdk_types.TYPES.values())
+
+
+def test_the_committed_schemas_are_what_the_installed_sdk_gives():
+    # workbook/api/sdk_schemas/ is generated source: stale after an SDK or pydantic upgrade until rewritten.
+    # Asked in a fresh process, as the generator writes them (sdk_types.committed_differences says why).
+    command = [sys.executable, "-m", "workbook.api.sdk_types", "--check"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # names the command that rewrites them
+
+
+def test_a_stale_committed_schema_is_named(tmp_path):
+    for name, text in sdk_types.sources().items():
+        (tmp_path / name).write_text(text.replace("'forbid'", "'allow'") if name == "request.py" else text)
+    assert sdk_types.committed_differences(tmp_path) == [
+        f"request.py is not what {sdk_types.installed()} gives"
+    ]
+
+
+def test_the_committed_schemas_are_plain_data_naming_their_classes_for_import():
+    import ast
+
+    for path in sorted((ROOT / "workbook/api/sdk_schemas").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        assignments = [node for node in tree.body if not isinstance(node, ast.Expr)]  # the docstring
+        assert [type(node) for node in assignments] == [ast.Assign], path.name
+        assert ast.literal_eval(assignments[0].value), path.name  # a literal: no call, no name, no code
+    names = {"typing:Sequence", "typing:IO", "os:PathLike", "workbook.api.sdk_types:_type_or_none"}
+    assert names <= set(str(sdk_types.portable(sdk_types._tightened("request"))).split("'"))
+
+
+def test_another_installed_sdk_gets_checks_built_from_its_own_types(monkeypatch):
+    cached = (sdk_types._checked, sdk_types.validator, sdk_types.message_validator)
+    monkeypatch.setattr(sdk_types, "installed", lambda: {"anthropic": "2.99.0"})
+    for function in cached:
+        function.cache_clear()
+    try:
+        assert sdk_types._checked("request") is sdk_types._tightened("request")
+        assert not contract.fits("request", request(result({"a": 1})))
+        assert not contract.message_fits("request", {"role": "user", "content": [TEXT | {"foo": 1}]})
+        assert contract.fits("request", request(TEXT))
+    finally:
+        for function in cached:
+            function.cache_clear()
+
+
+def test_the_generator_says_how_to_run_it(capsys):
+    assert sdk_types.main([]) == 2
+    assert sdk_types.COMMAND in capsys.readouterr().err
