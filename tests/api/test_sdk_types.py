@@ -1,6 +1,7 @@
 """The SDK's types as checks, built in this process: as strict as the API, closed where it is closed,
 and nothing written, cached or run from anywhere but the SDK itself."""
 
+import re
 import subprocess
 import sys
 
@@ -92,22 +93,27 @@ def test_the_committed_schemas_are_what_the_installed_sdk_gives():
 
 def test_a_stale_committed_schema_is_named(tmp_path):
     for name, text in sdk_types.sources().items():
-        (tmp_path / name).write_text(text.replace("'forbid'", "'allow'") if name == "request.py" else text)
+        (tmp_path / name).write_text(text.replace('"forbid"', '"allow"') if name == "request.json" else text)
     assert sdk_types.committed_differences(tmp_path) == [
-        f"request.py is not what {sdk_types.installed()} gives"
+        f"request.json is not what {sdk_types.installed()} gives"
     ]
 
 
-def test_the_committed_schemas_are_plain_data_naming_their_classes_for_import():
-    import ast
+def test_the_committed_schemas_are_data_naming_their_few_classes_for_import():
+    import json
 
-    for path in sorted((ROOT / "workbook/api/sdk_schemas").glob("*.py")):
-        tree = ast.parse(path.read_text())
-        assignments = [node for node in tree.body if not isinstance(node, ast.Expr)]  # the docstring
-        assert [type(node) for node in assignments] == [ast.Assign], path.name
-        assert ast.literal_eval(assignments[0].value), path.name  # a literal: no call, no name, no code
-    names = {"typing:Sequence", "typing:IO", "os:PathLike", "workbook.api.sdk_types:_type_or_none"}
-    assert names <= set(str(sdk_types.portable(sdk_types._tightened("request"))).split("'"))
+    files = sorted(sdk_types.SCHEMAS.glob("*.json"))
+    assert [path.stem for path in files] == sorted(sdk_types.TYPES)
+    committed = {path.stem: json.loads(path.read_text()) for path in files}
+    assert all(set(c) == {"note", "generated_from", "schema"} for c in committed.values())
+    imports = set(re.findall(r'\{"import": "([^"]+)"\}', (sdk_types.SCHEMAS / "request.json").read_text()))
+    assert imports == {
+        "typing:Sequence",
+        "typing:IO",
+        "os:PathLike",
+        "pydantic._internal._validators:sequence_validator",
+        "workbook.api.sdk_types:_type_or_none",
+    }
 
 
 def test_another_installed_sdk_gets_checks_built_from_its_own_types(monkeypatch):
@@ -128,3 +134,52 @@ def test_another_installed_sdk_gets_checks_built_from_its_own_types(monkeypatch)
 def test_the_generator_says_how_to_run_it(capsys):
     assert sdk_types.main([]) == 2
     assert sdk_types.COMMAND in capsys.readouterr().err
+
+
+def test_the_committed_checks_judge_as_the_ones_built_in_process():
+    # The committed form keeps only what validate_python reads (sdk_types' docstring): every fixture's
+    # requests and responses, and each with a field swapped for a wrong kind or an unknown one added,
+    # get the same verdict from both.
+    import json
+
+    import pydantic_core
+
+    found = {name: [] for name in sdk_types.TYPES}
+
+    def collect(node):
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if "messages" in node and "model" in node:
+                found["request"].append(node), found["beta_request"].append(node)
+            elif kind in ("message", "error"):
+                found[kind].append(node)
+            elif isinstance(kind, str) and kind.startswith(("message_", "content_block_")):
+                found["event"].append(node)
+            for value in node.values():
+                collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+
+    for path in sorted((ROOT / "fixtures").glob("*.json")):
+        collect(json.loads(path.read_text()))
+
+    def variants(value):
+        yield value
+        for key in value if isinstance(value, dict) else ():
+            for wrong in ({"a": 1}, "5", 5, None, [{"a": 1}]):
+                yield value | {key: wrong}
+            yield value | {"unknown": 1}
+            if isinstance(value[key], list) and value[key]:
+                for item in variants(value[key][0]):
+                    yield value | {key: [item]}
+
+    verdicts = []
+    for name, values in found.items():
+        committed = sdk_types.validator(name)
+        built = pydantic_core.SchemaValidator(sdk_types._tightened(name))
+        for value in {json.dumps(v, sort_keys=True): v for v in values}.values():
+            for variant in variants(value):
+                verdicts.append(contract._valid(committed, variant))
+                assert verdicts[-1] == contract._valid(built, variant), (name, variant)
+    assert verdicts.count(True) > 1_000 and verdicts.count(False) > 10_000
