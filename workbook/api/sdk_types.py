@@ -85,10 +85,8 @@ def message_validator(name: str):
 @functools.cache
 def _checked(name: str) -> dict:
     """The tightened schema of `name`: the committed one if generated from what is installed, else built."""
-    committed = json.loads((SCHEMAS / f"{name}.json").read_text(encoding="utf-8"))
-    if committed["generated_from"] == installed():
-        return _resolved(committed["schema"])
-    return _tightened(name)
+    committed = json.loads((SCHEMAS / f"{name}.json").read_text(encoding="utf-8"), object_hook=_imported)
+    return committed["schema"] if committed["generated_from"] == installed() else _tightened(name)
 
 
 def installed() -> dict:
@@ -329,18 +327,14 @@ def portable(schema):
     return walk(schema)
 
 
-def _resolved(node):
-    """A committed schema with each {"import": "module:qualname"} looked up: the object it names."""
-    if isinstance(node, dict):
-        if len(node) == 1 and IMPORT in node:
-            found = _lookup(node[IMPORT])
-            if found is None:
-                raise ImportError(f"{node[IMPORT]} (a committed schema names it): run `{COMMAND}`")
-            return found
-        return {key: _resolved(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_resolved(value) for value in node]
-    return node
+def _imported(node: dict):
+    """json.loads' object_hook for a committed schema: an {"import": "module:qualname"} as what it names."""
+    if len(node) != 1 or IMPORT not in node:
+        return node
+    found = _lookup(node[IMPORT])
+    if found is None:
+        raise ImportError(f"{node[IMPORT]} (a committed schema names it): run `{COMMAND}`")
+    return found
 
 
 def _lookup(name: str):
