@@ -58,10 +58,13 @@ def commands(names: list[str] | None = None) -> dict[str, list[str]]:
     return out
 
 
-def measure(reps: int = 7, names: list[str] | None = None) -> dict:
-    """Each step's replay against its bare loop, interleaved: CPU best and median of each, their ratios."""
+def measure(reps: int = 7, names: list[str] | None = None, other: str | None = None) -> dict:
+    """Each step's replay against its bare loop, interleaved: CPU best and median of each, their ratios.
+    With `other` (another checkout's root), that checkout's step too, in the same rounds: its figures
+    under "other"."""
     names = names or steps()
-    raw = interleaved(commands(names), reps, offline_env(), alternate=True)
+    others = {f"{n} other": [sys.executable, os.path.join(other, f"{n}.py")] for n in names} if other else {}
+    raw = interleaved(commands(names) | others, reps, offline_env(), alternate=True)
     out = {}
     for name in names:
         step, floor = raw[name], raw[f"{name} floor"]
@@ -84,6 +87,15 @@ def measure(reps: int = 7, names: list[str] | None = None) -> dict:
             "command": shown(commands([name])[name]),
             "floor_command": shown(commands([name])[f"{name} floor"]),
         }
+        if other:
+            before = raw[f"{name} other"]
+            out[name]["other"] = {
+                "cpu": min(before["cpu"]),
+                "cpu_median": median(before["cpu"]),
+                "ratio": min(before["cpu"]) / min(floor["cpu"]),
+                "ratio_median": median(before["cpu"]) / median(floor["cpu"]),
+                "error": f"exit {before['rc']}: {before['error']}" if before["rc"] else "",
+            }
     return out
 
 
