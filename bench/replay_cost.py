@@ -77,6 +77,7 @@ def measure(reps: int = 7, names: list[str] | None = None, other: str | None = N
             "floor_cpu_median": floor_mid,
             "ratio": best / floor_best,
             "ratio_median": mid / floor_mid,
+            "ratio_paired": median([a / b for a, b in zip(step["cpu"], floor["cpu"])]),  # round by round
             "wall": median(step["wall"]),
             "floor_wall": median(floor["wall"]),
             "error": "; ".join(
@@ -94,6 +95,7 @@ def measure(reps: int = 7, names: list[str] | None = None, other: str | None = N
                 "cpu_median": median(before["cpu"]),
                 "ratio": min(before["cpu"]) / min(floor["cpu"]),
                 "ratio_median": median(before["cpu"]) / median(floor["cpu"]),
+                "ratio_paired": median([a / b for a, b in zip(before["cpu"], floor["cpu"])]),
                 "error": f"exit {before['rc']}: {before['error']}" if before["rc"] else "",
             }
     return out
