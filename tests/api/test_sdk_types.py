@@ -1,5 +1,6 @@
-"""The SDK's types as checks, built in this process: as strict as the API, closed where it is closed,
-and nothing written, cached or run from anywhere but the SDK itself."""
+"""The SDK's types as checks: as strict as the API, closed where it is closed; made from the schemas
+committed in workbook/api/sdk_schemas/ when they are what the installed SDK gives, else built in this
+process; nothing written or cached at run time, nothing run but the SDK's and pydantic's own code."""
 
 import re
 import subprocess
@@ -7,6 +8,7 @@ import sys
 
 from workbook.api import contract, sdk_types
 
+import pytest
 from conftest import ROOT
 
 TEXT = {"type": "text", "text": "hi"}
@@ -183,3 +185,19 @@ def test_the_committed_checks_judge_as_the_ones_built_in_process():
                 verdicts.append(contract._valid(committed, variant))
                 assert verdicts[-1] == contract._valid(built, variant), (name, variant)
     assert verdicts.count(True) > 1_000 and verdicts.count(False) > 10_000
+
+
+def test_a_name_the_installed_pydantic_lacks_is_only_an_error_for_the_versions_it_was_generated_from(
+    tmp_path, monkeypatch
+):
+    text = (sdk_types.SCHEMAS / "request.json").read_text().replace("sequence_validator", "gone_validator")
+    (tmp_path / "request.json").write_text(text)
+    monkeypatch.setattr(sdk_types, "SCHEMAS", tmp_path)
+    sdk_types._checked.cache_clear()
+    try:
+        with pytest.raises(ImportError, match="gone_validator.*--write"):
+            sdk_types._checked("request")
+        monkeypatch.setattr(sdk_types, "installed", lambda: {"anthropic": "2.99.0"})
+        assert sdk_types._checked("request") is sdk_types._tightened("request")  # built: the name unread
+    finally:
+        sdk_types._checked.cache_clear()

@@ -85,8 +85,14 @@ def message_validator(name: str):
 @functools.cache
 def _checked(name: str) -> dict:
     """The tightened schema of `name`: the committed one if generated from what is installed, else built."""
-    committed = json.loads((SCHEMAS / f"{name}.json").read_text(encoding="utf-8"), object_hook=_imported)
-    return committed["schema"] if committed["generated_from"] == installed() else _tightened(name)
+    missing: list = []  # import names not found: only an error if the versions are those installed
+    text = (SCHEMAS / f"{name}.json").read_text(encoding="utf-8")
+    committed = json.loads(text, object_hook=functools.partial(_imported, missing=missing))
+    if committed["generated_from"] != installed():
+        return _tightened(name)
+    if missing:
+        raise ImportError(f"{', '.join(missing)} (named by {name}.json): run `{COMMAND}`")
+    return committed["schema"]
 
 
 def installed() -> dict:
@@ -327,14 +333,15 @@ def portable(schema):
     return walk(schema)
 
 
-def _imported(node: dict):
-    """json.loads' object_hook for a committed schema: an {"import": "module:qualname"} as what it names."""
+def _imported(node: dict, missing: list):
+    """json.loads' object_hook for a committed schema: an {"import": "module:qualname"} as what it names
+    (left as it is, and its name added to `missing`, when there is no such thing)."""
     if len(node) != 1 or IMPORT not in node:
         return node
     found = _lookup(node[IMPORT])
     if found is None:
-        raise ImportError(f"{node[IMPORT]} (a committed schema names it): run `{COMMAND}`")
-    return found
+        missing.append(node[IMPORT])
+    return node if found is None else found
 
 
 def _lookup(name: str):
