@@ -245,20 +245,23 @@ def replay_overhead(done: dict, short: int, turns: int, rep: int) -> float:
 def report(result: dict) -> list[str]:
     n, s = result["turns"], result["short"]
     runs = result["runs"]
+    # Issue 36's goals: at most 2 ms per extra turn up to 1,000 turns; a 1,000-turn replay peaks at
+    # no more than 400 MB. The fixture's growth has no goal of its own: shown for what it costs.
     return [
         f"recording s06, {s} vs {n} turns (CPU per extra turn, whole child process):",
         f"  s06 --record      {result['record_ms']:7.2f} ms   bare SDK loop"
         f" {result['record_floor_ms']:7.2f} ms"
-        f"   ratio {result['record_ratio']:.2f}x (goal <= 1.5x)",
-        f"  fixture size      {runs[s]['bytes']:,} B -> {runs[n]['bytes']:,} B: {result['size_ratio']:.1f}x"
-        " (goal <= 20x)",
+        f"   {result['record_ms'] - result['record_floor_ms']:.2f} ms over it, {result['record_ratio']:.2f}x"
+        " (goal <= 2 ms per extra turn)",
+        f"  fixture size      {runs[s]['bytes']:,} B -> {runs[n]['bytes']:,} B: {result['size_ratio']:.1f}x",
         f"  replay            {result['replay_ms']:7.2f} ms   SDK floor {result['replay_floor_ms']:7.2f} ms"
         f"   (best of each: {result['replay_overhead_best_of_ms']:.2f} ms apart)",
-        f"  replay overhead   {result['replay_overhead_ms']:7.2f} ms (goal <= 2 ms): the median of"
-        " the rounds, each its replay against the floor run beside it: "
+        f"  replay overhead   {result['replay_overhead_ms']:7.2f} ms (goal <= 2 ms per extra turn):"
+        " the median of the rounds, each its replay against the floor run beside it: "
         + ", ".join(f"{ms:.2f}" for ms in result["replay_overhead_paired_ms"])
         + " ms",
-        f"  replay peak RSS   {result['replay_peak_mb']:.0f} MB (goal <= 400 MB; an upper bound)",
+        f"  replay peak RSS   {result['replay_peak_mb']:.0f} MB"
+        " (goal <= 400 MB at 1,000 turns; an upper bound)",
     ]
 
 

@@ -58,10 +58,13 @@ def commands(names: list[str] | None = None) -> dict[str, list[str]]:
     return out
 
 
-def measure(reps: int = 7, names: list[str] | None = None) -> dict:
-    """Each step's replay against its bare loop, interleaved: CPU best and median of each, their ratios."""
+def measure(reps: int = 7, names: list[str] | None = None, other: str | None = None) -> dict:
+    """Each step's replay against its bare loop, interleaved: CPU best and median of each, their ratios.
+    With `other` (another checkout's root), that checkout's step too, in the same rounds: its figures
+    under "other"."""
     names = names or steps()
-    raw = interleaved(commands(names), reps, offline_env(), alternate=True)
+    others = {f"{n} other": [sys.executable, os.path.join(other, f"{n}.py")] for n in names} if other else {}
+    raw = interleaved(commands(names) | others, reps, offline_env(), alternate=True)
     out = {}
     for name in names:
         step, floor = raw[name], raw[f"{name} floor"]
@@ -74,6 +77,7 @@ def measure(reps: int = 7, names: list[str] | None = None) -> dict:
             "floor_cpu_median": floor_mid,
             "ratio": best / floor_best,
             "ratio_median": mid / floor_mid,
+            "ratio_paired": median([a / b for a, b in zip(step["cpu"], floor["cpu"])]),  # round by round
             "wall": median(step["wall"]),
             "floor_wall": median(floor["wall"]),
             "error": "; ".join(
@@ -84,6 +88,16 @@ def measure(reps: int = 7, names: list[str] | None = None) -> dict:
             "command": shown(commands([name])[name]),
             "floor_command": shown(commands([name])[f"{name} floor"]),
         }
+        if other:
+            before = raw[f"{name} other"]
+            out[name]["other"] = {
+                "cpu": min(before["cpu"]),
+                "cpu_median": median(before["cpu"]),
+                "ratio": min(before["cpu"]) / min(floor["cpu"]),
+                "ratio_median": median(before["cpu"]) / median(floor["cpu"]),
+                "ratio_paired": median([a / b for a, b in zip(before["cpu"], floor["cpu"])]),
+                "error": f"exit {before['rc']}: {before['error']}" if before["rc"] else "",
+            }
     return out
 
 

@@ -307,3 +307,17 @@ def test_busy_processes_spin_while_held_and_are_killed_after():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_measure_can_time_another_checkouts_step_in_the_same_rounds(monkeypatch):
+    timed = []
+
+    def time_process(argv, env):
+        timed.append(argv[1])
+        return 0.0, 2.0 if "other" in argv[1] else 1.0, 0, ""
+
+    monkeypatch.setattr(common, "time_process", time_process)
+    monkeypatch.setattr(replay_cost, "interleaved", common.interleaved)
+    result = replay_cost.measure(2, ["s01_agent_loop"], other="/other")["s01_agent_loop"]
+    assert "/other/s01_agent_loop.py" in timed and timed.count("/other/s01_agent_loop.py") == 2
+    assert result["other"]["ratio"] == 2.0 and result["ratio"] == 1.0
