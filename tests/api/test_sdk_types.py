@@ -201,3 +201,22 @@ def test_a_name_the_installed_pydantic_lacks_is_only_an_error_for_the_versions_i
         assert sdk_types._checked("request") is sdk_types._tightened("request")  # built: the name unread
     finally:
         sdk_types._checked.cache_clear()
+
+
+def test_a_committed_schema_cannot_make_the_workbook_import_a_module_it_does_not_list(tmp_path, monkeypatch):
+    """The files are data: a name outside sdk_types.IMPORTABLE (an edited or planted file) is never
+    imported, only reported, as a missing one is."""
+    planted = tmp_path / "planted_module_for_sdk_types.py"
+    planted.write_text("raise SystemExit('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = (sdk_types.SCHEMAS / "request.json").read_text()
+    text = text.replace("typing:IO", "planted_module_for_sdk_types:anything", 1)
+    (tmp_path / "request.json").write_text(text)
+    monkeypatch.setattr(sdk_types, "SCHEMAS", tmp_path)
+    sdk_types._checked.cache_clear()
+    try:
+        with pytest.raises(ImportError, match="planted_module_for_sdk_types:anything.*--write"):
+            sdk_types._checked("request")
+        assert "planted_module_for_sdk_types" not in sys.modules
+    finally:
+        sdk_types._checked.cache_clear()

@@ -61,6 +61,17 @@ SCHEMAS = Path(__file__).with_name("sdk_schemas")  # the committed schemas: SCHE
 COMMAND = "python -m workbook.api.sdk_types --write"
 UNREAD = ("metadata", "serialization")  # read by pydantic's JSON schema and serializer, never by a validator
 IMPORT = "import"  # {"import": "module:qualname"}: a class or function in a committed schema
+# The only names a committed schema may import: anything else in a file is never imported, as if
+# missing (a new SDK that needs another name fails `--write`, which says to add it here, on review).
+IMPORTABLE = frozenset(
+    {
+        "os:PathLike",
+        "typing:IO",
+        "typing:Sequence",
+        "pydantic._internal._validators:sequence_validator",
+        "workbook.api.sdk_types:_type_or_none",
+    }
+)
 
 
 @functools.cache
@@ -326,6 +337,8 @@ def portable(schema):
         if node is None or isinstance(node, str | bool | int | float):
             return node
         name = f"{getattr(node, '__module__', '?')}:{getattr(node, '__qualname__', '?')}"
+        if name not in IMPORTABLE:
+            raise ValueError(f"{name} in a schema is not in sdk_types.IMPORTABLE: add it there, after review")
         if _lookup(name) is not node:
             raise ValueError(f"{node!r} in a schema cannot be named for import")
         return {IMPORT: name}
@@ -345,6 +358,8 @@ def _imported(node: dict, missing: list):
 
 
 def _lookup(name: str):
+    if name not in IMPORTABLE:
+        return None
     module, _, qualname = name.partition(":")
     try:
         found = importlib.import_module(module)
