@@ -125,11 +125,13 @@ class Group:
 
     def end(self) -> None:
         """Kill the command's whole group, then every process that carries this call's mark (what left
-        the group: setsid, a double fork); reap the command. Safe to call more than once."""
-        if self.leader is None:
-            return
-        with suppress(ProcessLookupError, PermissionError, AttributeError):
-            os.killpg(self.leader.pid, signal.SIGKILL)
+        the group: setsid, a double fork); reap the command. Safe to call more than once.
+
+        A Ctrl-C can land after the command started and before `started` heard of it: then the mark
+        alone finds it, the shell and whatever it began."""
+        if self.leader is not None:
+            with suppress(ProcessLookupError, PermissionError, AttributeError):
+                os.killpg(self.leader.pid, signal.SIGKILL)
         for _ in range(10):  # one may fork while we look: look again until none is left
             marked = self.marked()
             if not marked:
@@ -137,16 +139,18 @@ class Group:
             for pid in marked:
                 with suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-        if self.leader.poll() is None:
+        if self.leader is not None and self.leader.poll() is None:
             self.leader.kill()
             self.leader.wait()
 
     def marked(self) -> list[int]:
-        """The live processes started after the command (a higher pid) whose environment has our mark."""
+        """The live processes started after the command (a higher pid; any, if it is not known yet)
+        whose environment has our mark."""
         needle = f"{MARK}={self.mark}".encode()
+        after = self.leader.pid if self.leader is not None else 0
         found = []
         try:
-            entries = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) > self.leader.pid]
+            entries = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) > after]
         except OSError:
             return found
         for pid in entries:

@@ -92,6 +92,23 @@ def test_a_ctrl_c_ends_the_command_and_all_it_started(marker, tmp_path, monkeypa
     assert waits and all_ended(f"sleep\0{marker}")
 
 
+def test_a_ctrl_c_before_the_group_heard_of_the_command_still_ends_it(marker, tmp_path, monkeypatch):
+    """The Ctrl-C lands after Popen started the command and before group.started(): the window a loaded
+    machine once hit (a `sleep 397` outlived s02 beside two busy processes). The mark finds it."""
+
+    def interrupted(group, process):
+        deadline = time.monotonic() + 30  # a safety net only: the test waits on the sleeper running
+        while not running(f"sleep\0{marker}") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(capture.Group, "started", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        capture.run(f"sleep {marker} & sleep {marker}", tmp_path, 30)
+    monkeypatch.undo()
+    assert all_ended(f"sleep\0{marker}")
+
+
 def test_the_command_gets_a_tools_environment_and_its_mark(monkeypatch, tmp_path):
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_teacherGitHubToken0123456789")
     output = capture.run("env", tmp_path, 10).stdout
