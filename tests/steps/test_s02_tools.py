@@ -4,10 +4,8 @@ that keeps going whatever the model sends (replayed, and live over real HTTP aga
 import copy
 import io
 import json
-import os
 import subprocess
 from datetime import date
-from pathlib import Path
 
 from workbook import environment, errors, scratch, step_cli
 from workbook.replay import fixtures
@@ -16,6 +14,7 @@ from workbook.replay import transport as replay
 import anthropic
 import pytest
 from conftest import ROOT
+from processes import descendants
 from standin import StandIn, message, scripted, text, tool_use
 
 import s01_agent_loop as s01
@@ -466,29 +465,6 @@ def test_a_replay_whose_recording_has_autos_refusals_says_so_under_another_permi
 def test_a_replay_with_no_gate_refusals_recorded_replays_under_any_permission(run_main):
     code, out = run_main("s03_errors", "--permission", "all")  # every call recorded ran: so it does here
     assert code == 0 and "permission all" in out, out
-
-
-def descendants(pid: int) -> list[bytes]:
-    """The command line (its words joined by spaces) of every process below `pid`: each thread's
-    children, as Linux lists them in /proc/PID/task/TID/children, and theirs. A few small reads where
-    `pgrep -f` scans every process on the machine, some fifty times while a step starts."""
-    if not Path(f"/proc/self/task/{os.getpid()}/children").exists():  # a kernel without the lists
-        listed = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
-        return [line.encode() for line in listed.splitlines()]  # every process's: a superset
-    found, below = [], [pid]
-    while below:
-        for listed in Path(f"/proc/{below.pop()}/task").glob("*/children"):
-            try:
-                kids = listed.read_text().split()
-            except OSError:
-                continue  # the thread, or the process, ended while we looked
-            for kid in kids:
-                try:
-                    found.append(Path(f"/proc/{kid}/cmdline").read_bytes().replace(b"\0", b" "))
-                except OSError:
-                    continue
-                below.append(int(kid))
-    return found
 
 
 @pytest.mark.parametrize("step_name", ["s02_tools", "s04_parallel"])

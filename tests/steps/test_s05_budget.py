@@ -25,6 +25,7 @@ from workbook.replay import transport as replay
 import anthropic
 import pytest
 from conftest import ROOT, STEPS, load_step, offline_env
+from processes import children_of
 from rich.console import Console
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
@@ -372,38 +373,6 @@ def wait_for_line(proc, trace: Path, event: str, timeout: float = 120) -> None:
         assert proc.poll() is None, proc.communicate()[0]
         assert time.monotonic() < deadline, f"no {event} line in the trace"
         time.sleep(0.05)
-
-
-# Linux lists each thread's children in /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN, on in the
-# usual kernels): a few small reads, where scanning every process on the machine is some hundreds, every
-# 20 ms, from five runs at once. Without it, the scan.
-PROC_CHILDREN = Path(f"/proc/self/task/{os.getpid()}/children").exists()
-
-
-def children_of(pid: int) -> list[tuple[int, bytes]]:
-    """(pid, command line) of each process whose parent is `pid` (Linux /proc)."""
-    if PROC_CHILDREN:
-        found = []
-        for listed in Path(f"/proc/{pid}/task").glob("*/children"):  # the tools run in threads (s04 on)
-            try:
-                kids = listed.read_text().split()
-            except OSError:
-                continue  # the thread, or the process, ended while we looked
-            for kid in kids:
-                try:
-                    found.append((int(kid), Path(f"/proc/{kid}/cmdline").read_bytes()))
-                except OSError:
-                    continue
-        return found
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat, command = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue  # not a process, or one that ended while we looked
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append((int(entry.name), command))
-    return found
 
 
 def runs_under(pid: int, needle: bytes) -> bool:
