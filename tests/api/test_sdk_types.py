@@ -187,36 +187,40 @@ def test_the_committed_checks_judge_as_the_ones_built_in_process():
     assert verdicts.count(True) > 1_000 and verdicts.count(False) > 10_000
 
 
-def test_a_name_the_installed_pydantic_lacks_is_only_an_error_for_the_versions_it_was_generated_from(
-    tmp_path, monkeypatch
-):
-    text = (sdk_types.SCHEMAS / "request.json").read_text().replace("sequence_validator", "gone_validator")
-    (tmp_path / "request.json").write_text(text)
-    monkeypatch.setattr(sdk_types, "SCHEMAS", tmp_path)
-    sdk_types._checked.cache_clear()
-    try:
-        with pytest.raises(ImportError, match="gone_validator.*--write"):
-            sdk_types._checked("request")
-        monkeypatch.setattr(sdk_types, "installed", lambda: {"anthropic": "2.99.0"})
-        assert sdk_types._checked("request") is sdk_types._tightened("request")  # built: the name unread
-    finally:
+@pytest.fixture
+def committed_request(tmp_path, monkeypatch):
+    """Commit an edited request.json in a folder of its own: `commit(old, new)` swaps the first `old` in
+    the real file for `new`; the checks' cache is cleared before and after."""
+
+    def commit(old: str, new: str) -> None:
+        text = (sdk_types.SCHEMAS / "request.json").read_text().replace(old, new, 1)
+        (tmp_path / "committed").mkdir()
+        (tmp_path / "committed" / "request.json").write_text(text)
+        monkeypatch.setattr(sdk_types, "SCHEMAS", tmp_path / "committed")
         sdk_types._checked.cache_clear()
 
+    yield commit
+    sdk_types._checked.cache_clear()
 
-def test_a_committed_schema_cannot_make_the_workbook_import_a_module_it_does_not_list(tmp_path, monkeypatch):
+
+def test_a_name_the_installed_pydantic_lacks_is_only_an_error_for_the_versions_it_was_generated_from(
+    committed_request, monkeypatch
+):
+    committed_request("sequence_validator", "gone_validator")
+    with pytest.raises(ImportError, match="gone_validator.*--write"):
+        sdk_types._checked("request")
+    monkeypatch.setattr(sdk_types, "installed", lambda: {"anthropic": "2.99.0"})
+    assert sdk_types._checked("request") is sdk_types._tightened("request")  # built: the name unread
+
+
+def test_a_committed_schema_cannot_make_the_workbook_import_a_module_it_does_not_list(
+    committed_request, tmp_path, monkeypatch
+):
     """The files are data: a name outside sdk_types.IMPORTABLE (an edited or planted file) is never
     imported, only reported, as a missing one is."""
-    planted = tmp_path / "planted_module_for_sdk_types.py"
-    planted.write_text("raise SystemExit('imported')\n")
+    (tmp_path / "planted_module_for_sdk_types.py").write_text("raise SystemExit('imported')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    text = (sdk_types.SCHEMAS / "request.json").read_text()
-    text = text.replace("typing:IO", "planted_module_for_sdk_types:anything", 1)
-    (tmp_path / "request.json").write_text(text)
-    monkeypatch.setattr(sdk_types, "SCHEMAS", tmp_path)
-    sdk_types._checked.cache_clear()
-    try:
-        with pytest.raises(ImportError, match="planted_module_for_sdk_types:anything.*--write"):
-            sdk_types._checked("request")
-        assert "planted_module_for_sdk_types" not in sys.modules
-    finally:
-        sdk_types._checked.cache_clear()
+    committed_request("typing:IO", "planted_module_for_sdk_types:anything")
+    with pytest.raises(ImportError, match="planted_module_for_sdk_types:anything.*--write"):
+        sdk_types._checked("request")
+    assert "planted_module_for_sdk_types" not in sys.modules

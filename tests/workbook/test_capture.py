@@ -27,6 +27,13 @@ def running(marker: str) -> list[int]:
     return found
 
 
+def wait_until_running(marker: str) -> None:
+    """Wait for the event: a process with `sleep <marker>` as its command line is running."""
+    deadline = time.monotonic() + 30  # a safety net only
+    while not running(f"sleep\0{marker}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def all_ended(*markers: str) -> bool:
     """Whether every process with one of `markers` in its command line has ended: a SIGKILL is delivered
     as the process next runs, so wait for that event (a deadline only as a safety net)."""
@@ -80,9 +87,7 @@ def test_a_ctrl_c_ends_the_command_and_all_it_started(marker, tmp_path, monkeypa
         if waits:
             return real_wait(process, timeout)
         waits.append(process)
-        deadline = time.monotonic() + 30  # a safety net only
-        while not running(f"sleep\0{marker}") and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until_running(marker)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(subprocess.Popen, "wait", interrupted)
@@ -97,9 +102,7 @@ def test_a_ctrl_c_before_the_group_heard_of_the_command_still_ends_it(marker, tm
     machine once hit (a `sleep 397` outlived s02 beside two busy processes). The mark finds it."""
 
     def interrupted(group, process):
-        deadline = time.monotonic() + 30  # a safety net only: the test waits on the sleeper running
-        while not running(f"sleep\0{marker}") and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until_running(marker)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(capture.Group, "started", interrupted)
