@@ -20,7 +20,9 @@ from pathlib import Path
 
 from workbook.classroom import grade
 from workbook.classroom import sandbox as grade_sandbox
+from workbook.replay.no_wait import no_wait
 
+import anthropic
 import pytest
 from conftest import ROOT, STEPS, exit_code, main_in_process
 from grading import (
@@ -86,9 +88,13 @@ def programs(runs: list, chosen: list[int], commands: dict) -> list[tuple[grade.
 
 def grade_here(runs: list[tuple[grade.Rung, list[str]]]) -> list[grade.Result]:
     """grade.grade_runs, one run after another in this thread (a step's main() sets signal handlers,
-    which only the main thread may), each program run by run_here."""
+    which only the main thread may), each program run by run_here. The SDK's own pause before a retry
+    (0.5 s and up: the rungs' retry-after is 0, so it takes its backoff) is not spent here, as a replay
+    does not spend it (workbook/replay/no_wait.py): the grader judges the requests it saw, never when
+    they came. The programs graded in the sandbox wait as they would for a student."""
     with grade.Servers() as servers, pytest.MonkeyPatch.context() as patch:
         patch.setattr(grade_sandbox, "run_program", run_here)
+        patch.setattr(anthropic.Anthropic, "_calculate_retry_timeout", no_wait)
         results = []
         for rung, command in runs:
             rung_server = servers.of(rung)
