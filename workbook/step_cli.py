@@ -347,8 +347,11 @@ def refuse_a_permission_the_recording_cannot_follow(args, run: Run) -> None:
 
 def recorded_permission(fixture: dict) -> str | None:
     """The --permission under which a fixture's recorded gate refusals were made, if it has any."""
+    before: list = []
     for exchange in fixture.get("exchanges", []):
-        for message in exchange.get("request", {}).get("messages", []):
+        messages = exchange.get("request", {}).get("messages", [])
+        messages = messages if isinstance(messages, list) else []
+        for message in new_messages(messages, before):
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
                 said = block.get("content") if isinstance(block, dict) else None
@@ -358,7 +361,15 @@ def recorded_permission(fixture: dict) -> str | None:
                 named = re.match(r"(?:denied|not run): .*?--permission (ask|auto|deny|all)\b", said)
                 if named:
                     return named.group(1)
+        before = messages
     return None
+
+
+def new_messages(messages: list, before: list) -> list:
+    """The messages of a request that the request before it did not hold. Each request repeats the
+    history before it, so reading every request whole would read a long run's history once a turn."""
+    repeated = len(before) if messages[: len(before)] == before else 0
+    return messages[repeated:]
 
 
 # -- each step's flags, from the step that introduced them on (make_parser adds the earlier ones) ----
