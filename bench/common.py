@@ -7,12 +7,12 @@ import gc
 import importlib
 import io
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,17 +81,6 @@ def replaced(module, name: str, value):
         setattr(module, name, saved)
 
 
-def time_process(argv: list[str], env: dict, cwd: Path = ROOT) -> tuple[float, float, int, str]:
-    """Run one process to the end: (wall s, CPU s of it and its children, exit code, last output line)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, errors="replace")
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, done.returncode, last_line(done.stderr) or last_line(done.stdout)
-
-
 def last_line(text: str, limit: int = 70) -> str:
     """The last non-empty line of some output, cut to `limit` characters: what a table cell can hold."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
@@ -99,26 +88,29 @@ def last_line(text: str, limit: int = 70) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def interleaved(
-    commands: dict[str, list[str]], reps: int, env: dict, alternate: bool = False
-) -> dict[str, dict]:
-    """Time each command `reps` times, one of each per round, so drift on a shared machine hits all alike.
-    With `alternate`, every other round runs them in reverse order (a pair then runs first and second
-    equally often).
+def side_by_side(commands: list[list[str]], env: dict, cwd: Path = ROOT) -> list[dict]:
+    """Start the commands together (one per core) and time each to its end: its wall and CPU seconds
+    (the process and the children it waited for, from os.wait4), peak RSS in MB, exit code and last line
+    of output. A slow spell of a shared machine then falls on all of them alike: one after the other, it
+    can fall on one of them alone, and by itself decide a ratio of two."""
+    with tempfile.TemporaryDirectory(prefix="bench-out-") as tmp:
+        outputs = [Path(tmp) / str(i) for i in range(len(commands))]  # a file, not a pipe: none fills up
+        start = time.perf_counter()
+        procs = []
+        for argv, output in zip(commands, outputs):
+            with output.open("w") as out:
+                procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT))
 
-    Children write their temp dirs (replay's workspace copies) under a private TMPDIR, removed after.
-    """
-    results = {name: {"wall": [], "cpu": [], "rc": 0, "error": ""} for name in commands}
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        env = env | {"TMPDIR": tmp}
-        for n in range(reps):
-            order = list(commands.items())
-            for name, argv in reversed(order) if alternate and n % 2 else order:
-                wall, cpu, rc, last = time_process(argv, env)
-                results[name]["wall"].append(wall)
-                results[name]["cpu"].append(cpu)
-                if rc:
-                    results[name].update(rc=rc, error=last)
+        def reaped(proc: subprocess.Popen) -> dict:
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            cpu = usage.ru_utime + usage.ru_stime
+            return {"wall": time.perf_counter() - start, "cpu": cpu, "peak_mb": usage.ru_maxrss / 1024}
+
+        with ThreadPoolExecutor(len(procs)) as pool:  # each reaped as it ends: its own wall time
+            results = list(pool.map(reaped, procs))
+        for proc, output, result in zip(procs, outputs, results):
+            result |= {"rc": proc.returncode, "last": last_line(output.read_text(errors="replace"))}
     return results
 
 

@@ -42,6 +42,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from bench.common import side_by_side
+
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "Run the command once per turn until you have run it enough times, then say done."
 SHORT = 100  # the run every longer one is measured against
@@ -125,28 +127,16 @@ class LongStandIn:
 
 def timed(argv: list[str], env: dict) -> dict:
     """Run one child to its end: its own CPU seconds (user + system) and peak RSS in MB."""
-    return finished(started(argv, env), argv)
+    return ran([argv], env)[0]
 
 
-def side_by_side(env: dict, *argvs: list[str]) -> list[dict]:
-    """Run children at the same time, one per core, each timed as `timed` does. Run so, a slow spell
-    of the machine falls on all of them alike, where one after the other it can fall on one alone."""
-    procs = [started(argv, env) for argv in argvs]
-    return [finished(proc, argv) for proc, argv in zip(procs, argvs)]
-
-
-def started(argv: list[str], env: dict) -> subprocess.Popen:
-    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def finished(proc: subprocess.Popen, argv: list[str]) -> dict:
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if proc.returncode:
-        raise RuntimeError(f"{argv[1:3]} exited {proc.returncode}: {err.strip()[-300:]}")
-    return {"cpu": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024}
+def ran(argvs: list[list[str]], env: dict) -> list[dict]:
+    """Children run at the same time, one per core (common.side_by_side); one that fails is an error."""
+    results = side_by_side(argvs, env)
+    for argv, result in zip(argvs, results):
+        if result["rc"]:
+            raise RuntimeError(f"{argv[1:3]} exited {result['rc']}: {result['last']}")
+    return results
 
 
 def child_env(**extra) -> dict:
@@ -178,7 +168,7 @@ def replayed(fixture: Path) -> tuple[dict, dict]:
     """The replay and its floor, side by side: (replay, floor)."""
     replay = [sys.executable, "s06_recovery.py", "--replay", str(fixture), "--permission", "all", *LIMITS]
     floor = [sys.executable, "-m", "bench.record_long", "floor", "mock", str(fixture)]
-    subject, floor_run = side_by_side(child_env(), replay, floor)
+    subject, floor_run = ran([replay, floor], child_env())
     return subject, floor_run
 
 

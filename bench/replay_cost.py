@@ -1,15 +1,16 @@
 """1. Replay cost: each step's default replay as a whole process, against the loop a reader would write.
 
-For each step, two commands run in interleaved rounds (the order flips every round, so drift on a shared
-machine hits both alike):
+For each step, two commands run side by side (started together, one per core), round after round:
 
     python sNN_x.py                                   the step's default replay (no key)
     python bench/bare_replay.py fixtures/DEFAULT.json  the floor: the SDK over httpx.MockTransport
                                                        answering the same recording, tools run for real
 
-The figure is the CPU of the whole process (and its children: the tools' subprocesses), best and
-median of the rounds, and the step's ratio to its floor. Goal: at most GOAL (1.10x) on the best.
-Neither side plays a trick (no import hook, no collector switching): both are plain Python processes.
+Each is timed by the CPU of its whole process and its children (the tools' subprocesses). The figure is
+the median over the rounds of each round's ratio, step over floor. Goal: at most GOAL (1.10x). Run side
+by side, a slow spell of this shared machine (one process's CPU moves by 15 % from run to run) falls
+on both sides of a round alike; best over best and median over median are given beside it. Neither
+side plays a trick (no import hook, no collector switching): both are plain Python processes.
 
 `breakdown(step)` runs the replay once more in a child process (`python -m bench.replay_cost STEP`)
 that times in CPU, exclusively (a nested call's time is charged to the inner category, never twice):
@@ -33,7 +34,7 @@ import time
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, interleaved, last_line, median, offline_env, steps, timing
+from bench.common import ROOT, last_line, median, offline_env, side_by_side, steps, timing
 
 GOAL = 1.10  # a step's default replay costs at most 10 % more CPU than the bare loop on the same recording
 BARE = ROOT / "bench" / "bare_replay.py"
@@ -58,47 +59,57 @@ def commands(names: list[str] | None = None) -> dict[str, list[str]]:
     return out
 
 
-def measure(reps: int = 7, names: list[str] | None = None, other: str | None = None) -> dict:
-    """Each step's replay against its bare loop, interleaved: CPU best and median of each, their ratios.
-    With `other` (another checkout's root), that checkout's step too, in the same rounds: its figures
-    under "other"."""
+def measure(reps: int = 9, names: list[str] | None = None, other: str | None = None) -> dict:
+    """Each step's replay against its bare loop, side by side: in each round the step and its floor start
+    together, one per core (common.side_by_side), and the round's ratio is the step's CPU over the floor's.
+    The figure ("ratio") is the median of the rounds' ratios; best over best and median over median are
+    given beside it. With `other` (another checkout's root), that checkout's step runs in the same rounds,
+    beside a floor of its own: its figures under "other"."""
     names = names or steps()
-    others = {f"{n} other": [sys.executable, os.path.join(other, f"{n}.py")] for n in names} if other else {}
-    raw = interleaved(commands(names) | others, reps, offline_env(), alternate=True)
+    argvs = commands(names)
+    pairs = {name: [(name, f"{name} floor")] for name in names}
+    if other:
+        for name in names:
+            argvs[f"{name} other"] = [sys.executable, os.path.join(other, f"{name}.py")]
+            argvs[f"{name} other floor"] = argvs[f"{name} floor"]
+            pairs[name].append((f"{name} other", f"{name} other floor"))
+    runs = {key: [] for key in argvs}
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:  # the replays' workspace copies go here
+        env = offline_env(TMPDIR=tmp)
+        for round_ in range(reps):
+            for name in names:
+                for subject, floor in pairs[name]:
+                    order = [subject, floor] if round_ % 2 == 0 else [floor, subject]  # who starts first
+                    for key, result in zip(order, side_by_side([argvs[k] for k in order], env)):
+                        runs[key].append(result)
     out = {}
     for name in names:
-        step, floor = raw[name], raw[f"{name} floor"]
-        best, mid = min(step["cpu"]), median(step["cpu"])
-        floor_best, floor_mid = min(floor["cpu"]), median(floor["cpu"])
-        out[name] = {
-            "cpu": best,
-            "cpu_median": mid,
-            "floor_cpu": floor_best,
-            "floor_cpu_median": floor_mid,
-            "ratio": best / floor_best,
-            "ratio_median": mid / floor_mid,
-            "ratio_paired": median([a / b for a, b in zip(step["cpu"], floor["cpu"])]),  # round by round
-            "wall": median(step["wall"]),
-            "floor_wall": median(floor["wall"]),
-            "error": "; ".join(
-                f"{what}: exit {r['rc']}: {r['error']}"
-                for what, r in (("step", step), ("floor", floor))
-                if r["rc"]
-            ),
-            "command": shown(commands([name])[name]),
-            "floor_command": shown(commands([name])[f"{name} floor"]),
+        out[name] = compared(runs[name], runs[f"{name} floor"]) | {
+            "command": shown(argvs[name]),
+            "floor_command": shown(argvs[f"{name} floor"]),
         }
         if other:
-            before = raw[f"{name} other"]
-            out[name]["other"] = {
-                "cpu": min(before["cpu"]),
-                "cpu_median": median(before["cpu"]),
-                "ratio": min(before["cpu"]) / min(floor["cpu"]),
-                "ratio_median": median(before["cpu"]) / median(floor["cpu"]),
-                "ratio_paired": median([a / b for a, b in zip(before["cpu"], floor["cpu"])]),
-                "error": f"exit {before['rc']}: {before['error']}" if before["rc"] else "",
-            }
+            out[name]["other"] = compared(runs[f"{name} other"], runs[f"{name} other floor"])
     return out
+
+
+def compared(subject: list[dict], floor: list[dict]) -> dict:
+    """A subject's runs against the floor's beside them, round by round: CPU best and median of each,
+    and three ratios. "ratio", the figure, is the median of the rounds' own ratios."""
+    cpu, floor_cpu = [r["cpu"] for r in subject], [r["cpu"] for r in floor]
+    failed = [(what, r) for what, runs in (("step", subject), ("floor", floor)) for r in runs if r["rc"]]
+    return {
+        "cpu": min(cpu),
+        "cpu_median": median(cpu),
+        "floor_cpu": min(floor_cpu),
+        "floor_cpu_median": median(floor_cpu),
+        "ratio": median([a / b for a, b in zip(cpu, floor_cpu)]),
+        "ratio_best": min(cpu) / min(floor_cpu),
+        "ratio_median": median(cpu) / median(floor_cpu),
+        "wall": median([r["wall"] for r in subject]),
+        "floor_wall": median([r["wall"] for r in floor]),
+        "error": "; ".join(f"{what}: exit {r['rc']}: {r['last']}" for what, r in failed[:1]),
+    }
 
 
 def shown(argv: list[str]) -> str:

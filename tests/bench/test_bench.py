@@ -2,6 +2,8 @@
 
 import dataclasses
 import gc
+import os
+import sys
 import tempfile
 import threading
 import types
@@ -178,18 +180,66 @@ def test_measure_reports_each_step_against_its_floor(monkeypatch):
         "commands",
         lambda names=None: {n: [replay_cost.sys.executable, *a] for n, a in fake.items()},
     )
-    result = replay_cost.measure(2, ["s01_agent_loop"])["s01_agent_loop"]
+    result = replay_cost.measure(3, ["s01_agent_loop"])["s01_agent_loop"]
     assert result["error"] == ""
-    assert result["ratio"] == result["cpu"] / result["floor_cpu"]
+    assert result["ratio_best"] == result["cpu"] / result["floor_cpu"]
     assert result["ratio_median"] == result["cpu_median"] / result["floor_cpu_median"]
     assert result["floor_command"] == 'python -c "import json"'
 
 
-def test_interleaved_alternates_the_order_of_each_round(monkeypatch):
-    order = []
-    monkeypatch.setattr(common, "time_process", lambda argv, env: order.append(argv[0]) or (0.0, 0.0, 0, ""))
-    common.interleaved({"a": ["a"], "b": ["b"]}, 3, {}, alternate=True)
-    assert order == ["a", "b", "b", "a", "a", "b"]
+def fake_side_by_side(started: list, cpu_of):
+    """common.side_by_side's stand-in: notes each round's commands in the order started."""
+
+    def side_by_side(argvs, env):
+        started.append([argv[-1] for argv in argvs])
+        return [{"wall": 0.0, "cpu": cpu_of(argv[-1]), "peak_mb": 1.0, "rc": 0, "last": ""} for argv in argvs]
+
+    return side_by_side
+
+
+def test_measure_runs_each_step_beside_its_floor_and_takes_the_median_of_the_rounds_ratios(monkeypatch):
+    cpu = iter([3.0, 1.0, 2.0, 1.0, 1.0, 1.0, 9.0, 1.0, 2.0, 2.0])  # (step, floor) a round, in this order
+    rounds = []
+
+    def in_step_then_floor_order(argv):
+        return next(cpu)
+
+    monkeypatch.setattr(replay_cost, "side_by_side", fake_side_by_side(rounds, in_step_then_floor_order))
+    monkeypatch.setattr(replay_cost, "commands", lambda names=None: {"s": ["step"], "s floor": ["floor"]})
+    result = replay_cost.measure(5, ["s"])["s"]
+    # Both start together in every round, and which starts first alternates.
+    assert rounds == [["step", "floor"], ["floor", "step"]] * 2 + [["step", "floor"]]
+    # The CPU each was given, by who started first: step 3, 1, 1, 1, 2; floor 1, 2, 1, 9, 2.
+    assert result["cpu"] == 1.0 and result["floor_cpu"] == 1.0
+    assert result["ratio"] == 1.0  # the rounds' ratios: 3, 0.5, 1, 1/9, 1
+    assert result["ratio_best"] == 1.0 and result["ratio_median"] == 1.0 / 2.0
+
+
+def test_measure_can_time_another_checkouts_step_in_the_same_rounds(monkeypatch):
+    rounds = []
+    monkeypatch.setattr(
+        replay_cost, "side_by_side", fake_side_by_side(rounds, lambda arg: 2.0 if "/other/" in arg else 1.0)
+    )
+    result = replay_cost.measure(2, ["s01_agent_loop"], other="/other")["s01_agent_loop"]
+    other_rounds = [r for r in rounds if "/other/s01_agent_loop.py" in r]
+    assert len(rounds) == 4 and len(other_rounds) == 2  # each round: the step's pair, then the other's
+    assert all(any(a.endswith("s01_hello_agent.json") for a in r) for r in rounds)  # each beside a floor
+    assert result["other"]["ratio"] == 2.0 and result["ratio"] == 1.0
+
+
+def test_side_by_side_starts_the_commands_together_and_times_each():
+    # Each opens the same FIFO, one to write, one to read: opening one end waits for the other, so this
+    # ends only if the two run at the same time (the alarm fails it otherwise, with no sleep to wait).
+    with tempfile.TemporaryDirectory() as tmp:
+        fifo = os.path.join(tmp, "fifo")
+        os.mkfifo(fifo)
+        writer = f"import signal; signal.alarm(20); open({fifo!r}, 'w').write('met')"
+        reader = f"import signal; signal.alarm(20); print(open({fifo!r}).read()); 1/0"
+        wrote, read = common.side_by_side(
+            [[sys.executable, "-c", writer], [sys.executable, "-c", reader]], common.offline_env()
+        )
+    assert wrote["rc"] == 0 and read["rc"] == 1 and read["last"] == "ZeroDivisionError: division by zero"
+    assert all(r["cpu"] > 0 and r["wall"] >= r["cpu"] / 2 and r["peak_mb"] > 1 for r in (wrote, read))
 
 
 def test_bare_replay_replays_a_default_fixture_to_its_end(tmp_path):
@@ -205,17 +255,6 @@ def test_bare_replay_replays_a_default_fixture_to_its_end(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert list(tmp_path.iterdir()) == []  # its workspace copy is removed
-
-
-def test_interleaved_runs_every_command_the_same_number_of_times():
-    commands = {
-        "a": [replay_cost.sys.executable, "-c", "pass"],
-        "b": [replay_cost.sys.executable, "-c", "1/0"],
-    }
-    results = common.interleaved(commands, 2, common.offline_env())
-    assert [len(results[n]["wall"]) for n in "ab"] == [2, 2]
-    assert results["a"]["rc"] == 0
-    assert results["b"]["rc"] == 1 and "ZeroDivisionError" in results["b"]["error"]
 
 
 def test_diff_fast_path_gives_the_same_answer_as_the_full_diff(long_fixture):
@@ -307,17 +346,3 @@ def test_busy_processes_spin_while_held_and_are_killed_after():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-
-
-def test_measure_can_time_another_checkouts_step_in_the_same_rounds(monkeypatch):
-    timed = []
-
-    def time_process(argv, env):
-        timed.append(argv[1])
-        return 0.0, 2.0 if "other" in argv[1] else 1.0, 0, ""
-
-    monkeypatch.setattr(common, "time_process", time_process)
-    monkeypatch.setattr(replay_cost, "interleaved", common.interleaved)
-    result = replay_cost.measure(2, ["s01_agent_loop"], other="/other")["s01_agent_loop"]
-    assert "/other/s01_agent_loop.py" in timed and timed.count("/other/s01_agent_loop.py") == 2
-    assert result["other"]["ratio"] == 2.0 and result["ratio"] == 1.0
