@@ -40,7 +40,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import errors
 from workbook.api import contract, wire
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -116,7 +115,10 @@ class ScriptedModel:
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content or b"{}")
-        contract.check_api_rules(body, f"long fixture, request {len(self.exchanges) + 1}")
+        problems = contract.request_problems(body)
+        if problems:
+            where = f"long fixture, request {len(self.exchanges) + 1}"
+            raise replay.ReplayMismatch(f"{where}: the API would reject this request — {problems[0]}")
         tokens = estimate_tokens(body)
         if self.context_limit and tokens > self.context_limit:
             message = f"prompt is too long: {tokens} tokens > {self.context_limit} maximum"
@@ -129,7 +131,7 @@ class ScriptedModel:
             message = json.loads(json.dumps(self.responses[self.served]))
             self.served += 1
         else:
-            raise errors.ReplayExhausted(f"the loop sent more than {len(self.responses)} requests")
+            raise replay.ReplayExhausted(f"the loop sent more than {len(self.responses)} requests")
         message["usage"]["input_tokens"] = tokens
         if body.get("stream"):
             stream = wire.message_to_events(message)

@@ -252,7 +252,7 @@ def test_the_workbooks_own_steps_still_replay_strictly():
     client, _ = replay.replay_client(S01, "s01", max_retries=0)
     first = copy.deepcopy(S01["exchanges"][0]["request"])
     first["messages"][0]["content"] = "a different task"
-    with pytest.raises(errors.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
+    with pytest.raises(replay.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
         client.messages.create(**first)
 
 

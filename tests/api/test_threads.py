@@ -189,7 +189,7 @@ def test_the_sdk_sends_the_threads_beta_header():
 
 def test_strict_replay_still_holds_the_workbooks_own_steps_to_the_recording():
     client, _ = replay.replay_client(S01, "s01", max_retries=0)  # the default: strict
-    with pytest.raises(errors.ReplayMismatch, match="turn 1: system: expected"):
+    with pytest.raises(replay.ReplayMismatch, match="turn 1: system: expected"):
         run_tool_runner(client, S01, stream=False)  # the runner sends no system prompt
 
 
@@ -279,7 +279,7 @@ def test_a_continue_is_checked_as_the_whole_conversation(client_for):
     first = start_thread(client)
     one_answer_missing = answers_to(first)
     one_answer_missing[0]["content"].pop()
-    with pytest.raises((anthropic.BadRequestError, errors.ReplayMismatch)) as caught:
+    with pytest.raises((anthropic.BadRequestError, replay.ReplayMismatch)) as caught:
         continue_from(client, first.id, one_answer_missing)
     # The request carried one message; the problem is named where it sits in the whole conversation.
     assert "turn 2" in str(caught.value) and "messages[2]" in str(caught.value)

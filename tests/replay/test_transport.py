@@ -3,7 +3,6 @@ retries, parsing and streaming run as they would live."""
 
 import copy
 
-from workbook import errors
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
 from workbook.replay.player import Player
@@ -76,7 +75,7 @@ def test_a_replayed_stream_parses_through_the_sdk():
 
 def test_a_mismatch_is_not_retried_by_the_sdk():
     client, transport = replay.replay_client(good(), "t", max_retries=3)
-    with pytest.raises(errors.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
+    with pytest.raises(replay.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
         client.messages.create(model="m", max_tokens=8000, messages=[{"role": "user", "content": "other"}])
     assert len(transport.seen) == 1
 
@@ -87,7 +86,7 @@ def test_a_request_is_compared_with_the_recording_of_its_own_turn():
     first = fixture["exchanges"][0]["request"]
     client.messages.create(**first)
     sent = {**first, "messages": first["messages"]}  # the same opening again, where turn 2 is due
-    with pytest.raises(errors.ReplayMismatch, match="turn 2: expected 3 messages, got 1"):
+    with pytest.raises(replay.ReplayMismatch, match="turn 2: expected 3 messages, got 1"):
         client.messages.create(**sent)
     assert transport.cursor == 1
 
@@ -114,7 +113,7 @@ def test_other_bytes_in_a_checked_replay_are_judged_and_compared_in_full():
     with pytest.raises(anthropic.BadRequestError, match="foo: Extra inputs are not permitted"):
         client.messages.create(**first, extra_body={"foo": 1})
     first["messages"][0]["content"] = "another task"
-    with pytest.raises(errors.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
+    with pytest.raises(replay.ReplayMismatch, match="turn 1: messages\\[0\\].content\\[0\\]: text expected"):
         client.messages.create(**first)
     assert transport.cursor == 0
 

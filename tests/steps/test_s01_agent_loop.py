@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from workbook import errors, scratch
+from workbook import scratch
 from workbook.replay import commands as fixture_commands
 from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
@@ -127,7 +127,7 @@ def test_replay_catches_a_loop_that_drops_the_results(tmp_path):
 def test_an_exhausted_fixture_is_a_clear_error_not_a_hang():
     fixture = copy.deepcopy(fixtures.load_fixture(FIXTURE))
     fixture["exchanges"] = fixture["exchanges"][:1]
-    with pytest.raises(errors.ReplayExhausted, match="request 2 but the fixture holds only 1"):
+    with pytest.raises(replay.ReplayExhausted, match="request 2 but the fixture holds only 1"):
         replay_s01(fixture)
 
 

@@ -7,7 +7,7 @@ import json
 import subprocess
 from datetime import date
 
-from workbook import environment, errors, scratch, step_cli
+from workbook import environment, scratch, step_cli
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
 
@@ -288,7 +288,7 @@ def test_the_fixture_replays_and_really_fixes_the_bug():
 def test_the_fixture_pins_the_error_the_model_recovered_from():
     fixture = copy.deepcopy(fixtures.load_fixture(FIXTURE))
     fixture["exchanges"][0]["response"]["body"]["content"][2]["input"] = {"path": "utils.py"}
-    with pytest.raises(errors.ReplayMismatch, match="turn 2"):
+    with pytest.raises(replay.ReplayMismatch, match="turn 2"):
         replay_fixture(fixture)  # the recorded turn 2 expects the invalid-input error, not the file
 
 

@@ -118,3 +118,24 @@ def test_no_module_in_the_package_plays_tricks():
         }
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert not {"exec", "sys.meta_path", "gc.disable"} & names and "marshal" not in imported, path.name
+
+
+def test_saving_a_file_or_copying_a_workspace_does_not_load_the_sdk():
+    """The SDK takes a second or more of CPU to import: a program that only saves a file, copies a
+    workspace or raises the workbook's error (the kill -9 tests' savers) has no use for it."""
+    probe = "import sys, workbook.errors, workbook.files, workbook.scratch; print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
+    loaded = done.stdout.split("'")
+    assert done.returncode == 0 and "workbook.scratch" in loaded, done.stderr
+    assert "anthropic" not in loaded and "pydantic" not in loaded
+
+
+def test_a_replays_own_errors_are_the_workbooks_and_the_sdks_too():
+    from workbook import errors
+    from workbook.replay import transport
+
+    import anthropic
+
+    for error in (transport.ReplayMismatch, transport.ReplayExhausted):
+        assert issubclass(error, errors.WorkbookError) and issubclass(error, anthropic.AnthropicError)
+    assert not issubclass(errors.WorkbookError, anthropic.AnthropicError)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from workbook.api.sdk_types import message_validator, schema, validator
 from workbook.api.wire import events_to_message, header_problems
-from workbook.errors import ReplayMismatch
 
 MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # a beta name; a system message needs none
 THREADS_BETA = "message-threads-2026-08-12"  # the beta `thread` needs (workbook/api/threads.py sends it too)
@@ -489,13 +488,6 @@ def request_shape_problems(body) -> list[Problem]:
     if fits("request", body):
         return []
     return shape_problems("beta_request", body)
-
-
-def check_api_rules(body: dict, where: str, betas: Betas = NO_BETAS) -> None:
-    """Raise ReplayMismatch naming the first thing the API would refuse in this request."""
-    problems = request_problems(body, betas)
-    if problems:
-        raise ReplayMismatch(f"{where}: the API would reject this request — {problems[0]}")
 
 
 def refusal_body(problem: Problem | str, hint: str = "") -> dict:

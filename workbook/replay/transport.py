@@ -9,13 +9,24 @@ from workbook.api import contract
 from workbook.api.compare import Match
 from workbook.api.threads import Refusal
 from workbook.api.wire import http_response
-from workbook.errors import ReplayExhausted, ReplayMismatch, WorkbookError
+from workbook.errors import WorkbookError
 from workbook.replay import trust
 from workbook.replay.no_wait import never_waits  # a replay never sleeps before a retry
 from workbook.replay.player import Differs, Ended, Player, Refused
 
 import anthropic
 import httpx2
+
+
+class ReplayMismatch(WorkbookError, anthropic.AnthropicError):
+    """The loop sent a request that differs from the recorded one.
+
+    Raised inside the SDK's call, so it is the SDK's error too: the SDK hands its own errors on as they
+    are, where anything else a transport raises becomes a connection error, retried."""
+
+
+class ReplayExhausted(WorkbookError, anthropic.AnthropicError):
+    """The loop asked for more turns than the fixture holds (raised inside the SDK's call, as above)."""
 
 
 def sdk_json(value) -> bytes:
