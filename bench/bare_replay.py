@@ -2,8 +2,9 @@
 
 `python bench/bare_replay.py fixtures/F.json` copies the fixture's workspace to a temp folder, builds the
 real SDK client over `httpx.MockTransport` answering the recorded responses in order (an SSE stream as
-the bytes the API sends), and runs the plain loop: call, run each tool_use for real (bash with
-`subprocess.run`, the file tools with pathlib and `re`), send the results, until the recording ends. It
+the bytes the API sends), and runs the plain loop: call (with the model, limit, system prompt and tools of
+the recording's first request), run each tool_use for real (bash with `subprocess.run`, the file tools
+with pathlib and `re`), send the results, until the recording ends. It
 checks nothing and draws nothing: what a step pays beyond it is the lesson's checks and the terminal.
 A recorded error answer is retried at once, as the SDK would after its backoff.
 """
@@ -87,7 +88,12 @@ def run(fixture_path: str) -> int:
     http = anthropic.DefaultHttpxClient(transport=httpx.MockTransport(answers(exchanges)))
     client = anthropic.Anthropic(api_key="bench", http_client=http, max_retries=0)
     messages = [{"role": "user", "content": fixture["task"]}]
-    request = {"model": "claude-sonnet-5", "max_tokens": 8000, "messages": messages}
+    # Besides the conversation, a reader's loop sends its model, its limit, its system prompt and the tools
+    # it runs (the API answers no tool_use to a request that declares none): here as the recording's first
+    # request holds them, so each request is the size of the step's.
+    first = exchanges[0].get("request", {}) if exchanges else {}
+    request = {key: first[key] for key in ("model", "max_tokens", "system", "tools") if key in first}
+    request = {"model": "claude-sonnet-5", "max_tokens": 8000} | request | {"messages": messages}
     try:
         for exchange in exchanges:
             try:
