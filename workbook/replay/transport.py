@@ -19,7 +19,7 @@ import httpx2
 
 
 class ReplayMismatch(WorkbookError, anthropic.AnthropicError):
-    """The loop sent a request that differs from the recorded one.
+    """The loop sent a request that differs from the recorded one, or that the API would reject.
 
     Raised inside the SDK's call, so it is the SDK's error too: the SDK hands its own errors on as they
     are, where anything else a transport raises becomes a connection error, retried."""
