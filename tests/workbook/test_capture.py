@@ -78,6 +78,17 @@ def test_a_cat_blocked_on_a_fifo_ends_with_its_timeout(marker, tmp_path):
     assert all_ended(f"sleep\0{marker}", f"cat\0fifo{marker}")
 
 
+def interrupt_then_check(monkeypatch, patch: tuple, started: str, marker: str, folder: Path) -> None:
+    """Run `started`, then `sleep marker` in the foreground, in `folder`, with `patch` (owner, name,
+    stand-in) raising the Ctrl-C on the way: the Ctrl-C comes through, and nothing the command started
+    is left running."""
+    monkeypatch.setattr(*patch)
+    with pytest.raises(KeyboardInterrupt):
+        capture.run(f"{started} sleep {marker}", folder, 30)
+    monkeypatch.undo()
+    assert all_ended(f"sleep\0{marker}")
+
+
 def test_a_ctrl_c_ends_the_command_and_all_it_started(marker, tmp_path, monkeypatch):
     real_wait = subprocess.Popen.wait
     waits = []
@@ -90,11 +101,10 @@ def test_a_ctrl_c_ends_the_command_and_all_it_started(marker, tmp_path, monkeypa
         wait_until_running(marker)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(subprocess.Popen, "wait", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        capture.run(f"setsid sleep {marker} & sleep {marker}", tmp_path, 30)
-    monkeypatch.undo()
-    assert waits and all_ended(f"sleep\0{marker}")
+    interrupt_then_check(
+        monkeypatch, (subprocess.Popen, "wait", interrupted), f"setsid sleep {marker} &", marker, tmp_path
+    )
+    assert waits
 
 
 def test_a_ctrl_c_before_the_group_heard_of_the_command_still_ends_it(marker, tmp_path, monkeypatch):
@@ -105,11 +115,9 @@ def test_a_ctrl_c_before_the_group_heard_of_the_command_still_ends_it(marker, tm
         wait_until_running(marker)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(capture.Group, "started", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        capture.run(f"sleep {marker} & sleep {marker}", tmp_path, 30)
-    monkeypatch.undo()
-    assert all_ended(f"sleep\0{marker}")
+    interrupt_then_check(
+        monkeypatch, (capture.Group, "started", interrupted), f"sleep {marker} &", marker, tmp_path
+    )
 
 
 def test_the_command_gets_a_tools_environment_and_its_mark(monkeypatch, tmp_path):
