@@ -117,9 +117,8 @@ class Reply:
     events: list | None = None
     drop: bool = False
     side: bool = False  # the answer to a side request (player.side_request, count_tokens): no turn used
-    data: bytes | None = field(
-        default=None, repr=False, compare=False
-    )  # `body` as JSON (json_bytes), if made
+    # `body` encoded as JSON (json_bytes), when it was made ahead: a recorded reply's, once per fixture
+    data: bytes | None = field(default=None, repr=False, compare=False)
 
 
 def json_bytes(body) -> bytes:
@@ -160,14 +159,6 @@ class Classroom:
         self.replies = {
             name: [as_json(e["response"]) for e in f["exchanges"]] for name, f in fixtures.items()
         }
-
-    def answer_sent(self, student: str, sent: bytes, chosen: str | None, headers: dict) -> None:
-        """Kept for server.py of old, which asks before it parses: no request is answered unread now."""
-        return None
-
-    def recordings(self, name: str) -> None:
-        """Kept for server.py of old, which prepared a fast path here: there is none now."""
-        return None
 
     def answer(
         self, student: str, body, chosen: str | None, headers: dict | None = None, size: int | None = None
