@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import system_tools
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,6 +92,16 @@ def pytest_collection_modifyitems(items) -> None:
     items.sort(
         key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank))
     )  # stable: the rest keep their order
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "needs_tool(name): needs a tool beyond Python (tests/system_tools.py)")
+
+
+def pytest_runtest_setup(item) -> None:
+    """A test marked @needs(tool) skips, naming the tool, where the tool is missing (fails under CI)."""
+    for mark in item.iter_markers("needs_tool"):
+        system_tools.check(mark.args[0])
 
 
 STEPS = sorted(p.stem for p in ROOT.glob("s0*_*.py"))  # the step scripts that exist

@@ -10,12 +10,13 @@ from workbook.classroom import sandbox as grade_sandbox
 
 import pytest
 from conftest import ROOT
+from system_tools import needs
 
 LOOPS = ROOT / "tests" / "grade_loops"
 NODE = shutil.which("node")
 BWRAP = grade_sandbox.choose("auto").bwrap
-needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
-needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap cannot make a sandbox here")
+needs_node = needs("node")
+needs_bwrap = needs("bwrap")
 PYTHON = sys.executable
 PLAIN = str(LOOPS / "plain_loop.py")
 OPTIONS = grade.Options(sandbox=grade_sandbox.choose("auto"))  # what `grade` itself uses by default

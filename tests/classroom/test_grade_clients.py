@@ -3,8 +3,8 @@
 
 The clients are the ones tests/clients/node/ pins (`npm ci` there: .ci/run does it, and so does this
 module when they are missing): Claude Code and the TypeScript SDK. The Python SDK is tested throughout
-(test_grade_ladder.py, test_replay_server.py). A client that cannot be installed fails these tests; it
-never skips them.
+(test_grade_ladder.py, test_replay_server.py). Without Node.js and npm these tests skip, naming them; under
+.ci/run (WORKBOOK_REQUIRE_TOOLS=1) they fail instead, and so does a client that cannot be installed.
 
 The requests Claude Code sends are kept in tests/classroom/clients/ (captured by
 tests/clients/capture_proxy.py, scrubbed by tests/clients/keep_capture.py): each file says which rule
@@ -29,6 +29,7 @@ from workbook.replay import fixtures
 import pytest
 from conftest import ROOT
 from grading import LOOPS, failures, graded, no_waiting  # noqa: F401  (autouse: no sleeping the waits)
+from system_tools import check
 
 NODE_CLIENTS = ROOT / "tests" / "clients" / "node"
 CAPTURES = ROOT / "tests" / "classroom" / "clients"
@@ -50,10 +51,10 @@ def installed_version(package: str) -> str | None:
 @pytest.fixture(scope="module")
 def node_clients() -> dict[str, str]:
     """tests/clients/node/ as package-lock.json has it (`npm ci` when a pinned version is missing), and
-    the paths of node and claude. Anything missing fails the test that asked, with what to do."""
+    the paths of node and claude. Without node and npm the test skips (tests/system_tools.py); a client
+    that cannot be installed fails the test that asked, with what to do."""
+    check("node")
     node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.fail("node and npm are needed for the real-client tests: apt-get install nodejs npm (Node 20)")
     pinned = json.loads((NODE_CLIENTS / "package.json").read_text())["dependencies"]
     if any(installed_version(name) != version for name, version in pinned.items()):
         done = subprocess.run(

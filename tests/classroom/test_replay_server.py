@@ -5,7 +5,6 @@ import http.client
 import io
 import json
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from workbook.replay import fixtures
 import anthropic
 import pytest
 from conftest import ROOT, offline_env
+from system_tools import needs
 
 import s01_agent_loop
 
@@ -885,7 +885,7 @@ def test_the_load_benchmark_reads_wrks_report():
     }
 
 
-@pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed (apt-get install wrk)")
+@needs("wrk")
 def test_the_load_benchmark_drives_the_servers_with_wrk():
     from bench import server_load
 

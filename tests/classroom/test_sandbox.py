@@ -19,14 +19,12 @@ from workbook.classroom import sandbox as grade_sandbox
 
 import pytest
 from conftest import ROOT
-from grading import BWRAP, PLAIN, PYTHON, no_waiting  # noqa: F401  (autouse)
+from grading import PLAIN, PYTHON, no_waiting  # noqa: F401  (autouse)
+from system_tools import check, needs
 
 SECRET = "sk-ant-api03-teacher-only-0123456789abcdef"
 LANDLOCK = keeper.landlock_abi() >= 1
-KINDS = [
-    pytest.param("bwrap", marks=pytest.mark.skipif(BWRAP is None, reason="bubblewrap cannot run here")),
-    pytest.param("landlock", marks=pytest.mark.skipif(not LANDLOCK, reason="this kernel has no Landlock")),
-]
+KINDS = [pytest.param("bwrap", marks=needs("bwrap")), pytest.param("landlock", marks=needs("landlock"))]
 
 
 @pytest.fixture
@@ -39,7 +37,7 @@ def graded_program(capsys, monkeypatch, kind: str, source: str, *args: str, time
     """`source` written to a student's folder and graded on the first rung in the sandbox `kind`: the
     JSON report (its one row as "row")."""
     if kind == "landlock":
-        monkeypatch.setattr(grade_sandbox, "probe", lambda bwrap: "bubblewrap is hidden by this test")
+        monkeypatch.setattr(grade_sandbox, "find_bwrap", lambda: (None, "bubblewrap is hidden by this test"))
     folder = Path(tempfile.mkdtemp(prefix="student-"))
     program = folder / "attack.py"
     program.write_text(source)
@@ -201,7 +199,7 @@ def test_a_file_is_bounded_in_size(kind, teacher, capsys, monkeypatch):
     assert last_words(report).startswith("0: DENIED File too large")
 
 
-@pytest.mark.skipif(BWRAP is None, reason="bubblewrap cannot run here")
+@needs("bwrap")
 def test_the_disk_a_program_fills_is_bounded(teacher, capsys, monkeypatch):
     source = (
         "import os\n"
@@ -236,7 +234,7 @@ def test_output_keeps_its_head_and_tail_and_costs_no_memory(kind, tmp_path, monk
     )
 
 
-@pytest.mark.skipif(BWRAP is None, reason="bubblewrap cannot run here")
+@needs("bwrap")
 def test_programs_graded_together_cannot_reach_or_starve_each_other(teacher):
     """One program looks for another's relay socket in the scratch folder and hoards connections to its
     own; the correct program, graded at the same time, still passes."""
@@ -306,7 +304,7 @@ def test_a_reason_quotes_no_secret(kind, teacher, capsys, monkeypatch):
 
 @pytest.fixture
 def nothing_to_sandbox_with(monkeypatch):
-    monkeypatch.setattr(grade_sandbox, "probe", lambda bwrap: "bubblewrap is hidden by this test")
+    monkeypatch.setattr(grade_sandbox, "find_bwrap", lambda: (None, "bubblewrap is hidden by this test"))
     monkeypatch.setattr(keeper, "landlock_abi", lambda: 0)
 
 
@@ -332,10 +330,9 @@ def test_without_any_sandbox_and_no_secret_auto_warns_and_the_report_says_why(
 
 
 def test_the_table_says_how_the_programs_ran(capsys, monkeypatch):
-    monkeypatch.setattr(grade_sandbox, "probe", lambda bwrap: "bubblewrap is hidden by this test")
+    monkeypatch.setattr(grade_sandbox, "find_bwrap", lambda: (None, "bubblewrap is hidden by this test"))
     monkeypatch.setenv("COLUMNS", "200")
-    if not LANDLOCK:
-        pytest.skip("this kernel has no Landlock")
+    check("landlock")
     grade.main(["--only", "loop", "--", PYTHON, "-c", "print('hi')"])
     out = capsys.readouterr().out
     assert "programs ran in: Landlock, one program at a time (bubblewrap is hidden by this test)" in out

@@ -1,18 +1,10 @@
 """The SDK's own types as checks: what workbook/api/contract.py judges requests and responses by.
 
 Each check is pydantic-core's validator of an SDK type (`MessageCreateParams`, `Message`,
-`ErrorResponse`, `RawMessageStreamEvent`), made from the type's own core schema, tightened as below.
-Building that schema from the SDK's types is most of what a replay costs beyond the SDK's own work, so
-it is also generated into the package as committed data, one JSON file per type in SCHEMAS:
-
-    python -m workbook.api.sdk_types --write      # after upgrading the SDK or pydantic
-    python -m workbook.api.sdk_types --check      # whether they are what the installed SDK gives
-
-A check is made from the committed schema when it was generated from the SDK and pydantic installed
-here, and built in this process from the installed types otherwise: upgrade the SDK and the contract
-follows it, with no code change. tests/api/test_sdk_types.py fails, naming the command, when the
-committed schemas differ from what the installed SDK gives. (JSON rather than a Python literal: as
-fast to load as a literal's cached bytecode, and needing none: docs/benchmarks.md §1.)
+`ErrorResponse`, `RawMessageStreamEvent`), made in this process from the installed type's own core
+schema, tightened as below: upgrade the SDK and the contract follows it, with no code change and nothing
+to regenerate. (Building them costs about a tenth of a second once a process, beside the second or more
+the SDK's own import takes: docs/benchmarks.md.)
 
 The SDK's types describe what its users may pass; the API is stricter, and so are the checks:
 - a request's objects are closed (the API answers "Extra inputs are not permitted"); a response's stay
@@ -22,20 +14,13 @@ The SDK's types describe what its users may pass; the API is stricter, and so ar
 - where the SDK says `Iterable`, JSON holds an array: an object there is refused, not read for its keys;
 - a union of blocks is picked by its `type` (or a message by its `role`), as the API reads it, rather
   than tried member by member: the same verdict, at a tenth of the cost.
-A check reads Python values (`validate_python`), so only what that reads is kept: a value's Python form
-(not its JSON form), a typed dict's name (not its class), and no serializer or JSON-schema hook. The
-few classes and functions left (`typing.Sequence`, pydantic's sequence validator, ...) are written as
-their import names and looked up when the schema loads. No rule lives here: only the types.
+No rule lives here: only the types.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import json
-import re
-import sys
-from pathlib import Path
 
 TYPES = {  # name -> (module, type, closed): the SDK type each check is built from
     "request": ("anthropic.types.message_create_params", "MessageCreateParamsNonStreaming", True),
@@ -57,21 +42,7 @@ STRICT = {
     "union",
     "tagged-union",
 }
-SCHEMAS = Path(__file__).with_name("sdk_schemas")  # the committed schemas: SCHEMAS/<name>.json
-COMMAND = "python -m workbook.api.sdk_types --write"
 UNREAD = ("metadata", "serialization")  # read by pydantic's JSON schema and serializer, never by a validator
-IMPORT = "import"  # {"import": "module:qualname"}: a class or function in a committed schema
-# The only names a committed schema may import: anything else in a file is never imported, as if
-# missing (a new SDK that needs another name fails `--write`, which says to add it here, on review).
-IMPORTABLE = frozenset(
-    {
-        "os:PathLike",
-        "typing:IO",
-        "typing:Sequence",
-        "pydantic._internal._validators:sequence_validator",
-        "workbook.api.sdk_types:_type_or_none",
-    }
-)
 
 
 @functools.cache
@@ -79,7 +50,7 @@ def validator(name: str):
     """The check for one of TYPES: a pydantic_core.SchemaValidator (`.validate_python(value)`)."""
     import pydantic_core
 
-    return pydantic_core.SchemaValidator(_checked(name))
+    return pydantic_core.SchemaValidator(_tightened(name))
 
 
 @functools.cache
@@ -88,36 +59,9 @@ def message_validator(name: str):
     type when its other fields do (with `messages: []`) and each of its messages does."""
     import pydantic_core
 
-    definitions, root = _root(_checked(name))
+    definitions, root = _root(_tightened(name))
     items = root["fields"]["messages"]["schema"]["items_schema"]
     return pydantic_core.SchemaValidator({"type": "definitions", "schema": items, "definitions": definitions})
-
-
-@functools.cache
-def _checked(name: str) -> dict:
-    """The tightened schema of `name`: the committed one if generated from what is installed, else built."""
-    missing: list = []  # import names not found: only an error if the versions are those installed
-    text = (SCHEMAS / f"{name}.json").read_text(encoding="utf-8")
-    committed = json.loads(text, object_hook=functools.partial(_imported, missing=missing))
-    if committed["generated_from"] != installed():
-        return _tightened(name)
-    if missing:
-        raise ImportError(f"{', '.join(missing)} (named by {name}.json): run `{COMMAND}`")
-    return committed["schema"]
-
-
-def installed() -> dict:
-    """The versions a core schema depends on: the SDK's (its types), pydantic's (it builds the schema) and
-    pydantic-core's (it reads it)."""
-    import anthropic
-    import pydantic
-    import pydantic_core
-
-    return {
-        "anthropic": anthropic.__version__,
-        "pydantic": pydantic.VERSION,
-        "pydantic_core": pydantic_core.__version__,
-    }
 
 
 @functools.cache
@@ -291,7 +235,7 @@ def _tag_or_none(value, tag: str):
     return "" if found is None else found if isinstance(found, str) else None
 
 
-PICKERS = {"type": _type_or_none, "role": _role_or_none}  # module-level: a committed schema names them
+PICKERS = {"type": _type_or_none, "role": _role_or_none}
 
 
 def _close(node) -> None:
@@ -304,135 +248,3 @@ def _close(node) -> None:
     elif isinstance(node, list):
         for value in node:
             _close(value)
-
-
-# -- the committed schemas: written by `python -m workbook.api.sdk_types --write`, read by _checked ---------
-
-
-def portable(schema):
-    """A tightened schema as plain data: each class or function as {"import": "module:qualname"}, and each
-    `ref` without the `:<id>` pydantic gives it (an address, different in every process)."""
-    names: dict = {}
-
-    def ref(value: str) -> str:
-        if value not in names:
-            base, n, taken = re.sub(r":\d+$", "", value), 1, set(names.values())
-            while (f"{base}:{n}" if n > 1 else base) in taken:
-                n += 1
-            names[value] = f"{base}:{n}" if n > 1 else base
-        return names[value]
-
-    def walk(node):
-        if isinstance(node, dict):
-            if set(node) == {IMPORT}:
-                raise ValueError(f"a schema node reads as an import name: {node}")
-            node = {k: ref(v) if k in ("ref", "schema_ref") else walk(v) for k, v in node.items()}
-            if node.get("type") == "literal":  # a set: `typing` may hand one module's order to another
-                node["expected"] = sorted(node["expected"], key=lambda value: (type(value).__name__, value))
-            if node.get("type") == "tagged-union":  # so is a tag's lookup, which those orders also set
-                node["choices"] = dict(sorted(node["choices"].items()))
-            return node
-        if isinstance(node, list):
-            return [walk(value) for value in node]
-        if node is None or isinstance(node, str | bool | int | float):
-            return node
-        name = f"{getattr(node, '__module__', '?')}:{getattr(node, '__qualname__', '?')}"
-        if name not in IMPORTABLE:
-            raise ValueError(f"{name} in a schema is not in sdk_types.IMPORTABLE: add it there, after review")
-        if _lookup(name) is not node:
-            raise ValueError(f"{node!r} in a schema cannot be named for import")
-        return {IMPORT: name}
-
-    return walk(schema)
-
-
-def _imported(node: dict, missing: list):
-    """json.loads' object_hook for a committed schema: an {"import": "module:qualname"} as what it names
-    (left as it is, and its name added to `missing`, when there is no such thing)."""
-    if len(node) != 1 or IMPORT not in node:
-        return node
-    found = _lookup(node[IMPORT])
-    if found is None:
-        missing.append(node[IMPORT])
-    return node if found is None else found
-
-
-def _lookup(name: str):
-    if name not in IMPORTABLE:
-        return None
-    module, _, qualname = name.partition(":")
-    try:
-        found = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError):
-        return None
-    return found
-
-
-def sources() -> dict[str, str]:
-    """The committed files, as generated from the SDK installed here: {file name: JSON text}."""
-    files = {}
-    for name, (module, type_name, _) in TYPES.items():
-        schema = portable(_tightened(name))
-        head = {
-            "note": f"{module}.{type_name}, tightened (workbook/api/sdk_types.py). Written by `{COMMAND}`.",
-            "generated_from": installed(),
-        }
-        files[f"{name}.json"] = text = _json(head, schema)
-        if json.loads(text)["schema"] != schema:  # JSON has no tuple, no number key
-            raise ValueError(f"{name}: its schema does not survive JSON")
-    return files
-
-
-def _json(head: dict, schema: dict) -> str:
-    """The file: its head, then the schema, a definition to a line (so that an SDK upgrade's diff reads)."""
-    dump = functools.partial(json.dumps, ensure_ascii=False, allow_nan=False)
-    lines = [f"  {dump(key)}: {dump(value)}," for key, value in head.items()]
-    if schema.get("type") != "definitions":
-        return "{\n" + "\n".join(lines) + f'\n  "schema": {dump(schema)}\n}}\n'
-    rest = [f"    {dump(key)}: {dump(value)}," for key, value in schema.items() if key != "definitions"]
-    definitions = ",\n".join(f"      {dump(d)}" for d in schema["definitions"])
-    inner = "\n".join(rest) + '\n    "definitions": [\n' + definitions + "\n    ]"
-    return "{\n" + "\n".join(lines) + '\n  "schema": {\n' + inner + "\n  }\n}\n"
-
-
-def write() -> list[str]:
-    """Write SCHEMAS from the SDK installed here; the names of the files written."""
-    from workbook.files import write_atomic
-
-    files = sources()
-    for name, text in files.items():
-        write_atomic(SCHEMAS / name, text)
-    return sorted(files)
-
-
-def committed_differences(folder: Path = SCHEMAS) -> list[str]:
-    """How the committed schemas (in `folder`) differ from what `--write` would write: empty when they do
-    not. Ask in a fresh process, as `--check` does: pydantic shapes a model's schema by what the process
-    built before (the same checks, another layout of its definitions)."""
-    found = []
-    for name, text in sources().items():
-        if not (folder / name).is_file() or (folder / name).read_text(encoding="utf-8") != text:
-            found.append(f"{name} is not what {installed()} gives")
-    return found
-
-
-def main(argv: list[str]) -> int:
-    """`--write` the committed schemas from the SDK installed here, or `--check` that they are its."""
-    if argv == ["--write"]:
-        print(f"wrote workbook/api/sdk_schemas/: {', '.join(write())} (from {installed()})")
-        return 0
-    if argv == ["--check"]:
-        found = committed_differences()
-        for line in found:
-            print(f"workbook/api/sdk_schemas/{line}: run `{COMMAND}`", file=sys.stderr)
-        return 1 if found else 0
-    print(f"usage: {COMMAND} | --check   (workbook/api/sdk_schemas/ from the installed SDK)", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":  # run as the package's module, so that a schema names its functions by it
-    from workbook.api import sdk_types
-
-    sys.exit(sdk_types.main(sys.argv[1:]))

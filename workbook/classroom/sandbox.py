@@ -131,8 +131,7 @@ def choose(mode: str, environ=None) -> Sandbox:
     no sandbox only if no secret is in the environment. `required` without bwrap fails."""
     if mode == "off":
         return Sandbox()
-    bwrap = shutil.which("bwrap")
-    problem = "bubblewrap (bwrap) is not installed" if bwrap is None else probe(bwrap)
+    bwrap, problem = find_bwrap()
     if problem is None:
         return Sandbox("bwrap", bwrap, "bubblewrap: each program saw only the system, the project read-only "
                        "and its own folder, with no network but its own server")  # fmt: skip
@@ -159,6 +158,12 @@ def choose(mode: str, environ=None) -> Sandbox:
         "your rights, one at a time (apt-get install bubblewrap)"
     )
     return Sandbox("none", None, how, notice, problem)
+
+
+def find_bwrap() -> tuple[str | None, str | None]:
+    """bwrap's path, and why it cannot make our sandbox here (None when it can)."""
+    bwrap = shutil.which("bwrap")
+    return bwrap, "bubblewrap (bwrap) is not installed" if bwrap is None else probe(bwrap)
 
 
 def probe(bwrap: str) -> str | None:
@@ -279,6 +284,9 @@ def landlock_rules(run: Run) -> dict:
     """What the keeper's Landlock lets a program read, write and reach (see keeper.landlock). The
     project's folder itself may be listed (Python finds modules so), its hidden files not read."""
     read = [*SYSTEM, "/proc", *map(str, readable(run.argv)), *map(str, project_entries())]
+    # A workbook step keeps a live run's files in runs/: Landlock can only allow a folder that exists,
+    # and a fresh clone has none yet (the step then died on PermissionError, and s03 scored 0 of 4).
+    (paths.ROOT / "runs").mkdir(exist_ok=True)
     return {
         "read": read,
         "list": [str(paths.ROOT)],
