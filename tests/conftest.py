@@ -75,6 +75,7 @@ SLOWEST_FIRST = (  # by each module's summed durations in one plain `pytest --du
     "tests/classroom/test_grade.py",
     "tests/classroom/test_grade_clients.py",
     "tests/classroom/test_grade_ladder.py",
+    "tests/classroom/test_grade_fresh_clone.py",
     "tests/classroom/test_replay_server.py",
     "tests/steps/test_s05_budget.py",
     "tests/classroom/test_sandbox.py",
