@@ -27,10 +27,8 @@ Run: python s03_errors.py     replay: a 529 and a 429 retried, a test fixed
      python s03_errors.py --replay fixtures/s03_overloaded_then_ok.json
      python s03_errors.py --replay fixtures/s03_bad_key.json   401: clean stop
      python s03_errors.py "task"     live, with ANTHROPIC_API_KEY
-     (WORKBOOK_NO_SLEEP=1 prints retry waits instead of sleeping: for tests)
 """
 
-import os
 import random
 import sys
 import time
@@ -123,8 +121,8 @@ def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
 
 @dataclass
 class Retry:
-    """The retry layer's policy: how it waits (sleep and rand, swapped in a replay so that it says each
-    wait instead of spending it), how many attempts, and what may pass if sent again."""
+    """The retry layer's policy: how it waits (sleep, and rand for the jitter), how many attempts, and
+    what may pass if sent again."""
 
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = random.random  # the jitter's source of randomness
@@ -143,15 +141,8 @@ class Retry:
 
     @classmethod
     def for_run(cls, run: launch.Run) -> Self:
-        """Waits really; in a replay (or with WORKBOOK_NO_SLEEP=1) says each wait, with a fixed jitter."""
-        if run.mode == "replay" or os.environ.get("WORKBOOK_NO_SLEEP"):
-            return cls(skip_wait, random.Random(0).random)
-        return cls()
-
-
-def skip_wait(seconds: float) -> None:
-    """The sleep used in replay (and with WORKBOOK_NO_SLEEP=1): say the wait, don't spend it."""
-    display.say(f"(not waiting {seconds:.1f} s: replay or WORKBOOK_NO_SLEEP)")
+        """The run's own clock and jitter: a live run waits for real."""
+        return cls(run.sleep, run.rand)
 
 
 def call_model(

@@ -215,6 +215,21 @@ def next_transition(response, state: Recovery, messages: list, hook: HookResult 
 
 
 # 3. The reply, kept or dropped.
+def count_turn(turns: list, response: Message, budget: Budget, streamed: bool = False) -> None:
+    """A reply is a turn, as s05's loop counts one: kept, shown, and its tokens and cost spent on the
+    budget (a compaction's summary is a reply too)."""
+    turns.append(response)
+    display.show_turn(len(turns), response, streamed)
+    display.show_spend(budget, budget.spend(response))
+
+
+def log_transition(transition: str, why: str, settings: "Settings") -> None:
+    """The transition an iteration ends in: kept in the run's record, written to the trace, shown."""
+    settings.recovery.log.append((transition, why))
+    settings.trace.write("transition", name=transition, why=why)
+    display.show_transition(transition, why)
+
+
 def append_reply(messages: list, response, transition: str) -> None:
     """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
     paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
@@ -383,7 +398,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         with display.waiting(len(turns) + 1, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
-            display.count_turn(turns, response, budget, streamed)
+            count_turn(turns, response, budget, streamed)
         outcome = response or state.too_long  # the reply, or the 400 that took its place
         sent = {"max_tokens": state.max_tokens, "stream": streamed}  # the trace logs them if escalated
         settings.trace.call(len(turns), messages, outcome, started, budget, **sent)
@@ -391,7 +406,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         # 2. (new in s06) Name the transition: how the call ended, what recovery tried, the stop hook.
         hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
         transition, why = next_transition(response, state, messages, hook)
-        display.log_transition(transition, why, settings)
+        log_transition(transition, why, settings)
 
         # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
         append_reply(messages, response, transition)
@@ -403,7 +418,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # a compaction's summary is a model call: it costs a step
-                display.count_turn(turns, summary, budget)
+                count_turn(turns, summary, budget)
             continue
 
         # 5. Run the tool calls as s05 does: reads side by side, the repeat brake, Ctrl-C keeps the work.

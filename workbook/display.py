@@ -329,22 +329,6 @@ def show_spend(budget, warning: str | None) -> None:
         console.print(f"[yellow]cost warning:[/] {escape(warning)}")
 
 
-def count_turn(turns: list, response: anthropic.types.Message, budget, streamed: bool = False) -> None:
-    """s06: a reply is a turn, as s05's loop counts one: kept in `turns`, shown, and its tokens and cost
-    spent on the budget (with the cost warning, the first time it applies)."""
-    turns.append(response)
-    show_turn(len(turns), response, streamed)
-    show_spend(budget, budget.spend(response))
-
-
-def log_transition(transition: str, why: str, settings) -> None:
-    """s06: the transition an iteration ends in, in the run's record (settings.recovery.log), in its
-    trace and on screen."""
-    settings.recovery.log.append((transition, why))
-    settings.trace.write("transition", name=transition, why=why)
-    show_transition(transition, why)
-
-
 def show_transition(transition: str, why: str) -> None:
     """s06: the transition an iteration ends in, and why."""
     colour = {"done": "green", "fail": "red", "next_turn": "dim"}.get(transition, "magenta")

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from workbook.display import say
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import refuse_unwritable, write_json
 from workbook.paths import ROOT, UNGATED
@@ -71,6 +75,16 @@ class Run:
     kept: Path | None = None  # a live run's folder in runs/, for the files the step keeps (step_cli)
     environment: dict | None = None  # s02: folder, OS, date, git, for the system prompt (environment.py)
     journal: Journal | None = None  # record mode: each exchange appended as it completes (journal.py)
+    # The run's clock and dice, for a step's waits and their jitter: real ones live; a replay's say each
+    # wait instead of spending it (a recording has no clock) and draw the same jitter every time, so a
+    # replay prints the same lines on every run.
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random
+
+    def without_clock(self) -> Run:
+        """This run, its waits said instead of spent, its jitter fixed (see `sleep`)."""
+        self.sleep, self.rand = say_the_wait, random.Random(0).random
+        return self
 
     def finish(self) -> str | None:
         """End the run: save what record mode captured (or what a rebuild observed), remove the
@@ -115,7 +129,13 @@ def choose(args: argparse.Namespace, model: str, script: str, **client_options) 
     banner = f"live: {model} at {where}; tools act in {workspace}"
     if script in UNGATED:
         banner += f"; {script} has no permission gate: it runs every command the model asks for, unasked"
-    return Run(client, "live", args.task, workspace, model, banner, script=script)
+    run = Run(client, "live", args.task, workspace, model, banner, script=script)
+    return run.without_clock() if os.environ.get("WORKBOOK_NO_SLEEP") else run  # the suite's live runs
+
+
+def say_the_wait(seconds: float) -> None:
+    """A replay's sleep: the wait is said, not spent."""
+    say(f"(a recording has no clock: the {seconds:.1f} s wait is not spent)")
 
 
 def refuse_conflicting_flags(args: argparse.Namespace) -> None:
@@ -172,7 +192,7 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
         workspace.parent,
         script,
     )
-    return run
+    return run.without_clock()
 
 
 def absolute_args(fixture: dict) -> list[str]:

@@ -61,3 +61,29 @@ def test_the_loop_takes_the_client_the_messages_and_one_settings_object(step_nam
     earlier = STEPS[STEPS.index(step_name) - 1] if STEPS.index(step_name) else None
     if earlier:  # each step's settings extend the previous step's
         assert issubclass(step.Settings, load_step(earlier).Settings)
+
+
+# s02's permission gate still asks the replay's trust list itself; it is to take the person's answer
+# through the same `ask` a live run uses (the course issue). Until then it is the one exception.
+STILL_ASKS_TRUST = {"s02_tools"}
+
+
+@pytest.mark.parametrize("step_name", STEPS)
+def test_a_step_never_knows_it_is_replayed(step_name):
+    """A replay supplies the model through the client and time through the run's sleep: no step reads the
+    run's mode, checks a WORKBOOK_ switch or imports the replay package."""
+    import ast
+    import re
+
+    from conftest import ROOT
+
+    source = (ROOT / f"{step_name}.py").read_text()
+    assert not re.search(r"\.mode\b", source) and "WORKBOOK_" not in source
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    ]
+    replay = [name for name in imported if name and name.startswith("workbook.replay")]
+    assert replay == ([] if step_name not in STILL_ASKS_TRUST else ["workbook.replay"])

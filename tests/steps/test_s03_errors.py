@@ -299,7 +299,7 @@ def live(step, ws, monkeypatch):
     runs = ws.parent / "runs"
     monkeypatch.setattr(step, "RUNS", runs)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    monkeypatch.setenv("WORKBOOK_NO_SLEEP", "1")  # the waits are printed, not slept (see --help)
+    monkeypatch.setenv("WORKBOOK_NO_SLEEP", "1")  # the waits are said, not slept (workbook/launch.py)
     monkeypatch.delenv("MODEL_ID", raising=False)
 
     def run(brain, capsys, task="count the notes"):
@@ -371,7 +371,7 @@ def test_live_really_sleeps_the_wait_when_not_told_otherwise(live, step, capsys,
     busy = api_error(529, "overloaded_error", "Overloaded", **{"retry-after-ms": "10"})
     code, requests, out, _ = live(scripted(busy, finish()), capsys)
     assert code == 0 and len(requests) == 2
-    assert "retrying in 0.0 s (as the server asked)" in out and "not waiting" not in out
+    assert "retrying in 0.0 s (as the server asked)" in out and "wait is not spent" not in out
 
 
 # -- the fixtures, replayed by the script as a reader would ------------------------------------------
@@ -442,7 +442,7 @@ def test_overloaded_then_ok_shows_every_attempt_and_completes(replays):
         "connection failed (no answer) — retrying in N s, attempt 2 of 5",
     ]
     assert "retrying in 2.0 s (as the server asked)" in out
-    assert "(not waiting 2.0 s: replay or WORKBOOK_NO_SLEEP)" in out and "notes.txt has 1 line." in out
+    assert "(a recording has no clock: the 2.0 s wait is not spent)" in out and "notes.txt has 1 line." in out
 
 
 def test_bad_key_stops_cleanly_with_the_conversation_saved(replays):
@@ -467,13 +467,13 @@ def test_unknown_tool_is_fed_back_and_the_next_turn_uses_a_real_one(replays):
     assert "there is no tool 'word_count'; the tools are bash" in out and "7 notes.txt" in out
 
 
-def test_help_names_the_default_fixture_and_the_test_only_no_sleep_switch(capsys):
+def test_help_names_the_default_fixture_and_no_test_switch(capsys):
     s03 = load_step("s03_errors")
     with pytest.raises(SystemExit) as done:
         s03.main(["--help"])
     out = capsys.readouterr().out
     assert done.value.code == 0 and "fixtures/s03_fix_with_retry.json" in out  # the retry layer at work
-    assert "WORKBOOK_NO_SLEEP=1" in out and "s03_bad_key.json" in out
+    assert "WORKBOOK_" not in out and "s03_bad_key.json" in out
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "fixtures").glob("s03_*.json")))

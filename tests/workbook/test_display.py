@@ -10,6 +10,7 @@ from workbook import display
 from workbook.timeline import Timed
 
 import pytest
+from conftest import ROOT
 from rich.console import Console
 
 HOSTILE = (
@@ -59,3 +60,28 @@ def test_a_model_line_with_markup_is_shown_as_written(text, monkeypatch):
     display.show_model_line("model: " + text)
     display.error("stopped", text)
     assert out.getvalue().count(text) == 2
+
+
+def test_display_only_displays():
+    """No function in display.py spends the budget, writes the trace or changes what it is given (an
+    append to the turns, the recovery log or the conversation): that is lesson logic, and a reader must
+    find it in the step that teaches it (s06's count_turn and log_transition once hid here)."""
+    import ast
+
+    tree = ast.parse((ROOT / "workbook" / "display.py").read_text())
+    found = []
+    for function in (node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)):
+        given = {arg.arg for arg in function.args.args + function.args.kwonlyargs}
+        for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
+            what = call.func
+            if not isinstance(what, ast.Attribute):
+                continue
+            owner = what.value
+            spends = what.attr == "spend"
+            traces = what.attr == "write" and isinstance(owner, ast.Attribute) and owner.attr == "trace"
+            mutates = what.attr in ("append", "extend", "insert") and (
+                isinstance(owner, ast.Attribute) or (isinstance(owner, ast.Name) and owner.id in given)
+            )
+            if spends or traces or mutates:
+                found.append(f"{function.name}: {ast.unparse(call)}")
+    assert found == []
