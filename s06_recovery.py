@@ -235,7 +235,7 @@ def append_reply(messages: list, response, transition: str) -> None:
     paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
     if transition not in KEEPS_REPLY:
         return
-    content = conversation.plain(response.content)  # as JSON: the SDK re-dumps its objects on every call
+    content = response.content  # as the SDK returns it, as s01 appends it
     if messages and messages[-1]["role"] == "assistant":
         messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
     else:
