@@ -3,8 +3,7 @@
 Adds over s03: `run_tools()` groups a turn's calls in order: a run of
 read-only calls runs together in a thread pool; any other call is a barrier
 that runs alone, so two writes never race and only a lone call can ask a
-person. A repeat brake holds back a third identical call, and an edit or a
-write that flips a file back again (A→B→A→B).
+person. Past ten calls in a turn, the rest are answered with an error.
 
     user task
         |
@@ -21,20 +20,17 @@ write that flips a file back again (A→B→A→B).
            | tool_use order, in one user message    |  cap: is_error; a
            +========================================+  timeline shows groups
 
-Run: python s04_parallel.py       replay: four reads and a grep in one turn
-     python s04_parallel.py --replay fixtures/s04_mixed_turn.json   a write
+Run: python s04_parallel.py       replay: two reads together, then a write alone
+     python s04_parallel.py --replay fixtures/s04_read_many.json   5 reads
      python s04_parallel.py --replay fixtures/s04_tool_storm.json   12 calls
      python s04_parallel.py --read-latency 0   no simulated read latency
      python s04_parallel.py "task"   live, with ANTHROPIC_API_KEY
 """
 
-import json
 import sys
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-from functools import partial
+from dataclasses import dataclass
 from typing import Self
 
 from workbook import display, launch, step_cli
@@ -49,7 +45,7 @@ from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import REGISTRY, TOOLS
 from s03_errors import CLIENT_OPTIONS, FATAL, call_model, execute, stop_cleanly
 
-DEFAULT_FIXTURE = "fixtures/s04_read_many.json"
+DEFAULT_FIXTURE = "fixtures/s04_mixed_turn.json"
 
 
 # -- new in s04: several tool calls per turn — reads run together, every other call alone, in order --
@@ -119,96 +115,6 @@ def over_the_cap(block, asked: int, settings: "Settings") -> str:
     return output
 
 
-# -- new in s04: the repeat brake — the same call, with the same result, again and again ---------------
-
-REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is held back
-HELD = "held back"  # what the brake remembers as the result of a call it held back
-IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
-    "edit_file": "error: not run: this edit redoes one you already undid (A→B, then B→A, now A→B again): "
-    "the edits are going in circles. Decide which version is right, say why, and stop editing it.",
-    "write_file": "error: not run: this write redoes one you already undid (you wrote A, B, then A, and now "
-    "B again): the writes are going in circles. Decide which version is right, say why, and stop writing it.",
-}
-
-
-@dataclass
-class Asked:
-    """One call as the brake remembers it: the tool and its input, and what came back (None: not yet)."""
-
-    call: str
-    result: str | None = None
-
-
-@dataclass
-class RepeatBrake:
-    """The brake on a model going round in circles. It sees every call in the order asked, and holds one
-    back (answers it with an error asking for another approach) when the REPEAT_LIMIT - 1 calls just
-    before it were the same tool with the same input and gave one same result, or when it redoes a change
-    to a file already undone (edits A→B, B→A, A→B; writes A, B, A, B). Asking again for a call held back
-    stops the run."""
-
-    recent: deque = field(default_factory=partial(deque, maxlen=REPEAT_LIMIT - 1))  # the latest Askeds
-    turn: list = field(default_factory=list)  # this turn's calls, as Askeds, in tool_use order
-    changes: dict = field(default_factory=dict)  # (tool, path) -> the (before, after) changes asked, in order
-    written: dict = field(default_factory=dict)  # path -> the content last written there (None: not yet)
-    stop: str = ""  # set when the model asks again for a call held back: why the run stops
-
-    def hold_back(self, calls: list) -> dict[str, str]:
-        """The answers to the calls this brake holds back, by tool_use id; the others may run."""
-        held = {}
-        self.turn = []
-        for block in calls:
-            asked = Asked(f"{block.name} {json.dumps(block.input, sort_keys=True, ensure_ascii=False)}")
-            answer = self.answer(asked.call, block)
-            if answer:
-                held[block.id] = answer
-                asked.result = HELD
-            self.turn.append(asked)
-            self.recent.append(asked)
-        return held
-
-    def answer(self, call: str, block) -> str | None:
-        """None to let this call run, or the error that answers it instead."""
-        before = list(self.recent)
-        if before and before[-1].call == call and before[-1].result == HELD:
-            self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
-            return "error: not run: refused again, so this run stops here."
-        results = {asked.result for asked in before if asked.result is not None}  # None: asked this turn
-        if len(before) == REPEAT_LIMIT - 1 and all(a.call == call for a in before) and len(results) <= 1:
-            return (
-                f"error: not run: this is the same {block.name} call with the same input "
-                f"{REPEAT_LIMIT} times in a row, and it gave the same result each time, so another gives "
-                "nothing new. Change approach: other input, another tool, or stop and report what you found."
-            )
-        if self.flips_back(block):
-            return IN_CIRCLES[block.name]
-        return None
-
-    def flips_back(self, block) -> bool:
-        """Whether this call redoes a change to a file after its undo: an edit A→B, B→A, then A→B again;
-        or a file written A, B, A, then B again (a write changes what was last written there)."""
-        given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
-        path = str(given.get("path"))
-        if block.name == "edit_file":
-            change = (given.get("old_text"), given.get("new_text"))
-        elif block.name == "write_file":
-            change = (self.written.get(path), given.get("content"))
-            self.written[path] = given.get("content")
-        else:
-            return False
-        undo = change[::-1]  # a change to the same content (A→A) undoes nothing
-        done = self.changes.setdefault((block.name, path), [])
-        circle = change in done and change != undo and undo in done[done.index(change) :]
-        done.append(change)
-        return circle
-
-    def remember(self, results: list[dict]) -> None:
-        """What this turn's calls gave, in tool_use order: what the next calls are compared with."""
-        for asked, result in zip(self.turn, results):
-            if asked.result is None:
-                asked.result = json.dumps([result["content"], result["is_error"]])
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
@@ -227,10 +133,8 @@ class Settings(s03.Settings):
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
-    """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or
-    until the model asks again for a call the repeat brake held back."""
+    """Call the model, run the tools it asks for, feed the results back; repeat until it stops."""
     turns = []  # every response, in order
-    brake = RepeatBrake()  # (new in s04) it holds back a call the model keeps repeating
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    call_model() retries what may pass and raises what cannot (s03).
@@ -256,18 +160,11 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 4. (new in s04) Run the tool calls, reads side by side and the rest one at a time, and
-        #    answer each id exactly once, in the order asked, all in one user message. The repeat
-        #    brake answers the calls it holds back; each other call still goes through execute().
+        #    answer each id exactly once, in the order asked, all in one user message.
         calls = [block for block in response.content if block.type == "tool_use"]
-        held = brake.hold_back(calls)  # tool_use id -> the error that answers it instead
-        answers = {block_id: (error, True) for block_id, error in held.items()}  # run_tools adds the rest
-        results, timeline = run_tools(calls, settings, answers)  # the timeline is shown, never sent
-        brake.remember(results)
+        results, timeline = run_tools(calls, settings)  # the timeline is shown, never sent
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
-        if brake.stop:  # asked again after a refusal: going round once more would change nothing
-            display.show_stop(brake.stop)
-            return turns
 
 
 def main(argv: list[str] | None = None) -> int:

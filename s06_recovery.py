@@ -1,9 +1,9 @@
 """s06_recovery.py — Recovery: a named next move for every way a turn ends.
 
 Adds over s05: each iteration ends in a named transition. A reply cut short
-never has its tool calls run. "Prompt is too long": collapse old tool results,
-then compact older history into a summary. --stop-hook CMD must pass before
-the loop may stop; a trace replays as a fixture (--replay run.jsonl).
+never has its tool calls run; an escalated one streams. "Prompt is too long":
+collapse old tool results, then compact older history into a summary.
+--stop-hook CMD must pass before the loop may stop.
 
     +------------+ stop_reason +=============================================+
     | call model | ----------> | next_transition() (new): name the next move |
@@ -16,31 +16,57 @@ the loop may stop; a trace replays as a fixture (--replay run.jsonl).
       +------------ hook_retry        <- end_turn, but the stop hook fails
                     done | fail       <- end_turn, refusal | out of tries
 
-Run: python s06_recovery.py --replay fixtures/s06_stop_hook.json   hook_retry
-     python s06_recovery.py --trace run.jsonl "task"   then --replay run.jsonl
+Run: python s06_recovery.py   replay: a cut tool call answered, the reply escalated
+     python s06_recovery.py --replay fixtures/s06_stop_hook.json   hook_retry
+     python s06_recovery.py "task" --web-search   live, ANTHROPIC_API_KEY
 """
 
 import sys
 import time
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import NamedTuple, Self
 
-from workbook import conversation, display, launch, step_cli
+from workbook import conversation, display, launch, step_cli, tracing
 from workbook.conversation import blocks, context_chars, json_chars, result_text  # blocks, sizes
 
 import anthropic
 from anthropic.types import Message
 
 import s02_tools as s02
+import s03_errors as s03
 import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
-from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
-from s04_parallel import RepeatBrake
-from s05_budget import run_tools_until_ctrl_c, stopped, stream_reply
+from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, api_message, call_model, fatal_line, stop_cleanly
+from s05_budget import RepeatBrake, run_tools
 
 DEFAULT_FIXTURE = "fixtures/s06_truncated_tool_use.json"
+
+
+# -- new in s06: replies stream — an escalated reply of 64k tokens must, and text shows as it comes --
+
+
+def stream_reply(client: anthropic.Anthropic, **request) -> Message:
+    """The reply, streamed: its text shows as it comes, a tool call once its input is whole (with its
+    result). A Ctrl-C meanwhile raises KeyboardInterrupt, and the partial reply goes with the stream."""
+    with client.messages.stream(**request) as events:
+        for event in events:
+            display.show_event(event)
+        return events.get_final_message()
+
+
+class Retry(s03.Retry):
+    """Unlike s03's: an `error` event inside a streamed reply (HTTP said 200 before it began) is
+    retried when it is one that may pass, overloaded or a server error, as a 529 or a 500 would be."""
+
+    def reason(self, err: anthropic.APIError) -> str | None:
+        if s03.status_of(err) != 200:
+            return super().reason(err)
+        body = err.body if isinstance(err.body, dict) else {}
+        kind = (body.get("error") or {}).get("type")
+        return "an error inside the stream" if kind in ("overloaded_error", "api_error") else None
 
 
 # -- new in s06: the recovery chain — every iteration ends in a named transition -------------------
@@ -230,6 +256,20 @@ def log_transition(transition: str, why: str, settings: "Settings") -> None:
     display.show_transition(transition, why)
 
 
+def stopped(settings: "Settings", reason: str) -> None:
+    """Unlike s05's: the stop is the trace's last line too."""
+    s05.stopped(settings, reason)
+    settings.trace.stop(reason, settings.budget)
+
+
+def failed(settings: "Settings", err: Exception) -> None:
+    """A fatal error (s03 says it on screen): the failed call and the stop, as the trace's last lines."""
+    cause = err.__cause__ if isinstance(err, GaveUp) else err
+    settings.trace.error(len(settings.budget.rows) + 1, cause, str(err))
+    settings.budget.reason = f"fatal error: {fatal_line(err)}"
+    settings.trace.stop(settings.budget.reason, settings.budget)
+
+
 def append_reply(messages: list, response, transition: str) -> None:
     """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
     paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
@@ -357,31 +397,40 @@ def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -
 
 @dataclass
 class Settings(s05.Settings):
-    """s05's settings, and what s06 adds: a stop hook that must pass before the loop may stop, the API's
-    web search, and the recovery chain's state and record."""
+    """s05's settings, and what s06 adds: streaming and its retry layer, a stop hook that must pass
+    before the loop may stop, the API's web search, the recovery chain's state, and the trace."""
 
+    retry: Retry = field(default_factory=Retry)
     budget: Budget = field(default_factory=Budget)
+    stream: bool = True  # False: wait for each reply whole, as s01-s05 do (--no-stream)
     stop_hook: str | None = None  # --stop-hook: a shell command run in the workspace
     web_search: bool = False  # --web-search: the API's server-side search tool
     recovery: Recovery = field(default_factory=Recovery)
+    trace: tracing.Trace = field(default_factory=tracing.Trace)  # Trace(None): no trace file
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s05's, with --stop-hook (a fixture's own hook meets s02's gate first, as a bash call would),
-        --stop-hook-retries, --web-search, and the trace's `run` line (what replaying the trace needs)."""
+        """s05's, with streaming (unless --no-stream, or a replayed fixture was recorded without it),
+        --stop-hook (a fixture's own hook meets s02's gate first, as a bash call would),
+        --stop-hook-retries, --web-search, and the trace, opened with its `run` line."""
         settings = super().for_run(run, args)
+        settings.retry = Retry.for_run(run)
         settings.budget = Budget(**step_cli.limits(args))
-        settings.trace.write("run", **step_cli.run_line(run, args))
+        settings.stream = step_cli.streaming(args, run)
         settings.stop_hook = step_cli.stop_hook(run, args, s02.gate, s02.REGISTRY["bash"])
         settings.web_search = args.web_search
         settings.recovery = Recovery(hook_retries=args.stop_hook_retries)
+        settings.trace = tracing.Trace(
+            Path(args.trace or step_cli.run_files(run) / "trace.jsonl"), run.script
+        )
+        settings.trace.write("run", **step_cli.run_line(run, args))
         return settings
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """s05's loop, each iteration ending in a named transition: recovery repairs what it can, goes on."""
     turns = []  # every response, in order
-    brake = RepeatBrake()  # s04's
+    brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     settings.trace.start(shared_request(settings), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
@@ -421,19 +470,18 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 count_turn(turns, summary, budget)
             continue
 
-        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake, Ctrl-C keeps the work.
+        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         started = time.monotonic()
-        results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
-        messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
+        results, timeline = run_tools(calls, settings, held)
+        messages.append({"role": "user", "content": results})
         brake.remember(results)
         display.show_tools(calls, results, timeline)
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
-        stop = ctrl_c or brake.stop  # a Ctrl-C, or s04's repeat brake
-        settings.trace.tools(len(turns), calls, results, started, stop)
-        if stop:
-            stopped(settings, stop)
+        settings.trace.tools(len(turns), calls, results, started, brake.stop)
+        if brake.stop:
+            stopped(settings, brake.stop)
             return turns
 
 
@@ -447,18 +495,17 @@ def main(argv: list[str] | None = None) -> int:
 def run_task(run: launch.Run, args) -> int:
     """s05's run, with this step's loop and settings; recovery giving up is exit 1."""
     settings = Settings.for_run(run, args)
-    messages = s05.first_messages(run, args)
-    saved = s05.saved_path(run, args)
+    messages = [{"role": "user", "content": run.task}]
+    saved = step_cli.run_files(run) / "conversation.json"
     try:
         agent_loop(run.client, messages, settings)
     except FATAL as err:  # s03: what retrying cannot fix
-        s05.failed(settings, err)
+        failed(settings, err)
         return stop_cleanly(err, messages, saved)
-    except KeyboardInterrupt:  # s05: a Ctrl-C during a model call, or a second one while tools ran
-        s05.interrupted(messages, settings)
-    code = s05.keep_the_work(run, messages, settings, saved)
-    gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
-    return 1 if code == 0 and gave_up else code
+    display.show_budget(settings.budget)
+    conversation.save_conversation(messages, saved)
+    display.say(f"audit log: {settings.audit}\ntrace: {settings.trace.path}\nconversation saved: {saved}")
+    return 1 if settings.budget.reason.startswith("recovery gave up") else 0  # the last transition: fail
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Everything goes through one `console`, which a notebook or a test swaps once, he
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import textwrap
@@ -91,6 +92,8 @@ def show_turn(turn: int, response: anthropic.types.Message, streamed: bool = Fal
 
 
 RESULT_LINES = 4  # a tool result shows at most this many lines (and its last); the rest are counted
+READ_LINES = 8  # a file read shows this many: a short file whole, so the line that matters is there
+DIFF_LINES = 8  # an edit or a write shows at most this many of its changed lines; the rest are counted
 TELLING = {  # the argument that says most about a call, shown on its one line
     "bash": "command",
     "read_file": "path",
@@ -114,6 +117,30 @@ def as_text(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def changed_text(block) -> tuple[str, str] | None:
+    """(old, new) text of an edit or a write the model asked for, to show as a diff; None for any other
+    call, or an input the tool would refuse."""
+    data = block.input if isinstance(block.input, dict) else {}
+    if block.name == "edit_file" and isinstance(data.get("old_text"), str):
+        old, new = data["old_text"], data.get("new_text")
+    elif block.name == "write_file":
+        old, new = "", data.get("content")
+    else:
+        return None
+    return (old, new) if isinstance(new, str) and isinstance(data.get("path"), str) else None
+
+
+def diff_lines(old: str, new: str, width: int | None = None) -> list[str]:
+    """What an edit takes out (-) and puts in (+), with a line of context around it: the change itself,
+    which is the point of the call, in at most DIFF_LINES lines; the rest counted."""
+    width = width or console.width
+    diff = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1))[2:]
+    lines = [line for line in diff if not line.startswith("@@")]
+    if len(lines) > DIFF_LINES:
+        lines = lines[: DIFF_LINES - 1] + [f" … ({len(lines) - DIFF_LINES + 1} more changed lines)"]
+    return [clip("  " + line, width) for line in lines]
+
+
 def call_line(block, width: int | None = None) -> str:
     """A tool call in one line, as the model sent it: `$ command` for bash, else the tool's name and its
     most telling argument (TELLING). An input without that argument, a misspelt key say, is shown as the
@@ -126,6 +153,8 @@ def call_line(block, width: int | None = None) -> str:
     head = "$ " if block.name == "bash" else f"{block.name} "
     telling = (data[key].splitlines() or [""])[0]
     others = sum(len(as_text(value)) for value in data.values()) - len(telling)
+    if changed_text(block):  # the text it changes is shown below the line, as a diff
+        others = 0
     return counted(head, telling, others, width or console.width)
 
 
@@ -138,14 +167,14 @@ def counted(head: str, text: str, others: int, width: int) -> str:
     return f"{head}{shown} … ({len(text) - len(shown) + others} chars)"
 
 
-def result_lines(output: str, width: int | None = None) -> list[str]:
+def result_lines(output: str, width: int | None = None, most: int = RESULT_LINES) -> list[str]:
     """A tool's output in a few lines, indented under its call: the first ones and the last (where an
     exit code is), each cut to the width; the lines between are counted."""
     width = width or console.width
     lines = output.splitlines() or [""]
-    if len(lines) > RESULT_LINES + 1:
-        hidden = len(lines) - RESULT_LINES
-        lines = lines[: RESULT_LINES - 1] + [f"… ({hidden} more lines)"] + lines[-1:]
+    if len(lines) > most + 1:
+        hidden = len(lines) - most
+        lines = lines[: most - 1] + [f"… ({hidden} more lines)"] + lines[-1:]
     return [clip("  " + line, width) for line in lines]
 
 
@@ -162,8 +191,13 @@ def show_tool(block, output: str, is_error: bool = False) -> None:
     """A tool call as one line, then what it returned: an error or a refusal whole (s01's answers say
     so by opening with `error:`), other output in a few lines."""
     say(call_line(block), "cyan")
+    changed = changed_text(block)
+    if changed:
+        for line in diff_lines(*(printable(text) for text in changed)):
+            console.out(line, style={"-": "red", "+": "green"}.get(line[2:3]), highlight=False)
     text = printable(output)  # no control sequences
-    shown = error_lines(text) if is_error or text.startswith("error:") else result_lines(text)
+    most = READ_LINES if block.name == "read_file" else RESULT_LINES
+    shown = error_lines(text) if is_error or text.startswith("error:") else result_lines(text, most=most)
     console.out("\n".join(shown), highlight=False)
 
 

@@ -10,7 +10,15 @@ ROOT = Path(__file__).resolve().parent.parent  # the repo: workbook/ sits at its
 WORKSPACES = ROOT / "fixtures" / "workspace"
 
 
-STEPS = ("s01_agent_loop", "s02_tools", "s03_errors", "s04_parallel", "s05_budget", "s06_recovery")
+STEPS = (
+    "s01_agent_loop",
+    "s02_tools",
+    "s03_errors",
+    "s04_parallel",
+    "s05_budget",
+    "s06_recovery",
+    "s07_keep_the_work",
+)
 
 
 UNGATED = ("s01_agent_loop",)  # steps with no permission gate: they replay only trusted fixtures' commands

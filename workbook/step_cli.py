@@ -13,10 +13,11 @@ from datetime import datetime
 from pathlib import Path
 
 from workbook import display
+from workbook.conversation import repo_path
 from workbook.display import error, printable, say
 from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
-from workbook.files import refuse_unwritable, sweep_temp_files
+from workbook.files import read_json, refuse_unwritable, sweep_temp_files
 from workbook.launch import Run, display_name, start
 from workbook.launch import make_parser as make_shared_parser
 from workbook.paths import ROOT
@@ -111,22 +112,20 @@ def run_step(
 
 
 def prepared(args: argparse.Namespace) -> argparse.Namespace:
-    """What the flags mean before the run starts. With --resume (s05 on): offline, the step's own resume
-    fixture replays (fixtures/sNN_resume.json); live with no new instruction, RESUME_INSTRUCTION is sent.
-    With --handoff (s05 on): offline, HANDOFF_FIXTURE replays; live, the instruction may be left out.
-    A step that writes traces (s05 on) replays one as a fixture: --replay run.jsonl, converted first."""
+    """What the flags mean before the run starts. With --resume or --handoff FILE (s07): offline, the
+    recording that goes on from that very conversation replays (recording_from); live with no new
+    instruction, RESUME_INSTRUCTION or HANDOFF_INSTRUCTION is sent. A step that writes traces (s06 on)
+    replays one as a fixture: --replay run.jsonl, converted first."""
     if getattr(args, "resume", None) and getattr(args, "handoff", None):
         raise WorkbookError("--resume goes on from a saved conversation, --handoff starts afresh: give one")
-    if getattr(args, "resume", None) and not args.replay:
+    for flag, instruction in (("resume", RESUME_INSTRUCTION), ("handoff", HANDOFF_INSTRUCTION)):
+        saved = getattr(args, flag, None)
+        if not saved or args.replay:
+            continue
         if not os.environ.get("ANTHROPIC_API_KEY"):
-            args.default_fixture = f"fixtures/{args.script[:3]}_resume.json"
+            args.default_fixture = offline_recording(flag, saved)
         elif not args.task:
-            args.task = RESUME_INSTRUCTION
-    if getattr(args, "handoff", None) and not args.replay:
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            args.default_fixture = HANDOFF_FIXTURE
-        elif not args.task:
-            args.task = HANDOFF_INSTRUCTION
+            args.task = instruction
     if hasattr(args, "trace") and args.replay and args.replay.endswith(".jsonl"):
         args.replay = fixture_file(args.replay, args.script)
     return args
@@ -134,7 +133,29 @@ def prepared(args: argparse.Namespace) -> argparse.Namespace:
 
 RESUME_INSTRUCTION = "Continue where you left off."  # what a live --resume sends when given no instruction
 HANDOFF_INSTRUCTION = "Carry on with the task."  # what a live --handoff adds when given no instruction
-HANDOFF_FIXTURE = "fixtures/s05_handoff.json"  # what --handoff replays offline, from s05 on (s05's flag)
+
+
+def recording_from(flag: str, saved: str | Path) -> str | None:
+    """The committed fixture recorded going on (`--resume` or `--handoff`) from this very conversation,
+    whatever file it was saved in: fixtures/NAME.json, or None."""
+    wanted = read_json(repo_path(str(saved)), "saved conversation", "give the path a run printed")
+    for fixture in sorted((ROOT / "fixtures").glob("*.json")):
+        args = read_json(fixture, "fixture", "").get("args") or []
+        given = args[args.index(f"--{flag}") + 1] if f"--{flag}" in args[:-1] else None
+        if given and (ROOT / given).is_file() and read_json(ROOT / given, "", "") == wanted:
+            return f"fixtures/{fixture.name}"
+    return None
+
+
+def offline_recording(flag: str, saved: str) -> str:
+    """What an offline --resume or --handoff of `saved` replays; with no recording of it, one line."""
+    fixture = recording_from(flag, saved)
+    if fixture is None:
+        raise WorkbookError(
+            f"no recording goes on from {saved}, so it cannot --{flag} offline: set ANTHROPIC_API_KEY to "
+            "go on live"
+        )
+    return fixture
 
 
 def banner_lines(run: Run, width: int | None = None) -> list[str]:
@@ -196,19 +217,19 @@ def refuse_unwritable_flags(args) -> None:
 
 
 def resume_hint(script: str, saved: Path) -> list[str]:
-    """How to go on from a saved conversation, as commands that work as printed: offline (no key) a
-    replay of the step's own resume fixture; with a new instruction, live, which needs a key."""
-    fixture = f"fixtures/{script[:3]}_resume.json"
-    resume = [f"  python {script}.py --resume \\", f"    {saved}"]
-    live = [*resume[:-1], f"    {saved} \\", '    "new instruction"']
+    """How to go on from a saved conversation, as commands that work as printed: live, with a new
+    instruction (it needs a key); and offline, when a recording goes on from this very conversation,
+    from the committed copy it was recorded from (a run's own folder is tidied away later)."""
+    live = [f"  python {script}.py --resume \\", f"    {saved} \\", '    "new instruction"']
     if os.environ.get("ANTHROPIC_API_KEY"):
         return ["continue it (live, with your key):", *live]
-    return [
-        f"continue it offline (replays {fixture}'s answers):",
-        *resume,
-        "or live with a new instruction (set ANTHROPIC_API_KEY first):",
-        *live,
-    ]
+    hint = ["continue it live with a new instruction (set ANTHROPIC_API_KEY first):", *live]
+    fixture = recording_from("resume", saved)
+    if fixture is None:
+        return hint
+    args = read_json(ROOT / fixture, "fixture", "")["args"]
+    committed = args[args.index("--resume") + 1]
+    return [*hint, f"or offline, as {fixture} recorded it:", f"  python {script}.py --resume {committed}"]
 
 
 # -- each step's own flags (a step's main adds those of every step before it) -------------------------
@@ -239,20 +260,22 @@ def add_latency_flag(parser) -> None:
     )
 
 
-def add_budget_flags(parser) -> None:
-    """s05's flags: the limits, --resume, where the conversation and the trace go, and --no-stream. A
-    limit not given is left to s05's Budget (its defaults are named in the help, and a test keeps them
-    equal); 0, -1 or nan as a limit is refused in one line."""
+def add_limit_flags(parser) -> None:
+    """s05's flags: the limits. A limit not given is left to s05's Budget (its defaults are named in the
+    help, and a test keeps them equal); 0, -1 or nan as a limit is refused in one line."""
     add = parser.add_argument
     add("--max-steps", type=limit, metavar="N", help="model calls (default 50)")
     add("--max-tokens-total", type=limit, metavar="N", help="tokens in + out (default 200,000)")
     add("--max-input-tokens", type=limit, metavar="N", help="input, one request (default 150,000)")
     add("--max-cost", type=dollars, metavar="DOLLARS", help="estimated, warned at 80%% (default 5.00)")
+
+
+def add_keep_flags(parser) -> None:
+    """s07's flags: --resume, --handoff, and where the conversation goes."""
+    add = parser.add_argument
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
     add("--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
-    add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
-    add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s04 do")
 
 
 LIMITS = ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")  # s05's Budget, by flag
@@ -264,8 +287,10 @@ def limits(args) -> dict:
 
 
 def add_recovery_flags(parser, hook_retries: int = 2) -> None:
-    """s06's flags: the stop hook and the server-side search tool."""
+    """s06's flags: the stop hook, the server-side search tool, --no-stream, and where the trace goes."""
     add = parser.add_argument
+    add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s05 do")
+    add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
     add("--stop-hook", metavar="CMD", help="a shell command that must pass before the loop may stop")
     add("--stop-hook-retries", type=count, default=hook_retries, metavar="N", help="default %(default)s")
     add("--web-search", action="store_true", help="offer the API's server-side web search tool")
@@ -374,4 +399,10 @@ def new_messages(messages: list, before: list) -> list:
 
 # -- each step's flags, from the step that introduced them on (make_parser adds the earlier ones) ----
 
-STEP_FLAGS = ((2, add_permission_flag), (4, add_latency_flag), (5, add_budget_flags), (6, add_recovery_flags))
+STEP_FLAGS = (
+    (2, add_permission_flag),
+    (4, add_latency_flag),
+    (5, add_limit_flags),
+    (6, add_recovery_flags),
+    (7, add_keep_flags),
+)

@@ -125,7 +125,7 @@ RUNGS = [
     ),
     Rung(
         "repeat-brake",
-        "s04",  # s04's RepeatGuard: the brake lives there, and s05 on keep it
+        "s05",  # s05's RepeatBrake: knowing when to stop
         "grade_s04_repeat_brake",
         "the same call asked for without end: the loop stops by itself within 8 turns",
         least=2,
@@ -133,7 +133,7 @@ RUNGS = [
     ),
     Rung(
         "streamed-input",
-        "s05",
+        "s06",
         "grade_s05_streamed_tool_input",
         "a streamed tool_use, its input in input_json_delta pieces, is put together whole and run",
         must_output={"toolu_01GradeS05Count": "notes.txt:1"},

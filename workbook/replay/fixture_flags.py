@@ -72,12 +72,12 @@ FIXTURE_FLAGS = {
     "--max-tokens-total": (5, _whole(1)),
     "--max-input-tokens": (5, _whole(1)),
     "--max-cost": (5, _dollars),
-    "--no-stream": (5, None),
-    "--resume": (5, _conversation),
-    "--handoff": (5, _conversation),
+    "--no-stream": (6, None),
     "--web-search": (6, None),
     "--stop-hook": (6, _command),  # a shell command: from an untrusted fixture, it meets the gate (s06)
     "--stop-hook-retries": (6, _whole(0)),
+    "--resume": (7, _conversation),
+    "--handoff": (7, _conversation),
 }
 
 

@@ -1,0 +1,290 @@
+"""s07_keep_the_work.py — Never losing the work.
+
+Adds over s06: a first Ctrl-C lets this turn's tools finish, answers every
+call, saves and stops; a second cuts short the calls still open. However the
+run ends, the conversation is saved: --resume FILE goes on from it, and
+--handoff FILE starts a fresh session from its task and what it did.
+
+    user task, --resume FILE + a new instruction, or --handoff FILE
+        v
+    +-------------------+  done | fail | a limit  +=========================+
+    | s06's loop: call, | ---------------------> | saved: conversation.json |
+    | name the next move|                        | and how to --resume it   |
+    +-------------------+                        +=========================+
+        ^      | tool_use                              ^ Ctrl-C while tools
+        |      v                                       | ran: they finish,
+        |  +=====================================+     | all are answered
+        +--| run_tools_until_ctrl_c() (new): a   |-----+
+           | first Ctrl-C waits for the turn      |
+           +=====================================+
+
+Run: python s07_keep_the_work.py   replay: an interrupted run, resumed
+     python s07_keep_the_work.py --replay fixtures/s05_interrupt.json   Ctrl-C
+     python s07_keep_the_work.py --handoff fixtures/conversations/s05_drifted.json
+     python s07_keep_the_work.py "task"   live, with ANTHROPIC_API_KEY
+"""
+
+import signal
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from workbook import conversation, display, errors, launch, step_cli
+from workbook.conversation import tool_result  # {"type": "tool_result", "tool_use_id": ..., ...}
+
+import anthropic
+
+import s04_parallel as s04
+from s01_agent_loop import MAX_TOKENS, MODEL
+from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
+from s05_budget import RepeatBrake
+from s06_recovery import (
+    Settings,
+    append_reply,
+    call_unless_too_long,
+    count_turn,
+    ended_because,
+    failed,
+    log_transition,
+    next_transition,
+    recover,
+    run_stop_hook,
+    shared_request,
+    stopped,
+)
+
+DEFAULT_FIXTURE = "fixtures/s05_resume.json"
+
+
+# -- new in s07: a Ctrl-C keeps the work — the turn's tools finish, every call is answered ------------
+
+INTERRUPTED = "error: interrupted by the user"  # how every answer to a call cut short by Ctrl-C begins
+STILL_OPEN = f"{INTERRUPTED}: stopped before it had a result"  # the answer to a call that had not ended
+INTERRUPT = threading.Event()  # set by a first Ctrl-C while tools run: they finish, then the run stops
+CTRL_C_IN_TOOLS = "interrupted by the user (Ctrl-C while tools ran: each ran to its end, all answered)"
+CTRL_C_TWICE = (
+    "interrupted by the user (a second Ctrl-C while tools ran: the {} of {} calls that had ended "
+    "keep their results)"
+)
+
+
+@contextmanager
+def ctrl_c_lets_tools_finish():
+    """While tools run, a first Ctrl-C only sets INTERRUPT: every call of this turn still runs to its
+    end, each within its own timeout (each command has a process group of its own, which the terminal's
+    Ctrl-C does not reach), every call is answered, and the loop stops after the turn, the work saved.
+    A second Ctrl-C raises KeyboardInterrupt at once, and the running command's group ends with it
+    (run_tools_until_ctrl_c keeps what had ended)."""
+    INTERRUPT.clear()  # a new turn of tools: no Ctrl-C yet
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals; elsewhere Ctrl-C keeps its default
+        return
+    previous = signal.signal(signal.SIGINT, first_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def first_ctrl_c(signum, frame) -> None:
+    if INTERRUPT.is_set():
+        raise KeyboardInterrupt
+    INTERRUPT.set()
+    display.say(
+        "\nCtrl-C: this turn's tools run to their end, then the work is saved (Ctrl-C again: now)", "yellow"
+    )
+
+
+def run_tools_until_ctrl_c(calls: list, settings: Settings, held: dict) -> tuple[list, list, str]:
+    """s05's run_tools (the brake's answers, `held`; s04 runs the rest), under Ctrl-C: (results, timeline,
+    why a Ctrl-C stops the run, or ""). After a first Ctrl-C every call runs to its end. A second cuts the
+    turn short at once: each call that had ended keeps its real result, and only those still open are
+    answered as interrupted, so that the model is never told that a command which ran did not."""
+    answers = {block_id: (error, True) for block_id, error in held.items()}  # run_tools adds each as it ends
+    with ctrl_c_lets_tools_finish():
+        try:
+            results, timeline = s04.run_tools(calls, settings, answers)
+            return results, timeline, CTRL_C_IN_TOOLS if INTERRUPT.is_set() else ""
+        except KeyboardInterrupt:  # the second Ctrl-C: the running command's group has ended with it
+            ended = dict(answers)  # as it is now (a read the thread pool ends later is not counted)
+    results = [tool_result(block.id, *ended.get(block.id, (STILL_OPEN, True))) for block in calls]
+    return results, [], CTRL_C_TWICE.format(len(ended), len(calls))
+
+
+def answer_open_calls(messages: list) -> bool:
+    """After a stop mid-turn, give every tool_use of the last assistant message an is_error result, so
+    that the conversation obeys the API's rules again; whether there were any to answer."""
+    last = conversation.plain(messages[-1]) if messages else {}
+    asked = [b["id"] for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
+    if last.get("role") != "assistant" or not asked:
+        return False
+    messages.append({"role": "user", "content": [tool_result(i, STILL_OPEN, True) for i in asked]})
+    return True
+
+
+def interrupted(messages: list, settings: Settings) -> None:
+    """A Ctrl-C that ended the run at once: answer the calls still open, and say where it came."""
+    if answer_open_calls(messages):
+        where = "a Ctrl-C before the turn's results were kept: its calls answered as interrupted"
+    else:
+        where = "during a model call: its partial reply was dropped"
+    stopped(settings, f"interrupted by the user ({where})")
+
+
+# -- new in s07: --resume — a saved conversation, and a new instruction after it ----------------------
+
+
+def first_messages(run: launch.Run, args) -> list:
+    """The task as the first message; or, with --resume, the saved conversation plus the instruction;
+    or, with --handoff, a fresh session from it."""
+    if args.handoff:
+        return handed_off(run, args.handoff)
+    resume = args.resume
+    if not resume:
+        return [{"role": "user", "content": run.task}]
+    saved, refused = conversation.resumable(conversation.load_conversation(conversation.repo_path(resume)))
+    then = refused or "then the task above"
+    display.say(f"resuming {len(saved)} saved messages; {then}, from\n  {resume}", "bold")
+    return continued(saved, run.task)
+
+
+def continued(messages: list, instruction: str) -> list:
+    """A saved conversation with the user's new instruction added, ready to send."""
+    if messages[-1]["role"] == "user":  # it ends on tool results (a stop mid-task): the text goes after
+        content = messages[-1]["content"]
+        content = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        extra = [{"type": "text", "text": instruction}] if instruction else []
+        return messages[:-1] + [{"role": "user", "content": content + extra}]
+    if not instruction:
+        raise errors.WorkbookError("the conversation ended with the model's answer: give a new instruction")
+    return messages + [{"role": "user", "content": instruction}]
+
+
+# -- new in s07: --handoff — a run that drifted starts afresh, from its task and what it did ------------
+
+HANDOFF = (
+    "[A fresh session. An earlier session on this task drifted and was stopped. What it did, as "
+    "the harness read it from that session's tool calls and results (check the files as they are "
+    "now before you rely on it):]"
+)
+
+
+def handed_off(run: launch.Run, path: str) -> list:
+    """A new conversation of one message: the saved conversation's task, what it did (the harness reads
+    that from its tool calls; the model's own account is what drifted), and the instruction, if any."""
+    saved = conversation.load_conversation(conversation.repo_path(path))
+    task = conversation.first_text(saved).split(HANDOFF)[0].strip()  # a handoff of a handoff: the task
+    opening = "\n\n".join(part for part in (task, HANDOFF, conversation.what_it_did(saved), run.task) if part)
+    display.show_handoff(path, len(saved), opening)
+    return [{"role": "user", "content": opening}]
+
+
+# -- the loop --------------------------------------------------------------------------------------
+
+
+def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
+    """s06's loop, and a Ctrl-C keeps the work: a first one lets the turn's tools finish and stops after
+    them; during a model call, or a second one, raises KeyboardInterrupt, and run_task keeps what there is."""
+    turns = []  # every response, in order
+    brake = RepeatBrake()  # s05's
+    budget = settings.budget
+    state = settings.recovery  # what recovery has tried, and its record
+    settings.trace.start(shared_request(settings), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
+    while True:
+        # 0. Before paying for another call, check every limit (s05).
+        reason = budget.exceeded()
+        if reason:
+            stopped(settings, reason)
+            return turns
+
+        # 1. Send the whole history; recovery sets max_tokens, and too long is no crash (s06).
+        started = time.monotonic()
+        streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
+        with display.waiting(len(turns) + 1, streamed):
+            response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
+        if response is not None:
+            count_turn(turns, response, budget, streamed)
+        outcome = response or state.too_long  # the reply, or the 400 that took its place
+        sent = {"max_tokens": state.max_tokens, "stream": streamed}  # the trace logs them if escalated
+        settings.trace.call(len(turns), messages, outcome, started, budget, **sent)
+
+        # 2. Name the transition: how the call ended, what recovery tried, the stop hook (s06).
+        hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
+        transition, why = next_transition(response, state, messages, hook)
+        log_transition(transition, why, settings)
+
+        # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
+        append_reply(messages, response, transition)
+
+        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
+        if transition in ("done", "fail"):
+            stopped(settings, ended_because(transition, why, response))
+            return turns
+        if transition != "next_turn":
+            summary = recover(transition, messages, response, hook, client, settings)
+            if summary is not None:  # a compaction's summary is a model call: it costs a step
+                count_turn(turns, summary, budget)
+            continue
+
+        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake. (new in s07) A first
+        #    Ctrl-C lets every call of this turn run to its end, then stops; a second cuts them short.
+        calls = [block for block in response.content if block.type == "tool_use"]
+        held = brake.hold_back(calls)
+        started = time.monotonic()
+        results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
+        messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
+        brake.remember(results)
+        display.show_tools(calls, results, timeline)
+        state.new_turn()  # tools ran: the next call starts a turn with fresh recovery caps (s06)
+        stop = ctrl_c or brake.stop  # (new in s07) a Ctrl-C, or s05's repeat brake
+        settings.trace.tools(len(turns), calls, results, started, stop)
+        if stop:
+            stopped(settings, stop)
+            return turns
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Replay the default fixture, or run a task live (--help: the flags)."""
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s07_keep_the_work")  # every earlier step's
+    step_cli.add_keep_flags(parser)  # s07's own: --resume, --handoff, --save
+    return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
+
+
+def run_task(run: launch.Run, args) -> int:
+    """The loop; however it ends, even by Ctrl-C, the conversation is saved, to resume. Recovery giving
+    up is exit 1, a Ctrl-C 130."""
+    settings = Settings.for_run(run, args)
+    messages = first_messages(run, args)
+    saved = saved_path(run, args)
+    try:
+        agent_loop(run.client, messages, settings)
+    except FATAL as err:  # s03: what retrying cannot fix
+        failed(settings, err)
+        return stop_cleanly(err, messages, saved)
+    except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran
+        interrupted(messages, settings)
+    code = keep_the_work(run, messages, settings, saved)
+    gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
+    return 1 if code == 0 and gave_up else code
+
+
+def saved_path(run: launch.Run, args) -> Path:
+    """Where the conversation is saved: --save, or the run's folder."""
+    return Path(args.save or step_cli.run_files(run) / "conversation.json")
+
+
+def keep_the_work(run: launch.Run, messages: list, settings: Settings, saved: Path) -> int:
+    """However the run ended: the summary, every open call answered, the conversation saved, and how
+    to go on from it. Exit code 130 if a Ctrl-C ended it, else 0."""
+    display.show_budget(settings.budget)
+    answer_open_calls(messages)  # a conversation to resume must answer every tool_use
+    conversation.save_conversation(messages, saved)
+    display.say(f"audit log: {settings.audit}\ntrace: {settings.trace.path}\nconversation saved: {saved}")
+    display.say("\n".join(step_cli.resume_hint(run.script, saved)))
+    return 130 if settings.budget.reason.startswith("interrupted") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
