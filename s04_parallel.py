@@ -20,7 +20,7 @@ person. Past ten calls in a turn, the rest are answered with an error.
            | tool_use order, in one user message    |  cap: is_error; a
            +========================================+  timeline shows groups
 
-Run: python s04_parallel.py       replay: two reads together, then a write alone
+Run: python s04_parallel.py   replay: two reads together, then an edit alone
      python s04_parallel.py --replay fixtures/s04_read_many.json   5 reads
      python s04_parallel.py --replay fixtures/s04_tool_storm.json   12 calls
      python s04_parallel.py --read-latency 0   no simulated read latency
@@ -75,11 +75,10 @@ def plan(blocks: list) -> list[list[int]]:
 def run_tools(
     calls: list, settings: "Settings", answers: dict | None = None
 ) -> tuple[list[dict], list[Timed]]:
-    """Answer every tool_use once, in the order asked: (tool_results, timeline). `answers` holds the
-    turn's answers by tool_use id, as (output, is_error): a call already answered there (by the repeat
-    brake) does not run, and each other call's answer goes in as soon as it ends. Each group of reads
+    """Answer every tool_use once, in the order asked: (tool_results, timeline). Each group of reads
     runs in the thread pool, every other call alone in this thread, so it overlaps nothing and only it
-    can ask a person. The timeline, when each call ran, is for the screen only."""
+    can ask a person. `answers` (tool_use id -> (output, is_error)) receives each call's answer the
+    moment it ends; a call already answered there is not run. The timeline is for the screen only."""
     answers = {} if answers is None else answers
     runnable = [block for block in calls if block.id not in answers]
     timeline = []

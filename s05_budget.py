@@ -1,9 +1,10 @@
 """s05_budget.py — Knowing when to stop.
 
-Adds over s04: before every call a Budget checks --max-steps, --max-tokens-total
-(200,000, as the article), --max-input-tokens and --max-cost (a dated price
-table). A repeat brake holds back a third identical call, and an edit or a write
-that flips a file back again (A→B→A→B). Every stop is named, the work saved.
+Adds over s04: before every call, a Budget checks --max-steps,
+--max-tokens-total (200,000, as the article), --max-input-tokens and
+--max-cost (a dated price table). A repeat brake holds back a third identical
+call, and an edit or a write that flips a file back again (A→B→A→B). Every
+stop is named, and the conversation is saved.
 
     user task
         v
@@ -12,18 +13,19 @@ that flips a file back again (A→B→A→B). Every stop is named, the work save
     +=================+                      | conversation saved          |
         v room for one more call             +=============================+
     +--------------+  stop_reason != tool_use   +------+            ^
-    | call_model() | -------------------------> | done |            | asked
-    +--------------+                            +------+            | again
-        ^      | tool_use                                           |
+    | call_model() | -------------------------> | done |            |
+    +--------------+                            +------+            |
+        ^      | tool_use                               asked again |
         |      v                                                    |
-        |  +=====================================================+  |
-        +--| RepeatBrake: the same call a third time, or a file  |--+
-           | flipped back, is answered, not run; s04 runs the rest|
-           +=====================================================+
+        |  +================================================+       |
+        +--| RepeatBrake: a third identical call, or a file |-------+
+           | flipped back, is answered, not run; s04 runs   |
+           | the other calls                                |
+           +================================================+
 
-Run: python s05_budget.py   replay: --max-steps 3 stops a review at its third call
-     python s05_budget.py --replay fixtures/s05_token_budget.json   cost warning
-     python s05_budget.py --replay fixtures/s04_repeated_call.json   the brake
+Run: python s05_budget.py   replay: --max-steps 3 stops a review
+     python s05_budget.py --replay fixtures/s05_token_budget.json
+     python s05_budget.py --replay fixtures/s04_repeated_call.json
      python s05_budget.py "task" --max-cost 0.50   live, ANTHROPIC_API_KEY
 """
 
@@ -234,10 +236,10 @@ class RepeatBrake:
                 asked.result = json.dumps([result["content"], result["is_error"]])
 
 
-def run_tools(calls: list, settings: "Settings", held: dict[str, str]) -> tuple[list[dict], list]:
+def run_tools(calls: list, settings: "Settings", held: dict[str, str] | None = None) -> tuple[list, list]:
     """Unlike s04's: a call the brake holds back (`held`: its error, by tool_use id) is answered with
     that error and never runs; s04 runs the others. The answers stay in the order asked."""
-    answers = {block_id: (error, True) for block_id, error in held.items()}
+    answers = {block_id: (error, True) for block_id, error in (held or {}).items()}
     return s04.run_tools(calls, settings, answers)
 
 

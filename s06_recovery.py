@@ -1,9 +1,10 @@
 """s06_recovery.py — Recovery: a named next move for every way a turn ends.
 
 Adds over s05: each iteration ends in a named transition. A reply cut short
-never has its tool calls run; an escalated one streams. "Prompt is too long":
-collapse old tool results, then compact older history into a summary.
---stop-hook CMD must pass before the loop may stop.
+never has its tool calls run; the same request is sent again with room to
+finish (streamed: a 64k reply must be). "Prompt is too long": collapse old
+tool results, then compact older history into a summary. --stop-hook CMD must
+pass before the loop may stop.
 
     +------------+ stop_reason +=============================================+
     | call model | ----------> | next_transition() (new): name the next move |
@@ -16,19 +17,17 @@ collapse old tool results, then compact older history into a summary.
       +------------ hook_retry        <- end_turn, but the stop hook fails
                     done | fail       <- end_turn, refusal | out of tries
 
-Run: python s06_recovery.py   replay: a cut tool call answered, the reply escalated
+Run: python s06_recovery.py   replay: a cut tool call, escalated, continued
      python s06_recovery.py --replay fixtures/s06_stop_hook.json   hook_retry
      python s06_recovery.py "task" --web-search   live, ANTHROPIC_API_KEY
 """
 
 import sys
-import time
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import NamedTuple, Self
 
-from workbook import conversation, display, launch, step_cli, tracing
+from workbook import conversation, display, launch, prices, step_cli
 from workbook.conversation import blocks, context_chars, json_chars, result_text  # blocks, sizes
 
 import anthropic
@@ -39,8 +38,8 @@ import s03_errors as s03
 import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
-from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, api_message, call_model, fatal_line, stop_cleanly
-from s05_budget import RepeatBrake, run_tools
+from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
+from s05_budget import RepeatBrake, run_tools, stopped
 
 DEFAULT_FIXTURE = "fixtures/s06_truncated_tool_use.json"
 
@@ -88,6 +87,7 @@ ROOM_PROMPT = (
 )
 GO_ON = {"max_tokens": CONTINUE_PROMPT, "model_context_window_exceeded": ROOM_PROMPT}  # by what cut it
 TRUNCATED_CALL = "error: not run — your reply was cut off ({}) before this call was complete. Call again."
+NO_TOOLS = {"type": "none"}  # compaction's tool_choice: a summary in prose, no tool call
 SUMMARY_PROMPT = (
     "The conversation has grown too long for the context window. Summarize everything above that is "
     "needed to carry on: the task, what was done and found, which files changed, what remains to do. "
@@ -121,7 +121,8 @@ class Recovery:
     collapsed: bool = False
     compacted: bool = False
     hook_failures: int = 0  # for the whole run, not per turn
-    too_long: dict | None = None  # the last call's 400 "prompt is too long", as the trace keeps it
+    too_long: dict | None = None  # the last call's 400 "prompt is too long", its status and body
+    summarized: list | None = None  # the messages compaction last asked the model to summarize
     log: list = field(default_factory=list)  # (transition, why) of every iteration, in order
 
     def new_turn(self) -> None:
@@ -143,10 +144,17 @@ class HookResult(NamedTuple):
 # 0. The limits: s05's, but after recovery made room the next request is judged by what it holds.
 @dataclass
 class Budget(s05.Budget):
-    """Unlike s05's: after recovery made room for a reply that filled the window, the input limit judges
-    the next request by an estimate of what it holds, not by the last request, which held more."""
+    """Unlike s05's: web searches are priced too; and after recovery made room for a reply that filled
+    the window, the input limit judges the next request by an estimate of what it holds, not by the last
+    request, which held more."""
 
     estimate: int | None = None  # the next request's input tokens, from made_room()
+
+    def price(self, response: Message) -> float:
+        """s05's price, and the API's web searches (--web-search) at theirs."""
+        used = response.usage.server_tool_use
+        searches = (used.web_search_requests or 0) if used else 0
+        return super().price(response) + searches * prices.WEB_SEARCH
 
     def made_room(self, before: int, after: int) -> None:
         """The request shrank from `before` to `after` characters of JSON: its tokens did, roughly, too."""
@@ -250,29 +258,14 @@ def count_turn(turns: list, response: Message, budget: Budget, streamed: bool = 
 
 
 def log_transition(transition: str, why: str, settings: "Settings") -> None:
-    """The transition an iteration ends in: kept in the run's record, written to the trace, shown."""
+    """The transition an iteration ends in: kept in the run's record, and shown."""
     settings.recovery.log.append((transition, why))
-    settings.trace.write("transition", name=transition, why=why)
     display.show_transition(transition, why)
-
-
-def stopped(settings: "Settings", reason: str) -> None:
-    """Unlike s05's: the stop is the trace's last line too."""
-    s05.stopped(settings, reason)
-    settings.trace.stop(reason, settings.budget)
-
-
-def failed(settings: "Settings", err: Exception) -> None:
-    """A fatal error (s03 says it on screen): the failed call and the stop, as the trace's last lines."""
-    cause = err.__cause__ if isinstance(err, GaveUp) else err
-    settings.trace.error(len(settings.budget.rows) + 1, cause, str(err))
-    settings.budget.reason = f"fatal error: {fatal_line(err)}"
-    settings.trace.stop(settings.budget.reason, settings.budget)
 
 
 def append_reply(messages: list, response, transition: str) -> None:
     """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
-    paused turn, so it joins that message. A refusal is marked with its stop_details, for --resume."""
+    paused turn, so it joins that message."""
     if transition not in KEEPS_REPLY:
         return
     content = response.content  # as the SDK returns it, as s01 appends it
@@ -280,8 +273,6 @@ def append_reply(messages: list, response, transition: str) -> None:
         messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
     else:
         messages.append({"role": "assistant", "content": content})
-    if response.stop_reason == "refusal":
-        messages[-1][conversation.REFUSED] = conversation.plain(response.stop_details) or {}
 
 
 # 4. Recovering: each transition's repair of the conversation, before it is sent again.
@@ -318,7 +309,6 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
     else:
         state.compacted = True
         summary = compact(client, messages, settings)
-    settings.trace.write("context", transition=transition, before=before, after=context_chars(messages))
     display.show_context(before, context_chars(messages))
     if response is not None:  # make_room: the reply that filled the window was counted; its input tokens
         fixed = json_chars(shared_request(settings))  # now overstate the next request, which holds less
@@ -373,18 +363,22 @@ def split_point(messages: list) -> int | None:
     return next((i for i in range(len(messages) - 1, 0, -1) if messages[i]["role"] == "assistant"), None)
 
 
+def summary_ask(messages: list) -> list:
+    """What compaction sends: the history before the last turn, and the request for its summary."""
+    older = messages[: split_point(messages)]
+    last = {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
+    return older[:-1] + [last]
+
+
 def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -> Message:
     """Ask the model to summarize the history before the last turn; keep summary + last turn only. The
     summary's request is a model call of its own: its reply is returned, to be counted."""
-    cut = split_point(messages)
-    older = messages[:cut]
-    recent = messages[cut:]
-    last = {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
-    ask = older[:-1] + [last]
-    no_tools = {"type": "none"}  # a summary in prose: no tool call
-    request = shared_request(settings) | {"max_tokens": MAX_TOKENS, "tool_choice": no_tools}
-    response = call_model(client.messages.create, settings.retry, messages=ask, **request)
-    settings.trace.side_call(ask, response, tool_choice=no_tools, stream=False)
+    recent = messages[split_point(messages) :]
+    request = shared_request(settings) | {"max_tokens": MAX_TOKENS, "tool_choice": NO_TOOLS}
+    settings.recovery.summarized = summary_ask(messages)
+    response = call_model(
+        client.messages.create, settings.retry, messages=settings.recovery.summarized, **request
+    )
     summary = "".join(b.text for b in response.content if b.type == "text").strip()
     task = messages[0]["content"] if isinstance(messages[0]["content"], str) else "(see the summary)"
     opening = f"{task}\n\n[The earlier part of this session was compacted into this summary:]\n{summary}"
@@ -398,7 +392,7 @@ def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -
 @dataclass
 class Settings(s05.Settings):
     """s05's settings, and what s06 adds: streaming and its retry layer, a stop hook that must pass
-    before the loop may stop, the API's web search, the recovery chain's state, and the trace."""
+    before the loop may stop, the API's web search, and the recovery chain's state."""
 
     retry: Retry = field(default_factory=Retry)
     budget: Budget = field(default_factory=Budget)
@@ -406,13 +400,12 @@ class Settings(s05.Settings):
     stop_hook: str | None = None  # --stop-hook: a shell command run in the workspace
     web_search: bool = False  # --web-search: the API's server-side search tool
     recovery: Recovery = field(default_factory=Recovery)
-    trace: tracing.Trace = field(default_factory=tracing.Trace)  # Trace(None): no trace file
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
         """s05's, with streaming (unless --no-stream, or a replayed fixture was recorded without it),
         --stop-hook (a fixture's own hook meets s02's gate first, as a bash call would),
-        --stop-hook-retries, --web-search, and the trace, opened with its `run` line."""
+        --stop-hook-retries and --web-search."""
         settings = super().for_run(run, args)
         settings.retry = Retry.for_run(run)
         settings.budget = Budget(**step_cli.limits(args))
@@ -420,10 +413,6 @@ class Settings(s05.Settings):
         settings.stop_hook = step_cli.stop_hook(run, args, s02.gate, s02.REGISTRY["bash"])
         settings.web_search = args.web_search
         settings.recovery = Recovery(hook_retries=args.stop_hook_retries)
-        settings.trace = tracing.Trace(
-            Path(args.trace or step_cli.run_files(run) / "trace.jsonl"), run.script
-        )
-        settings.trace.write("run", **step_cli.run_line(run, args))
         return settings
 
 
@@ -433,7 +422,6 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    settings.trace.start(shared_request(settings), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -442,15 +430,11 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history. (new in s06) Recovery sets max_tokens; too long is no crash.
-        started = time.monotonic()
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
         with display.waiting(len(turns) + 1, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
             count_turn(turns, response, budget, streamed)
-        outcome = response or state.too_long  # the reply, or the 400 that took its place
-        sent = {"max_tokens": state.max_tokens, "stream": streamed}  # the trace logs them if escalated
-        settings.trace.call(len(turns), messages, outcome, started, budget, **sent)
 
         # 2. (new in s06) Name the transition: how the call ended, what recovery tried, the stop hook.
         hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
@@ -473,13 +457,11 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         # 5. Run the tool calls as s05 does: reads side by side, the repeat brake.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
-        started = time.monotonic()
         results, timeline = run_tools(calls, settings, held)
         messages.append({"role": "user", "content": results})
         brake.remember(results)
         display.show_tools(calls, results, timeline)
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
-        settings.trace.tools(len(turns), calls, results, started, brake.stop)
         if brake.stop:
             stopped(settings, brake.stop)
             return turns
@@ -500,11 +482,10 @@ def run_task(run: launch.Run, args) -> int:
     try:
         agent_loop(run.client, messages, settings)
     except FATAL as err:  # s03: what retrying cannot fix
-        failed(settings, err)
         return stop_cleanly(err, messages, saved)
     display.show_budget(settings.budget)
     conversation.save_conversation(messages, saved)
-    display.say(f"audit log: {settings.audit}\ntrace: {settings.trace.path}\nconversation saved: {saved}")
+    display.say(f"audit log: {settings.audit}\nconversation saved: {saved}")
     return 1 if settings.budget.reason.startswith("recovery gave up") else 0  # the last transition: fail
 
 

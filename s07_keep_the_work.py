@@ -1,27 +1,30 @@
 """s07_keep_the_work.py — Never losing the work.
 
-Adds over s06: a first Ctrl-C lets this turn's tools finish, answers every
-call, saves and stops; a second cuts short the calls still open. However the
-run ends, the conversation is saved: --resume FILE goes on from it, and
---handoff FILE starts a fresh session from its task and what it did.
+Adds over s06: a trace, one line per step written as it happens, that replays
+as a fixture (--replay run.jsonl). A first Ctrl-C lets this turn's tools
+finish, answers every call, saves and stops; a second cuts short the calls
+still open. However the run ends, the conversation is saved: --resume FILE
+goes on from it, and --handoff FILE starts a fresh session from its task and
+what it did.
 
     user task, --resume FILE + a new instruction, or --handoff FILE
         v
-    +-------------------+  done | fail | a limit  +=========================+
-    | s06's loop: call, | ---------------------> | saved: conversation.json |
-    | name the next move|                        | and how to --resume it   |
-    +-------------------+                        +=========================+
-        ^      | tool_use                              ^ Ctrl-C while tools
-        |      v                                       | ran: they finish,
-        |  +=====================================+     | all are answered
-        +--| run_tools_until_ctrl_c() (new): a   |-----+
+    +--------------------+  done | fail | a limit  +=========================+
+    | s06's loop, every  | ---------------------> | saved: the conversation |
+    | step in the trace  |                        | and how to --resume it  |
+    +--------------------+                        +=========================+
+        ^      | tool_use                                 ^ Ctrl-C while the
+        |      v                                          | tools ran: they
+        |  +======================================+       | finish, each call
+        +--| run_tools_until_ctrl_c() (new): a    |-------+ is answered
            | first Ctrl-C waits for the turn      |
-           +=====================================+
+           +======================================+
 
-Run: python s07_keep_the_work.py   replay: an interrupted run, resumed
-     python s07_keep_the_work.py --replay fixtures/s05_interrupt.json   Ctrl-C
-     python s07_keep_the_work.py --handoff fixtures/conversations/s05_drifted.json
-     python s07_keep_the_work.py "task"   live, with ANTHROPIC_API_KEY
+Run: python s07_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
+     python s07_keep_the_work.py --replay fixtures/s05_interrupt.json
+     (press Ctrl-C while ./slow_check.sh runs: once, or twice)
+     python s07_keep_the_work.py --handoff FILE   a fresh session from FILE,
+     such as fixtures/conversations/s05_drifted.json (a run that drifted)
 """
 
 import signal
@@ -29,30 +32,30 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
-from workbook import conversation, display, errors, launch, step_cli
-from workbook.conversation import tool_result  # {"type": "tool_result", "tool_use_id": ..., ...}
+from workbook import conversation, display, errors, launch, step_cli, tracing
+from workbook.conversation import context_chars, tool_result  # sizes; {"type": "tool_result", ...}
 
 import anthropic
 
 import s04_parallel as s04
+import s05_budget as s05
+import s06_recovery as s06
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
+from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
 from s05_budget import RepeatBrake
 from s06_recovery import (
-    Settings,
+    NO_TOOLS,
     append_reply,
     call_unless_too_long,
     count_turn,
     ended_because,
-    failed,
-    log_transition,
     next_transition,
-    recover,
     run_stop_hook,
     shared_request,
-    stopped,
 )
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
@@ -97,7 +100,7 @@ def first_ctrl_c(signum, frame) -> None:
     )
 
 
-def run_tools_until_ctrl_c(calls: list, settings: Settings, held: dict) -> tuple[list, list, str]:
+def run_tools_until_ctrl_c(calls: list, settings: "Settings", held: dict) -> tuple[list, list, str]:
     """s05's run_tools (the brake's answers, `held`; s04 runs the rest), under Ctrl-C: (results, timeline,
     why a Ctrl-C stops the run, or ""). After a first Ctrl-C every call runs to its end. A second cuts the
     turn short at once: each call that had ended keeps its real result, and only those still open are
@@ -124,7 +127,7 @@ def answer_open_calls(messages: list) -> bool:
     return True
 
 
-def interrupted(messages: list, settings: Settings) -> None:
+def interrupted(messages: list, settings: "Settings") -> None:
     """A Ctrl-C that ended the run at once: answer the calls still open, and say where it came."""
     if answer_open_calls(messages):
         where = "a Ctrl-C before the turn's results were kept: its calls answered as interrupted"
@@ -145,9 +148,17 @@ def first_messages(run: launch.Run, args) -> list:
     if not resume:
         return [{"role": "user", "content": run.task}]
     saved, refused = conversation.resumable(conversation.load_conversation(conversation.repo_path(resume)))
-    then = refused or "then the task above"
-    display.say(f"resuming {len(saved)} saved messages; {then}, from\n  {resume}", "bold")
+    display.say(f"resuming {len(saved)} saved messages, from\n  {resume}\ntheir last turn:", "bold")
+    display.show_resumed(saved)  # the last calls, and the answers saved for them
+    display.say(refused or "the task above comes next, as the new instruction", "bold")
     return continued(saved, run.task)
+
+
+def mark_a_refusal(messages: list, last) -> None:
+    """A run that ended on the model's refusal: its saved turn keeps the refusal's stop_details (never
+    sent), so that a --resume of it can say what was refused before the new instruction."""
+    if last is not None and last.stop_reason == "refusal" and messages[-1]["role"] == "assistant":
+        messages[-1][conversation.REFUSED] = conversation.plain(last.stop_details) or {}
 
 
 def continued(messages: list, instruction: str) -> list:
@@ -181,12 +192,66 @@ def handed_off(run: launch.Run, path: str) -> list:
     return [{"role": "user", "content": opening}]
 
 
+# -- new in s07: the trace — every step written down as it happens, so that a run replays -------------
+
+
+def stopped(settings: "Settings", reason: str) -> None:
+    """Unlike s05's: the stop is the trace's last line too."""
+    s05.stopped(settings, reason)
+    settings.trace.stop(reason, settings.budget)
+
+
+def failed(settings: "Settings", err: Exception) -> None:
+    """A fatal error (s03 says it on screen): the failed call and the stop, as the trace's last lines."""
+    cause = err.__cause__ if isinstance(err, GaveUp) else err
+    settings.trace.error(len(settings.budget.rows) + 1, cause, str(err))
+    settings.budget.reason = f"fatal error: {fatal_line(err)}"
+    settings.trace.stop(settings.budget.reason, settings.budget)
+
+
+def log_transition(transition: str, why: str, settings: "Settings") -> None:
+    """Unlike s06's: the transition is written to the trace too."""
+    s06.log_transition(transition, why, settings)
+    settings.trace.write("transition", name=transition, why=why)
+
+
+def recover(transition: str, messages: list, response, hook, client, settings: "Settings"):
+    """s06's recover, written to the trace: what collapse or compaction made of the context, and the
+    compaction's own request and reply (a trace that replays must hold every request)."""
+    before = context_chars(messages)
+    summary = s06.recover(transition, messages, response, hook, client, settings)
+    if context_chars(messages) != before:
+        settings.trace.write("context", transition=transition, before=before, after=context_chars(messages))
+    if summary is not None:
+        settings.trace.side_call(settings.recovery.summarized, summary, tool_choice=NO_TOOLS, stream=False)
+    return summary
+
+
 # -- the loop --------------------------------------------------------------------------------------
 
 
+@dataclass
+class Settings(s06.Settings):
+    """s06's settings, and what s07 adds: the trace (and --resume, --handoff and --save, which decide
+    what the loop starts from and where its work is kept)."""
+
+    trace: tracing.Trace = field(default_factory=tracing.Trace)  # Trace(None): no trace file
+
+    @classmethod
+    def for_run(cls, run: launch.Run, args) -> Self:
+        """s06's, and the trace (--trace, or in the run's folder), opened with its `run` line: what a
+        replay of the trace needs besides its requests."""
+        settings = super().for_run(run, args)
+        trace_file = args.trace or step_cli.run_files(run) / "trace.jsonl"
+        settings.trace = tracing.Trace(Path(trace_file), run.script)
+        settings.trace.write("run", **step_cli.run_line(run, args))
+        return settings
+
+
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
-    """s06's loop, and a Ctrl-C keeps the work: a first one lets the turn's tools finish and stops after
-    them; during a model call, or a second one, raises KeyboardInterrupt, and run_task keeps what there is."""
+    """s06's loop, every step written to the trace; and a Ctrl-C keeps the work: a first one lets the
+    turn's tools finish and stops after them; during a model call, or a second one, raises
+    KeyboardInterrupt, and run_task keeps what there is."""
     turns = []  # every response, in order
     brake = RepeatBrake()  # s05's
     budget = settings.budget
@@ -200,7 +265,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history; recovery sets max_tokens, and too long is no crash (s06).
-        started = time.monotonic()
+        started = time.monotonic()  # (new in s07) the trace's line for the call says how long it took
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
         with display.waiting(len(turns) + 1, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
@@ -208,7 +273,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             count_turn(turns, response, budget, streamed)
         outcome = response or state.too_long  # the reply, or the 400 that took its place
         sent = {"max_tokens": state.max_tokens, "stream": streamed}  # the trace logs them if escalated
-        settings.trace.call(len(turns), messages, outcome, started, budget, **sent)
+        settings.trace.call(len(turns), messages, outcome, started, budget, **sent)  # (new in s07)
 
         # 2. Name the transition: how the call ended, what recovery tried, the stop hook (s06).
         hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
@@ -259,7 +324,8 @@ def run_task(run: launch.Run, args) -> int:
     messages = first_messages(run, args)
     saved = saved_path(run, args)
     try:
-        agent_loop(run.client, messages, settings)
+        turns = agent_loop(run.client, messages, settings)
+        mark_a_refusal(messages, turns[-1] if turns else None)
     except FATAL as err:  # s03: what retrying cannot fix
         failed(settings, err)
         return stop_cleanly(err, messages, saved)

@@ -11,6 +11,7 @@ import re
 import textwrap
 from contextlib import contextmanager
 from functools import cache
+from types import SimpleNamespace
 
 from workbook import scrub
 
@@ -379,6 +380,19 @@ def show_hook(command: str, output: str, passed: bool) -> None:
 def show_context(before: int, after: int) -> None:
     """s06: what collapse or compaction made of the context."""
     say(f"context {before:,} → {after:,} characters")
+
+
+def show_resumed(messages: list) -> None:
+    """s07's --resume: where the saved conversation stopped, its last turn's calls each with the answer
+    saved for it (a call a Ctrl-C cut short says so)."""
+    asked = messages[-2] if len(messages) > 1 and messages[-1]["role"] == "user" else {}
+    answers = [b for b in messages[-1]["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    answered = {b.get("tool_use_id"): b for b in answers} if asked else {}
+    for call in asked.get("content", []) if isinstance(asked.get("content"), list) else []:
+        if call.get("type") == "tool_use" and call.get("id") in answered:
+            block = SimpleNamespace(name=call.get("name"), input=call.get("input"), id=call.get("id"))
+            answer = answered[call["id"]]
+            show_tool(block, str(answer.get("content", "")), bool(answer.get("is_error")))
 
 
 def show_handoff(source: str, saved: int, opening: str) -> None:

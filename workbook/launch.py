@@ -182,6 +182,7 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
     workspace = copy_workspace(fixture["workspace"])
     banner = f"offline replay of {name} ({fixture['provenance']}); no API key used"
     banner += "" if trusted else "; not on the trust list, so its commands go through the permission gate"
+    banner += f"; the fixture sets {' '.join(fixture['args'])}" if fixture.get("args") else ""
     if not getattr(args, "replay", None):
         step = f"{script or 'sNN_step'}.py"
         banner += f'; to run live, set ANTHROPIC_API_KEY and give a task: python {step} "list the files"'

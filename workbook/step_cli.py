@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from workbook import display
-from workbook.conversation import repo_path
+from workbook.conversation import load_conversation, repo_path
 from workbook.display import error, printable, say
 from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
@@ -149,6 +149,7 @@ def recording_from(flag: str, saved: str | Path) -> str | None:
 
 def offline_recording(flag: str, saved: str) -> str:
     """What an offline --resume or --handoff of `saved` replays; with no recording of it, one line."""
+    load_conversation(repo_path(saved))  # a file that is no conversation to go on from: one line, first
     fixture = recording_from(flag, saved)
     if fixture is None:
         raise WorkbookError(

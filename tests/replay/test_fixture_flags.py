@@ -5,7 +5,7 @@ import json
 from workbook.replay import fixture_flags
 
 import pytest
-from fixture_files import BUDGET, fixture, refused
+from fixture_files import BUDGET, KEEP, fixture, refused
 
 
 @pytest.mark.parametrize(
@@ -32,14 +32,14 @@ from fixture_files import BUDGET, fixture, refused
     ],
 )
 def test_fixture_args_set_behaviour_flags_only(tmp_path, args, why):
-    refused(tmp_path, fixture(BUDGET, args=args), "`args`", why)
+    refused(tmp_path, fixture(KEEP if "--resume" in args else BUDGET, args=args), "`args`", why)
 
 
 def test_a_resumed_conversation_must_be_one(tmp_path, monkeypatch):
     monkeypatch.setattr(fixture_flags, "CONVERSATIONS", tmp_path)
     monkeypatch.setattr(fixture_flags, "ROOT", tmp_path.parent)
     (tmp_path / "bad.json").write_text(json.dumps({"messages": "not a list"}))
-    problems = fixture_flags.args_problems(["--resume", f"{tmp_path.name}/bad.json"], "s05_budget")
+    problems = fixture_flags.args_problems(["--resume", f"{tmp_path.name}/bad.json"], "s07_keep_the_work")
     assert problems and "not a saved conversation" in problems[0]
 
 
@@ -50,7 +50,9 @@ def test_fixture_args_are_checked_against_the_step_that_runs_them(tmp_path):
 def test_the_projects_own_args_still_pass():
     assert fixture_flags.args_problems(["--max-steps", "3"], "s05_budget") == []
     assert (
-        fixture_flags.args_problems(["--resume", "fixtures/conversations/s05_interrupted.json"], "s05_budget")
+        fixture_flags.args_problems(
+            ["--resume", "fixtures/conversations/s05_interrupted.json"], "s07_keep_the_work"
+        )
         == []
     )
     assert fixture_flags.args_problems(["--stop-hook", "sh check.sh", "--web-search"], "s06_recovery") == []

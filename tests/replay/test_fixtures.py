@@ -133,7 +133,7 @@ def test_every_field_is_type_checked_at_every_depth(tmp_path, where, value, name
     refused(tmp_path, edited(where, value), named)
 
 
-STREAMED = ROOT / "fixtures" / "s04_repeated_call.json"  # its responses are SSE streams
+STREAMED = ROOT / "fixtures" / "s05_streamed.json"  # its responses are SSE streams
 
 
 @pytest.mark.parametrize(

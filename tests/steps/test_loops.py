@@ -37,7 +37,9 @@ def test_every_tool_use_is_answered_exactly_once_in_the_next_user_message(step_n
     monkeypatch.setattr(step, "console", Console(file=io.StringIO(), width=100))
     fixture = {"exchanges": [{"request": {}, "response": response} for response in TURNS]}
     client, transport = replay.replay_client(fixture, "loop contract", strict=False)
-    extra = {"stream": False} if hasattr(step, "Budget") else {}  # s05 on: a plain JSON reply, not a stream
+    extra = (
+        {"stream": False} if hasattr(step, "stream_reply") else {}
+    )  # s06 on: a plain JSON reply, not a stream
     step.agent_loop(client, [{"role": "user", "content": "go"}], step.Settings(tmp_path, **extra))
     assert transport.cursor == len(TURNS)  # went on after every refusal, and stopped when the model did
     for turn, sent in enumerate(transport.seen[1:]):

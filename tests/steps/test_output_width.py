@@ -102,9 +102,25 @@ def test_each_tool_call_is_shown_once_on_one_line(outputs, step):
     assert calls, f"{step}: no tool call shown"
 
 
-def test_a_long_write_is_one_line_with_its_size_counted(outputs):
-    line = next(line for line in outputs["s04_parallel", "run"].splitlines() if line.startswith("write_file"))
-    assert line.startswith("write_file SUMMARY.md … (") and line.endswith(" chars)")
+def test_an_edit_shows_its_old_and_new_text_as_a_small_diff(outputs):
+    run = outputs["s02_tools", "run"]  # turn 3: the fix, an edit of utils.py
+    edit = run[run.index("edit_file utils.py") :]
+    assert edit.startswith("edit_file utils.py\n  +    if not numbers:\n  +        return 0.0\n")
+    assert "(115 chars)" not in run  # the change is shown, not counted
+
+
+def test_a_long_write_shows_its_first_lines_and_counts_the_rest():
+    from workbook import display
+
+    lines = display.diff_lines("", "\n".join(f"line {n}" for n in range(30)), width=COLUMNS)
+    assert len(lines) == display.DIFF_LINES and lines[0] == "  +line 0"
+    assert lines[-1] == "   … (23 more changed lines)"
+
+
+def test_a_short_file_read_is_shown_whole(outputs):
+    run = outputs["s02_tools", "run"]  # turn 2: utils.py, whose last line is the bug
+    read = run[run.index("read_file utils.py") : run.index("read_file test_utils.py")]
+    assert "return sum(numbers) / len(numbers)" in read and "more lines" not in read
 
 
 def test_an_abridged_fixture_says_so_in_its_banner(outputs):
@@ -112,15 +128,12 @@ def test_an_abridged_fixture_says_so_in_its_banner(outputs):
     assert "(scripted)" in banner and "abridged" in banner
 
 
-def test_the_offline_resume_hint_works_as_printed_and_the_live_one_names_the_key(outputs, run_main):
-    text = outputs["s05_budget", "run"]
-    hint = text.split("continue it offline", 1)[1]
-    command = hint.split("\n", 1)[1].split("\nor live")[0].replace("\\\n", " ").split()
-    assert command[:3] == ["python", "s05_budget.py", "--resume"] and command[3].endswith("conversation.json")
-    assert "set ANTHROPIC_API_KEY first" in hint
-    code, out = run_main("s05_budget", *command[2:], COLUMNS=str(COLUMNS))  # `python s05_budget.py ...`
-    assert code == 0, out
-    assert "resuming 6 saved messages" in out
+def test_the_resume_hint_is_a_live_command_when_no_recording_goes_on_from_the_run(outputs):
+    text = outputs["s07_keep_the_work", "run"]
+    hint = text.split("continue it live with a new instruction (set ANTHROPIC_API_KEY first):", 1)[1]
+    command = hint.replace("\\\n", " ").split()
+    assert command[:3] == ["python", "s07_keep_the_work.py", "--resume"]
+    assert command[3].endswith("conversation.json") and command[4] == '"new' and "or offline" not in text
 
 
 # -- what the student is shown is what was sent: the model's input, and every word of an error -------

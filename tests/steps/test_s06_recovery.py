@@ -3,8 +3,9 @@ the API's rules on every request, trace replay, and live runs over real HTTP aga
 
 import io
 import json
+from pathlib import Path
 
-from workbook import conversation, scratch, tracing
+from workbook import scratch, tracing
 from workbook.api import compare, contract, wire
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -16,6 +17,8 @@ from rich.console import Console
 from standin import Reply, StandIn, api_error, message, text, tool_use
 
 STEPS_FROM = [s for s in STEPS if s >= "s06"]  # every step that has the recovery chain
+# The trace (s07's) of a run that recovers: these tests run on the steps that keep one.
+TRACED = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s07"], indirect=True)
 FIXTURES = ROOT / "fixtures"
 
 # fixture -> the transitions its replay must go through, in order
@@ -38,6 +41,11 @@ def step(request, monkeypatch):
     module = load_step(request.param)
     monkeypatch.setattr(module, "console", Console(file=io.StringIO(), width=100))
     return module
+
+
+def keeps(step, **settings) -> dict:
+    """Those of `settings` the step's Settings has (the trace is s07's)."""
+    return {name: value for name, value in settings.items() if name in step.Settings.__dataclass_fields__}
 
 
 def no_wait(step, attempts: int = 5):
@@ -80,7 +88,7 @@ def replay_path(step, name: str, tmp_path=None, strict: bool = True):
     where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
     trace.write("run", provenance=fixture["provenance"], **where)  # as main() does
     messages = [{"role": "user", "content": fixture["task"]}]
-    settings = settings_for(step, workspace, trace=trace, **flags_of(step, fixture))
+    settings = settings_for(step, workspace, **keeps(step, trace=trace), **flags_of(step, fixture))
     turns = step.agent_loop(client, messages, settings)
     return [t for t, _ in settings.recovery.log], transport, messages, workspace, turns
 
@@ -323,19 +331,10 @@ def test_with_nothing_to_collapse_or_compact_the_reason_says_so(step):
     assert "already collapsed once, already compacted once" in why
 
 
-def test_a_refusal_shows_its_stop_details_and_marks_the_saved_turn(step, run_main, tmp_path):
-    code, out = run_main(
-        step.__name__, "--replay", "fixtures/s06_refusal.json", "--save", str(tmp_path / "c.json")
-    )
+def test_a_refusal_shows_its_stop_details(step, run_main):
+    code, out = run_main(step.__name__, "--replay", "fixtures/s06_refusal.json")
     assert code == 0 and "refusal (cyber: The request asks for self-spreading malicious code.)" in out, out
-    saved = json.loads((tmp_path / "c.json").read_text())
-    assert saved[-1]["refused"] == {
-        "type": "refusal",
-        "category": "cyber",
-        "explanation": "The request asks for self-spreading malicious code.",
-    }
-    messages, note = conversation.resumable(saved)
-    assert "refused" not in messages[-1] and "the model refused (cyber:" in note
+    assert "→ done" in out  # the model's own decision: nothing to recover
 
 
 def test_a_bad_request_that_is_not_about_length_is_not_retried(step):
@@ -461,6 +460,7 @@ def test_stop_hook_retries_are_capped(step):
 # -- trace replay ----------------------------------------------------------------------------------
 
 
+@TRACED
 @pytest.mark.parametrize("name", PATHS)
 def test_a_trace_replays_to_the_same_transitions(step, name, tmp_path):
     transitions, *_ = replay_path(step, name, tmp_path)
@@ -485,6 +485,7 @@ def replay_path_file(step, path):
     return [t for t, _ in settings.recovery.log], transport
 
 
+@TRACED
 def test_main_writes_a_trace_and_replays_it(step, tmp_path):
     trace = tmp_path / "run.jsonl"
     assert step.main(["--replay", "fixtures/s06_stop_hook.json", "--trace", str(trace)]) == 0
@@ -495,7 +496,7 @@ def test_main_writes_a_trace_and_replays_it(step, tmp_path):
     assert arrows == PATHS["stop_hook"]
 
 
-@pytest.mark.parametrize("step_name", STEPS_FROM)
+@pytest.mark.parametrize("step_name", ["s06_recovery"])  # s07's default shows its own idea
 def test_with_no_key_it_replays_its_default_fixture(step_name, run_main):
     code, out = run_main(step_name)  # `python s06_recovery.py`, its main() in-process
     assert code == 0, out
@@ -560,6 +561,7 @@ def test_live_truncation_overflow_and_pauses_keep_every_request_valid(step, tmp_
     assert not (tmp_path / "c.txt").exists()  # the cut write_file never ran
 
 
+@TRACED
 def test_live_main_end_to_end_with_a_stop_hook(step, tmp_path, monkeypatch):
     monkeypatch.setattr(step, "RUNS", tmp_path / "runs")
     (tmp_path / "flag").write_text("red")
@@ -668,6 +670,7 @@ def test_an_escalated_call_streams_even_when_the_loop_does_not(step):
     assert [r.get("stream") for r in transport.seen] == [None, True]
 
 
+@TRACED
 def test_a_trace_that_is_not_json_is_one_line(step, tmp_path):
     (tmp_path / "bad.jsonl").write_text("not json\n")
     shown = io.StringIO()
@@ -685,21 +688,7 @@ def test_a_bad_hook_retry_count_is_one_line(step, bad, capsys):
     assert "Traceback" not in err
 
 
-@pytest.mark.skipif("s05_budget" not in STEPS, reason="needs s05")
-def test_a_trace_written_by_s05_converts_to_its_exact_requests(step, tmp_path, monkeypatch):
-    s05 = load_step("s05_budget")
-    monkeypatch.setattr(s05, "console", Console(file=io.StringIO()))
-    fixture = fixtures.load_fixture(FIXTURES / "s05_streamed.json")
-    client, transport = replay.replay_client(fixture, "s05_streamed")
-    messages = [{"role": "user", "content": fixture["task"]}]
-    workspace = scratch.copy_workspace(fixture["workspace"])
-    trace = tracing.Trace(tmp_path / "s05.jsonl")
-    s05.agent_loop(client, messages, s05.Settings(workspace, retry=no_wait(s05), trace=trace))
-    converted = step.trace_to_fixture(tmp_path / "s05.jsonl")
-    assert [e["request"] for e in converted["exchanges"]] == transport.seen
-    assert converted["task"] == fixture["task"] and fixtures.fixture_problems(converted) == []
-
-
+@TRACED
 def test_the_trace_of_a_collapsed_run_rebuilds_every_request(step, tmp_path):
     """Collapse rewrites old messages in place; each model_call line still says where what it sent
     stops being what the line before logged (new_from), so the history rebuilds from the trace alone."""
@@ -770,3 +759,144 @@ def test_live_a_window_full_on_the_first_reply_gives_the_true_reason(step, tmp_p
     assert code == 1 and len(requests) == 1, out
     assert "no old tool result to collapse, no earlier turn to summarize: giving up" in out
     assert "already collapsed" not in out
+
+
+# -- streaming (new in s06: an escalated reply must stream) ----------------------------------------
+
+STREAMED = sorted(  # the recordings every reply of which is a plain streamed Message
+    p.stem
+    for p in FIXTURES.glob("s05_*.json")
+    if all("stream" in e["response"] for e in fixtures.load_fixture(p)["exchanges"])
+)
+
+
+def streamed_fixture(name: str) -> dict:
+    return fixtures.load_fixture(FIXTURES / f"{name}.json")
+
+
+def replay_streamed(step, name: str, tmp_path=None):
+    """Replay fixtures/NAME.json (streamed) through the step's loop: (turns, budget, transport)."""
+    recorded = streamed_fixture(name)
+    client, transport = replay.replay_client(recorded, f"{name}.json", max_retries=0)
+    workspace = scratch.copy_workspace(recorded["workspace"])
+    trace = tracing.Trace(tmp_path / "trace.jsonl" if tmp_path else None)
+    settings = step.Settings(workspace, retry=no_wait(step), **keeps(step, trace=trace))
+    turns = step.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)
+    return turns, settings.budget, transport
+
+
+@pytest.fixture
+def script(step, monkeypatch):
+    """Run the step's main() offline, in this process: (exit code, what it printed)."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(ROOT)
+
+    def run(*argv):
+        out = io.StringIO()
+        monkeypatch.setattr(step, "console", Console(file=out, width=200))
+        return step.main(list(argv)), out.getvalue()
+
+    return run
+
+
+@pytest.mark.parametrize("name", STREAMED)
+def test_a_streamed_reply_is_the_same_message_as_its_json_body(name):
+    """Each recorded stream, parsed by the SDK's own SSE code, equals the Message it adds up to."""
+    for exchange in fixtures.load_fixture(FIXTURES / f"{name}.json")["exchanges"]:
+        body = wire.events_to_message(exchange["response"]["stream"])
+        one = {"exchanges": [exchange], "task": "", "workspace": ""}
+        client, _ = replay.replay_client(one, name, strict=False)
+        request = {
+            "model": "claude-sonnet-5",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": "x"}],
+        }
+        with client.messages.stream(**request) as stream:
+            streamed = stream.get_final_message()
+        client, _ = replay.replay_client(one, name, strict=False)
+        whole = client.messages.create(**request)  # replay serves the same recording as JSON
+        expected = anthropic.types.Message.model_validate(body).to_dict(exclude_none=True)
+        assert streamed.to_dict(exclude_none=True) == whole.to_dict(exclude_none=True) == expected
+
+
+def test_every_request_asks_for_a_stream_unless_told_not_to(step):
+    recorded = streamed_fixture("s05_streamed")
+    for stream in (True, False):
+        client, transport = replay.replay_client(recorded, "s05_streamed.json", strict=False)
+        workspace = scratch.copy_workspace("notes_app")
+        settings = step.Settings(workspace, stream=stream, retry=no_wait(step))
+        step.agent_loop(client, [{"role": "user", "content": "go"}], settings)
+        assert [body.get("stream") for body in transport.seen] == [True if stream else None] * 3
+
+
+def test_text_shows_as_it_arrives_and_each_tool_call_once_with_its_result(step, monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(step, "console", Console(file=out, width=200, force_terminal=False))
+    replay_streamed(step, "s05_streamed")
+    text_ = out.getvalue()
+    asked = text_.index("grep config\\[ … (8 chars)")  # the pattern; the glob app/*.py counted
+    assert text_.index("model: The server indexes config by section.") < asked
+    assert asked < text_.index("app/server.py:10:")  # the call, then its result under it
+    assert text_.count("grep config\\[") == 1 and "asks for" not in text_  # shown once
+    assert "waiting for the model" not in text_
+
+
+def test_a_non_streamed_recording_replays_through_the_script_unstreamed(script):
+    code, out = script("--replay", "fixtures/s03_fix_failing_test.json")
+    assert code == 0 and "stopped: the model ended its turn (stop_reason end_turn)" in out, out
+
+
+def traced(path: Path) -> list[dict]:
+    """The trace's lines of the kinds every run writes (recovery adds transitions and context lines)."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [line for line in lines if line["event"] in ("start", "model_call", "tools", "stop")]
+
+
+def rebuilt_requests(lines: list[dict]) -> list[dict]:
+    """Every request body the run sent, rebuilt from the trace alone (what a trace's replay does)."""
+    start, messages, bodies = lines[0], [], []
+    for line in lines:
+        if line["event"] == "model_call" and "response" in line:
+            request = line["request"]
+            messages = messages[: request["new_from"]] + request["new_messages"]
+            assert len(messages) == request["messages_count"]
+            body = {k: start[k] for k in ("model", "max_tokens", "system", "tools")}
+            bodies.append(body | {"messages": messages, "stream": start["stream"]})
+    return bodies
+
+
+@TRACED
+def test_the_trace_rebuilds_every_request_and_response_exactly(step, tmp_path):
+    turns, budget, transport = replay_streamed(step, "s05_streamed", tmp_path=tmp_path)
+    lines = traced(tmp_path / "trace.jsonl")
+    events = [line["event"] for line in lines]
+    assert events == ["start", "model_call", "tools", "model_call", "tools", "model_call", "stop"]
+    assert rebuilt_requests(lines) == transport.seen
+    responses = [line["response"] for line in lines if line["event"] == "model_call"]
+    assert responses == [turn.to_dict(mode="json") for turn in turns]
+    assert lines[-1] == lines[-1] | {"reason": budget.reason, "steps": 3, "tokens": budget.tokens}
+    assert [line["next"] for line in lines if line["event"] == "tools"] == ["continue", "continue"]
+
+
+@TRACED
+def test_a_fatal_error_is_the_last_layer_named_in_the_trace(script, tmp_path):
+    code, out = script("--replay", "fixtures/s03_bad_key.json", "--trace", str(tmp_path / "t.jsonl"))
+    assert code == 1 and "check ANTHROPIC_API_KEY" in out
+    lines = traced(tmp_path / "t.jsonl")
+    assert [line["event"] for line in lines] == ["start", "model_call", "stop"]
+    assert lines[1]["error"]["status"] == 401 and lines[2]["reason"].startswith(
+        "fatal error: the API refused"
+    )
+
+
+def test_web_searches_cost_ten_dollars_a_thousand_beside_the_tokens(step):
+    split = anthropic.types.Usage(
+        input_tokens=0,
+        output_tokens=0,
+        cache_creation_input_tokens=3_000_000,
+        cache_creation={"ephemeral_5m_input_tokens": 1_000_000, "ephemeral_1h_input_tokens": 2_000_000},
+        server_tool_use={"web_search_requests": 3, "web_fetch_requests": 0},
+    )
+    priced = anthropic.types.Message.model_validate(message([text("ok")]) | {"usage": split.to_dict()})
+    assert step.Budget().price(priced) == pytest.approx(1 * 3.75 + 2 * 6.00 + 3 * 0.01)
