@@ -148,7 +148,7 @@ STREAMED = next(r for r in grade.RUNGS if r.name == "streamed-input")
 
 
 def test_s05_has_its_rung_and_it_streams_its_replies():
-    assert STREAMED.step == "s05" and STREAMED.stream and STREAMED.fixture == "grade_s05_streamed_tool_input"
+    assert STREAMED.step == "s05" and STREAMED.stream and STREAMED.fixture == "grade_s06_streamed_tool_input"
     fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{STREAMED.fixture}.json")
     first = fixture["exchanges"][0]["response"]["stream"]
     pieces = [

@@ -126,7 +126,7 @@ RUNGS = [
     Rung(
         "repeat-brake",
         "s05",  # s05's RepeatBrake: knowing when to stop
-        "grade_s04_repeat_brake",
+        "grade_s05_repeat_brake",
         "the same call asked for without end: the loop stops by itself within 8 turns",
         least=2,
         exit="any",
@@ -134,7 +134,7 @@ RUNGS = [
     Rung(
         "streamed-input",
         "s06",
-        "grade_s05_streamed_tool_input",
+        "grade_s06_streamed_tool_input",
         "a streamed tool_use, its input in input_json_delta pieces, is put together whole and run",
         must_output={"toolu_01GradeS05Count": "notes.txt:1"},
         stream=True,
