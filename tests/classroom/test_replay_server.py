@@ -299,6 +299,29 @@ def test_a_loop_that_asks_again_after_the_last_reply_is_told_when_a_loop_stops(s
     assert "A loop stops when stop_reason is not tool_use" in message and "POST /replay/reset" in message
 
 
+def mini_swe_agent_task(task: str) -> dict:
+    """mini-swe-agent's first user turn with its default template: the task inside words of its own."""
+    text = f"Please solve this issue: {task}\n\nYou can execute bash commands and edit files to implement "
+    return {"role": "user", "content": [{"type": "text", "text": text + "the necessary changes."}]}
+
+
+def test_a_task_inside_a_clients_own_words_walks_the_recording(serve):
+    server, _ = serve()
+    wrapped = mini_swe_agent_task(FIXTURE["task"])
+    assert post(server.url, request([wrapped]))[0] == 200
+    status, _, data = post(server.url, request([wrapped, *turn2()[1:]]))
+    assert (status, data["stop_reason"]) == (200, "end_turn")
+    [row] = server.classroom.status()["students"]
+    assert (row["turn"], row["mistakes"]) == (2, 0)
+
+
+def test_a_first_turn_without_the_recorded_task_word_for_word_is_still_refused(serve):
+    server, _ = serve()
+    status, _, data = post(server.url, request([mini_swe_agent_task(FIXTURE["task"].upper())]))
+    assert status == 400
+    assert "your first user turn does not carry the recorded task; send " in error_message(data)
+
+
 def test_recorded_errors_are_served_as_recorded_headers_included(serve, tmp_path):
     recorded = {
         "status": 429,

@@ -77,7 +77,8 @@ def conversation_form(messages: list) -> list[dict]:
     `role: "system"` messages are dropped (the API takes them mid-conversation; they are the client's
     instructions, not a turn), and a user turn keeps only its tool_result blocks: the text a client puts
     around them (system-reminder blocks, a note after the results) is its own. The task is compared apart
-    (task_diff): the recorded task's text must be one of the first user turn's text blocks. `cache_control`
+    (task_diff): the recorded task's text must stand, word for word, in one of the first user turn's text
+    blocks. `cache_control`
     and `metadata` are never compared (normalize_block drops the first; the second is not in the messages)."""
     turns = combined_form(_without_system(messages))
     for turn in turns:
@@ -127,12 +128,13 @@ def task_diff(expected: list, actual: list) -> str | None:
     """How the first user turn misses the recorded task (Match.CONVERSATION), or None.
 
     The recorded task is the text of the recording's first user turn (its text blocks: a string content
-    is one). Each must be one of the sent first user turn's text blocks, both with whitespace trimmed; any
-    other text block there (a client's reminders) is the client's own. The replies answer that task: a
-    request with another one would be taught replies that do not fit it."""
+    is one). Each must stand word for word in one of the sent first user turn's text blocks: a client may
+    wrap it in its own words (mini-swe-agent sends "Please solve this issue: <task>\n\nYou can execute
+    bash commands…"), and any other text block there (a client's reminders) is the client's own. The
+    replies answer that task: a request with another one would be taught replies that do not fit it."""
     want, got = (first_user_texts(m) for m in (expected, actual))
     for task in want:
-        if task and task not in got:
+        if task and not any(task in text for text in got):
             return (
                 f"messages[0]: your first user turn does not carry the recorded task; send {_quote(task)} "
                 "as the task (a text block of its own, as the recording does)"
