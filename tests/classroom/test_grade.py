@@ -379,6 +379,24 @@ def test_a_block_count_mismatch_lists_the_block_types_on_each_side_after_the_ser
     )
 
 
+def test_a_split_turn_gets_one_explanation_the_servers():
+    tool_uses = [{"type": "tool_use", "id": f"t{n}"} for n in range(3)]
+    answer = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}"}]} for n in range(3)
+    ]
+    recorded = [USER, {"role": "assistant", "content": [{"type": "text"}, *tool_uses]}]
+    recorded.append(
+        {"role": "user", "content": [block for message in answer for block in message["content"]]}
+    )
+    sent = [USER, {"role": "assistant", "content": [{"type": "text"}, tool_uses[0]]}, answer[0]]
+    for n in (1, 2):
+        sent += [{"role": "assistant", "content": [tool_uses[n]]}, answer[n]]
+    words = compare.request_diff({"messages": recorded}, {"messages": sent}, compare.Match.CONVERSATION)
+    assert words.endswith("messages[1]: expected text, tool_use, tool_use, tool_use; got text, tool_use")
+    exchanges = [{"request": {"messages": recorded}, "response": {"status": 529}}]
+    assert reasons.explain_mistake(seen(1, sent, words), exchanges) == f"turn 1: {words}"
+
+
 def test_a_mid_conversation_system_message_keeps_the_servers_words_alone():
     recorded = [USER]
     sent = [USER, {"role": "system", "content": "be brief"}]

@@ -322,6 +322,25 @@ def test_a_first_turn_without_the_recorded_task_word_for_word_is_still_refused(s
     assert "your first user turn does not carry the recorded task; send " in error_message(data)
 
 
+def split_turn() -> list:
+    """Turn 1's three tool_use blocks as the OpenAI Agents SDK (with LitellmModel) sends them back: one
+    assistant turn each, each answered apart."""
+    pairs = [
+        [{"role": "assistant", "content": [block]}, results([block["id"]])] for block in BODY1["content"]
+    ]
+    return [TURN1[0], *(message for pair in pairs for message in pair)]
+
+
+def test_a_split_turn_is_told_where_it_parted_from_the_recording(serve):
+    server, _ = serve()
+    post(server.url, request(TURN1))
+    status, _, data = post(server.url, request(split_turn()))
+    assert status == 400
+    assert error_message(data).endswith(
+        "expected 3 messages, got 7 — messages[1]: expected tool_use, tool_use, tool_use; got tool_use"
+    )
+
+
 def test_recorded_errors_are_served_as_recorded_headers_included(serve, tmp_path):
     recorded = {
         "status": 429,

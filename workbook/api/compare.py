@@ -169,7 +169,10 @@ def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
     line = f"expected {expected} messages, got {sent}"
     if (expected, sent) != (len(want), len(got)):
         line += f" (as the API combines consecutive same-role messages: {len(want)} turns, got {len(got)})"
-    if len(got) >= len(want):
+    if len(got) > len(want):
+        split = first_turn_of_other_blocks(want, got)
+        return line + (f" — {split}" if split else "")
+    if len(got) == len(want):
         return line
     k = next((i for i, (w, g) in enumerate(zip(want, got)) if w["role"] != g["role"]), len(got))
     missing = want[k]
@@ -180,6 +183,22 @@ def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
         else "the tool results were not appended"
     )
     return f"{line} — missing messages[{k}] ({missing['role']}: {kinds}): {hint}"
+
+
+def first_turn_of_other_blocks(want: list, got: list) -> str | None:
+    """The first turn, in the same role, whose blocks are not the recorded ones: where a client that splits
+    one assistant turn into several (one tool_use each, each answered apart) first parted from it."""
+    for k, (w, g) in enumerate(zip(want, got)):
+        if w["role"] != g["role"]:
+            return None
+        if block_types(w) != block_types(g):
+            return f"messages[{k}]: expected {block_types(w)}; got {block_types(g)}"
+    return None
+
+
+def block_types(turn: dict) -> str:
+    """A turn's blocks by type, in order: "text, tool_use, tool_use"."""
+    return ", ".join(str(block.get("type", "?")) for block in turn["content"]) or "no blocks"
 
 
 def _block_diff(want: dict, got: dict, match: Match) -> str | None:

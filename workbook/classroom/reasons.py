@@ -186,6 +186,8 @@ def explain_mistake(request: Seen, exchanges: list) -> str:
     recorded = exchanges[request.turn - 1]["request"]["messages"]
     sent = request.body.get("messages") if isinstance(request.body, dict) else None
     hint = shape_hint(recorded, sent, exchanges, request.turn) if well_formed(sent) else None
+    if hint and hint in request.mistake:  # the server said it already (a split turn): one explanation
+        hint = None
     return f"turn {request.turn}: {request.mistake}" + (f". Hint: {hint}" if hint else "")
 
 
@@ -215,17 +217,15 @@ def shape_hint(recorded: list, sent: list, exchanges: list, turn: int) -> str | 
                 f"{blocks_in_words(expected['content'])}, one per tool_use in messages[{k - 1}]"
             )
         if len(got[k]["content"]) != len(expected["content"]):
-            return f"messages[{k}]: expected {block_types(expected)}; got {block_types(got[k])}"
+            return (
+                f"messages[{k}]: expected {compare.block_types(expected)}; got {compare.block_types(got[k])}"
+            )
         order = results_order(expected, got[k])
         if order:
             return f"messages[{k}]: {order}"
     if len(got) > len(want):
         return extra_messages(exchanges, turn, len(want))
     return None
-
-
-def block_types(message: dict) -> str:
-    return ", ".join(str(block.get("type", "?")) for block in message["content"]) or "no blocks"
 
 
 def blocks_in_words(content: list) -> str:
