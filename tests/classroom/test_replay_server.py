@@ -341,6 +341,18 @@ def test_a_split_turn_is_told_where_it_parted_from_the_recording(serve):
     )
 
 
+def test_a_request_after_a_recording_that_ended_on_an_error_is_told_which_error(serve):
+    ends_on_400 = fixtures.load_fixture(ROOT / "fixtures" / "grade_s03_overloaded_then_400.json")
+    server, _ = serve(grade_s03_overloaded_then_400=ends_on_400)
+    asked = [exchange["request"] for exchange in ends_on_400["exchanges"]]
+    assert [post(server.url, body)[0] for body in asked] == [529, 200, 400]
+    status, _, data = post(server.url, asked[-1])  # the 400's request again
+    assert status == 400
+    message = error_message(data)
+    assert "the recording ended on a 400 invalid_request_error: max_tokens: 200000 > 64000" in message
+    assert "stop_reason None" not in message and "A program stops on an error it cannot fix" in message
+
+
 def test_recorded_errors_are_served_as_recorded_headers_included(serve, tmp_path):
     recorded = {
         "status": 429,

@@ -136,7 +136,7 @@ def task_diff(expected: list, actual: list) -> str | None:
     for task in want:
         if task and not any(task in text for text in got):
             return (
-                f"messages[0]: your first user turn does not carry the recorded task; send {_quote(task)} "
+                f"messages[0]: your first user turn does not carry the recorded task; send {quoted(task)} "
                 "as the task (a text block of its own, as the recording does)"
             )
     return None
@@ -154,7 +154,7 @@ def first_user_texts(messages: list) -> list[str]:
     return [b["text"].strip() for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
 
 
-def _quote(text: str, limit: int = 100) -> str:
+def quoted(text: str, limit: int = 100) -> str:
     """Text quoted on one printable line: control and other unprintable characters escaped, long text cut."""
     shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
     return f'"{shown}"' if len(shown) <= limit else f'"{shown[: limit - 1]}…" ({len(text)} characters)'

@@ -406,10 +406,16 @@ def past_the_end(name: str, exchanges: list, messages: list) -> str:
     """Why no recorded reply is left, and how to start over: a new question, or a loop that kept asking."""
     last = stop_reason(exchanges[-1]["response"])
     over = f"{name} holds {len(exchanges)} turns and all were answered"
+    ended_on = recorded_failure(exchanges[-1]["response"])
     start_over = (
         "To start over, run your program again (a request holding only the first message starts you "
         "at turn 1), or POST /replay/reset with your API key; another API key (name) starts fresh too."
     )
+    if ended_on:
+        return (
+            f"{over}: the recording ended on {ended_on}, and your program sent another request after it. "
+            f"A program stops on an error it cannot fix, with a clear message (s03). {start_over}"
+        )
     if (
         messages
         and messages[-1].get("role") == "user"
@@ -424,6 +430,18 @@ def past_the_end(name: str, exchanges: list, messages: list) -> str:
         f"{over}: your loop asked again after the last reply (stop_reason {last}). A loop stops when "
         f"stop_reason is not tool_use. {start_over}"
     )
+
+
+def recorded_failure(response: dict) -> str | None:
+    """A recorded response that is no reply, in words ("a 401 authentication_error: invalid x-api-key");
+    None for a reply."""
+    if "error" in response:
+        return "a dropped connection"
+    if response.get("status") == 200:
+        return None
+    error = (response.get("body") or {}).get("error") or {}
+    said = f": {printable(str(error['message']))[:120]}" if error.get("message") else ""
+    return f"a {response.get('status')} {error.get('type', 'error')}{said}"
 
 
 def _content(message) -> list:
