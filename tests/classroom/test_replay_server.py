@@ -838,9 +838,42 @@ def test_escape_codes_in_a_name_reach_the_teacher_escaped_never_raw(serve):
     assert post(server.url, request(TURN1, model=f"replay:{TITLE}nope"))[0] == 404
     for text in (log.getvalue(), server.classroom.table(), get(server.url, "/")):
         assert not any(c in text for c in "\x1b\x07\x9b\u202e")
-    assert "\\x9b2J<i>x</ s01_hello_agent" in log.getvalue()  # cut to 12 characters: the column's width
-    assert "\\x9b2J<i>x</i>\\u202e" in server.classroom.table()
+    assert "\\x9b2…\\u202e s01_hello_agent" in log.getvalue()  # cut in its middle to the column's 12
+    assert "\\x9b2…\\u202e  s01_hello_agent" in server.classroom.table()
     assert "no fixture '\\x1b]0;PWNED\\x07nope'" in log.getvalue()
+
+
+def test_names_cut_to_their_columns_stay_distinct_and_marked_at_80_columns(serve):
+    runner = {"js-ts_runner-pinned_s01_hello": FIXTURE, "js-ts_runner-latest_s01_hello": FIXTURE}
+    server, log = serve(**runner)
+    for name in ("js-ts_runner-pinned", "js-ts_runner-latest", "js-ts_other-pinned"):
+        for fixture in runner:
+            assert post(server.url, request(TURN1, model=f"replay:{fixture}"), key=name)[0] == 200
+    shown = {line.split()[1] for line in log.getvalue().splitlines()}
+    assert shown == {"js-ts…pinned", "js-ts…latest", "js-t…inned~2"}  # each cut marked, none alike
+    fixtures_shown = {line.split()[2] for line in log.getvalue().splitlines()}
+    assert len(fixtures_shown) == 2 and all("…" in name for name in fixtures_shown)
+    table = server.classroom.table().splitlines()
+    assert {row.split()[0] for row in table[1:]} == shown
+    assert max(len(row) for row in table) <= 80
+
+
+def test_the_log_cuts_a_reason_at_a_word_and_says_done_past_the_end(serve):
+    server, log = serve()
+    post(server.url, request(TURN1))
+    post(server.url, request(turn2()))
+    again = [*turn2(), {"role": "assistant", "content": BODY2["content"]}]
+    assert post(server.url, request(again))[0] == 400  # asked again after the recording's last turn
+    last = log.getvalue().splitlines()[-1]
+    assert last.split()[3] == "done" and "turn 3/2" not in last
+    assert len(last) <= 150 and last.endswith("…") and last[-2] != " "
+    cut_after = last[:-1].split()[-1]
+    assert cut_after in past_the_end_words()  # a whole word of the reason, not part of one
+
+
+def past_the_end_words() -> list[str]:
+    messages = [*turn2(), {"role": "assistant", "content": BODY2["content"]}]
+    return classroom.past_the_end("s01_hello_agent", FIXTURE["exchanges"], messages).split()
 
 
 def test_printable_escapes_controls_and_bidi_overrides_and_keeps_names_in_any_script():
@@ -861,6 +894,7 @@ def test_a_name_sent_as_utf_8_bytes_is_read_as_utf_8(serve):
 def test_the_page_for_a_browser_is_html_with_names_and_the_host_escaped(serve):
     server, _ = serve()
     post(server.url, request(TURN1), key=EVIL.encode())
+    post(server.url, request(TURN1), key="<i>x</i>")  # short enough to be shown whole
     page = get(server.url, "/", accept="text/html", host="<b>evil</b>:1")
     assert page.startswith("<!doctype html>")
     assert "<i>" not in page and "&lt;i&gt;x&lt;/i&gt;" in page
