@@ -854,7 +854,7 @@ def test_names_cut_to_their_columns_stay_distinct_and_marked_at_80_columns(serve
     fixtures_shown = {line.split()[2] for line in log.getvalue().splitlines()}
     assert len(fixtures_shown) == 2 and all("…" in name for name in fixtures_shown)
     table = server.classroom.table().splitlines()
-    assert {row.split()[0] for row in table[1:]} == shown
+    assert {row.split()[0] for row in table[1:] if not row.startswith(" ")} == shown  # (a result wraps)
     assert max(len(row) for row in table) <= 80
 
 
