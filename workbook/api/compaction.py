@@ -62,10 +62,10 @@ def checksum(content, packed) -> str:
 
 
 def expand(messages: list) -> list | Problem:
-    """The conversation with the last compaction block this replay made put back as the messages it
-    stands for (the API reads nothing before such a block); unchanged when there is none; a Problem
-    when a block of ours came back changed."""
-    found = last_block(messages)
+    """The conversation with a compaction block this replay made, sent first as the API documents, put
+    back as the messages it stands for; unchanged when there is none; a Problem when a block of ours came
+    back changed. Only the first message is looked at: a long conversation costs nothing more."""
+    found = first_block(messages)
     if found is None:
         return messages
     i, j, block = found
@@ -82,13 +82,14 @@ def expand(messages: list) -> list | Problem:
     return kept + rest + messages[i + 1 :]
 
 
-def last_block(messages: list) -> tuple[int, int, dict] | None:
-    """(message, block, the block) of the last compaction block this replay made, or None."""
-    for i in range(len(messages) - 1, -1, -1):
-        content = messages[i].get("content") if isinstance(messages[i], dict) else None
-        for j, block in enumerate(content if isinstance(content, list) else []):
-            if isinstance(block, dict) and block.get("type") == "compaction" and ours(block):
-                return i, j, block
+def first_block(messages: list) -> tuple[int, int, dict] | None:
+    """(0, block, the block) of the last compaction block of ours in the first message, or None."""
+    content = messages[0].get("content") if messages and isinstance(messages[0], dict) else None
+    blocks = content if isinstance(content, list) else []
+    for j in range(len(blocks) - 1, -1, -1):
+        block = blocks[j]
+        if isinstance(block, dict) and block.get("type") == "compaction" and ours(block):
+            return 0, j, block
     return None
 
 
