@@ -102,6 +102,8 @@ def test_conversation_compares_the_recorded_task_among_the_first_user_turns_text
     theirs["messages"][0]["content"] = [reminder(), {"type": "text", "text": f"\n  {task}  \n"}]
     assert compare.request_diff(recorded, theirs, compare.Match.CONVERSATION) is None  # trimmed, found
     theirs["messages"][0]["content"] = [reminder(), {"type": "text", "text": f"{task} Then stop."}]
+    assert compare.request_diff(recorded, theirs, compare.Match.CONVERSATION) is None  # in a client's words
+    theirs["messages"][0]["content"] = [reminder(), {"type": "text", "text": task.replace(" ", "  ", 1)}]
     diff = compare.request_diff(recorded, theirs, compare.Match.CONVERSATION)
     assert diff == (
         f'messages[0]: your first user turn does not carry the recorded task; send "{task}" as the task (a '

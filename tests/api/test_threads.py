@@ -4,17 +4,21 @@
 the first request carries `thread: {"type": "create"}`, each later one `{"type": "continue",
 "previous_message_id": ...}` and only the new messages. Replay and the classroom server hold threads
 as the API does, so the runner completes a recorded fixture with its defaults, JSON and streaming.
+A compaction it asks for (`compact_before_next_turn()`) is answered as the API answers it, using no
+recorded turn (workbook/api/compaction.py).
 """
 
+import base64
 import gc
 import io
 import json
 import subprocess
 import threading
+import zlib
 from pathlib import Path
 
 from workbook import errors, scratch
-from workbook.api import threads, wire
+from workbook.api import compaction, threads, wire
 from workbook.api.compare import Match
 from workbook.classroom import server as classroom_server
 from workbook.classroom import students as classroom
@@ -429,3 +433,86 @@ def test_the_sdk_recovers_from_a_dropped_thread_by_sending_the_whole_conversatio
     kinds = thread_kinds(transport.seen)
     assert kinds[0] == "create" and "continue" in kinds  # each continue is a 404, then resent whole
     assert transport.cursor == len(S02["exchanges"])
+
+
+# -- issue 50: compaction, a side request that uses no recorded turn --------------------------------
+
+
+def run_compacting_runner(client, fixture: dict, stream: bool, after: int = 1) -> list:
+    """The tool runner as run_tool_runner, asked to compact once its `after`-th reply is in: every reply's
+    stop_reason, the compaction's among them."""
+    workspace = scratch.copy_workspace(fixture["workspace"])
+    runner = client.beta.messages.tool_runner(
+        model=MODEL,
+        max_tokens=4096,
+        tools=workspace_tools(workspace),
+        messages=[{"role": "user", "content": fixture["task"]}],
+        stream=stream,
+        betas=[compaction.BETA],
+    )
+    stops = []
+    for item in runner:
+        stops.append((item.get_final_message() if stream else item).stop_reason)
+        if len(stops) == after:
+            runner.compact_before_next_turn()
+    return stops
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("name", ["s01_hello_agent", "s02_fix_divide_by_zero"])
+def test_the_tool_runners_compaction_uses_no_turn_and_the_runner_walks_the_recording(server, name, stream):
+    fixture = FIXTURES[name]
+    client, logged = server_client(server, name)
+    stops = run_compacting_runner(client, fixture, stream)
+    recorded = recorded_stops(fixture)
+    assert stops == recorded[:1] + ["compaction"] + recorded[1:]
+    assert [status for _, status in logged.log] == [200] * len(stops)
+    asked, after = logged.log[1][0], logged.log[2][0]
+    assert asked["compaction"] == {"type": "summarize"}
+    assert [block["type"] for block in after["messages"][0]["content"]] == ["compaction"]  # what it kept
+    [student] = server.classroom.status()["students"]
+    assert (student["turn"], student["mistakes"], student["side"]) == (len(recorded), 0, 1)
+    assert "side request · 200 compaction" in server.classroom.out.getvalue()
+
+
+def compaction_of_turn_2(client, **extra):
+    """A bare compaction request on s01's conversation after turn 1 (the task, the reply, its results)."""
+    first = client.messages.create(
+        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": S01["task"]}]
+    )
+    history = [{"role": "user", "content": S01["task"]}, first.to_param() | {"role": "assistant"}]
+    history += answers_to(first)
+    return client.beta.messages.create(
+        model=MODEL, max_tokens=100, messages=history, compaction={"type": "summarize"}, **extra
+    )
+
+
+def test_a_bare_compaction_request_gets_a_block_to_carry_on_from(client_for):
+    client = client_for()
+    summary = compaction_of_turn_2(client, betas=[compaction.BETA])
+    assert summary.stop_reason == "compaction" and [b.type for b in summary.content] == ["compaction"]
+    assert "recording holds no summary" in summary.content[0].content
+    carried_on = client.beta.messages.create(
+        model=MODEL, max_tokens=100, messages=[summary.to_param()], betas=[compaction.BETA]
+    )
+    assert carried_on.content[0].text == S01["exchanges"][1]["response"]["body"]["content"][0]["text"]
+
+
+def test_a_compaction_block_changed_on_the_way_back_is_refused(client_for):
+    client = client_for()
+    block = compaction_of_turn_2(client, betas=[compaction.BETA]).content[0].to_dict()
+    edited = {"role": "assistant", "content": [block | {"content": "my own summary"}]}
+    with pytest.raises((anthropic.BadRequestError, replay.ReplayMismatch), match="send it back unchanged"):
+        client.beta.messages.create(model=MODEL, max_tokens=100, messages=[edited], betas=[compaction.BETA])
+
+
+def test_a_compaction_request_without_its_beta_is_refused_naming_it(client_for):
+    with pytest.raises((anthropic.BadRequestError, replay.ReplayMismatch)) as caught:
+        compaction_of_turn_2(client_for())
+    assert f"compaction: requires the beta header `anthropic-beta: {compaction.BETA}`" in str(caught.value)
+
+
+def test_a_block_that_unpacks_past_the_request_limit_is_not_unpacked():
+    bomb = base64.b64encode(zlib.compress(b"[" + b" " * (compaction.MOST_BYTES + 1) + b"]")).decode()
+    assert compaction.unpack(compaction.MARK + bomb) is None
+    assert compaction.unpack(compaction.MARK + "not base64!") is None

@@ -3,6 +3,7 @@ JavaScript is graded as the workbook's steps are, a failing rung names the loop'
 student's terms, and the program runs as a stranger's program: sandboxed, with an allowlisted environment,
 nothing it starts outliving its rung."""
 
+import copy
 import json
 import os
 import subprocess
@@ -379,6 +380,88 @@ def test_a_block_count_mismatch_lists_the_block_types_on_each_side_after_the_ser
     )
 
 
+def test_a_split_turn_gets_one_explanation_the_servers():
+    tool_uses = [{"type": "tool_use", "id": f"t{n}"} for n in range(3)]
+    answer = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}"}]} for n in range(3)
+    ]
+    recorded = [USER, {"role": "assistant", "content": [{"type": "text"}, *tool_uses]}]
+    recorded.append(
+        {"role": "user", "content": [block for message in answer for block in message["content"]]}
+    )
+    sent = [USER, {"role": "assistant", "content": [{"type": "text"}, tool_uses[0]]}, answer[0]]
+    for n in (1, 2):
+        sent += [{"role": "assistant", "content": [tool_uses[n]]}, answer[n]]
+    words = compare.request_diff({"messages": recorded}, {"messages": sent}, compare.Match.CONVERSATION)
+    assert words.endswith("messages[1]: expected text, tool_use, tool_use, tool_use; got text, tool_use")
+    exchanges = [{"request": {"messages": recorded}, "response": {"status": 529}}]
+    assert reasons.explain_mistake(seen(1, sent, words), exchanges) == f"turn 1: {words}"
+
+
+def rung(name: str) -> grade.Rung:
+    return next(r for r in grade.RUNGS if r.name == name)
+
+
+def streamed_count_run(result: dict) -> reasons.Seen:
+    """streamed-input's second request, its call answered by `result` (the tool_use came back whole)."""
+    exchanges = fixtures.load_fixture(ROOT / "fixtures" / "grade_s05_streamed_tool_input.json")["exchanges"]
+    messages = copy.deepcopy(exchanges[1]["request"]["messages"])
+    messages[-1]["content"] = [result]
+    return seen(2, messages)
+
+
+def test_a_streamed_call_answered_with_an_error_is_named_as_that_not_as_input_assembly():
+    said = "<tool_use_error>No such tool available: bash. Tool names are case-sensitive</tool_use_error>"
+    error = {"type": "tool_result", "tool_use_id": "toolu_01GradeS05Count", "content": said, "is_error": True}
+    reason = reasons.output_missing(rung("streamed-input"), streamed_count_run(error))
+    assert reason.startswith(f'turn 2: your tool_result for toolu_01GradeS05Count is an error, "{said}", so')
+    assert "the model called the tool `bash` with" in reason and "a tool name is case-sensitive" in reason
+    assert "input_json_delta" not in reason
+    other = error | {"content": "12", "is_error": False}
+    reason = reasons.output_missing(rung("streamed-input"), streamed_count_run(other))
+    assert reason.startswith(
+        "turn 2: your tool_result for toolu_01GradeS05Count holds \"12\", not 'notes.txt:1'"
+    )
+
+
+def test_a_cut_tool_use_sent_back_gets_the_same_hint_from_every_client():
+    exchanges = fixtures.load_fixture(ROOT / "fixtures" / "grade_s06_cut_tool_use.json")["exchanges"]
+    task = exchanges[0]["request"]["messages"][0]
+    cut = {"role": "assistant", "content": exchanges[0]["response"]["body"]["content"]}
+    answered = [
+        {"type": "tool_result", "tool_use_id": b["id"], "content": "not run", "is_error": True}
+        for b in cut["content"]
+        if b["type"] == "tool_use"
+    ]
+    plain = [task, cut, {"role": "user", "content": answered}]
+    reminder = {"type": "text", "text": "<system-reminder>a client's own</system-reminder>"}
+    claude_code = [
+        {"role": "user", "content": [reminder, {"type": "text", "text": task["content"]}]},
+        {"role": "system", "content": "a client's own instructions"},
+        cut,
+        {"role": "user", "content": [*answered, reminder]},
+    ]
+    hints = set()
+    for sent in (plain, claude_code):
+        words = compare.request_diff(exchanges[1]["request"], {"messages": sent}, compare.Match.CONVERSATION)
+        hints.add(reasons.explain_mistake(seen(2, sent, words), exchanges).split(". Hint: ")[1])
+    assert hints == {
+        "turn 1's reply was cut off by max_tokens inside a tool_use, and your loop ran it or sent it back; a "
+        "cut tool_use is incomplete: send the same request again, without the cut reply, with a larger "
+        "max_tokens"
+    }
+    assert rung("cut-tool-use").checks.endswith("the same request goes again with a larger max_tokens")
+
+
+def test_the_sdks_retries_are_counted_alike_in_the_reason_and_the_library_field():
+    exchanges = fixtures.load_fixture(ROOT / "fixtures" / "grade_s03_retries.json")
+    first = exchanges["exchanges"][0]["request"]["messages"]
+    run = [reasons.Seen(1, {"messages": first}, None, count) for count in (0, 1, 2)]
+    verdict = reasons.judge(rung("retries"), exchanges, reasons.Outcome(run, 1, "", []))
+    assert verdict.problem == f"{verdict.library[0]}. {reasons.SDK_RETRY_FIX}"
+    assert verdict.library == ["the SDK retried for you (x-stainless-retry-count: 1, 2)"]
+
+
 def test_a_mid_conversation_system_message_keeps_the_servers_words_alone():
     recorded = [USER]
     sent = [USER, {"role": "system", "content": "be brief"}]
@@ -423,6 +506,7 @@ SECRETS = ("ANTHROPIC_CUSTOM_HEADERS", "ANTHROPIC_ADMIN_KEY", "CLAUDE_API_KEY", 
 def test_the_program_sees_only_the_allowlisted_environment(sandbox, capsys, monkeypatch):
     for name in (*SECRETS, "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"):
         monkeypatch.setenv(name, "sk-ant-teacher-secret")
+    monkeypatch.setenv("IS_SANDBOX", "1")  # the teacher's own is never passed on: only bwrap says it
     dump = "import os; print(','.join(sorted(os.environ)))"
     code, rows = graded(capsys, "--only", "loop", "--sandbox", sandbox, "--", PYTHON, "-c", dump)
     names = set(rows["loop"]["reason"].split("(exit 0: ")[1].split(")")[0].split(","))
@@ -435,6 +519,8 @@ def test_the_program_sees_only_the_allowlisted_environment(sandbox, capsys, monk
         "PYTHONDONTWRITEBYTECODE",
         "PWD",
     }
+    if rows["loop"]["sandbox"] == "bwrap":  # a sandbox Claude Code may run as root in
+        given.add("IS_SANDBOX")
     assert given <= names
     passed_on = {n for n in names - given if n in grade_sandbox.PASSED_ON or n.startswith("LC_")}
     assert names == given | passed_on, "nothing else from the teacher's shell"

@@ -211,9 +211,9 @@ def test_a_tool_result_without_the_commands_output_fails_the_s05_rung():
     seen = [reasons.Seen(1, fixture["exchanges"][0]["request"], None), reasons.Seen(2, body, None)]
     verdict = reasons.judge(STREAMED, fixture, reasons.Outcome(seen, 0, "", []))
     assert verdict.problem == (
-        "turn 2: your tool_result for toolu_01GradeS05Count does not hold 'notes.txt:1', which the command "
-        "prints when it runs: put the tool_use's input together from all of its input_json_delta pieces, "
-        "run it, and send back what it printed"
+        "turn 2: your tool_result for toolu_01GradeS05Count holds \"(no output)\", not 'notes.txt:1', which "
+        "the command prints when it runs: run the whole command the tool_use's input holds, and send back "
+        "what it printed"
     )
 
 

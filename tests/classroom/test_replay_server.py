@@ -299,6 +299,60 @@ def test_a_loop_that_asks_again_after_the_last_reply_is_told_when_a_loop_stops(s
     assert "A loop stops when stop_reason is not tool_use" in message and "POST /replay/reset" in message
 
 
+def mini_swe_agent_task(task: str) -> dict:
+    """mini-swe-agent's first user turn with its default template: the task inside words of its own."""
+    text = f"Please solve this issue: {task}\n\nYou can execute bash commands and edit files to implement "
+    return {"role": "user", "content": [{"type": "text", "text": text + "the necessary changes."}]}
+
+
+def test_a_task_inside_a_clients_own_words_walks_the_recording(serve):
+    server, _ = serve()
+    wrapped = mini_swe_agent_task(FIXTURE["task"])
+    assert post(server.url, request([wrapped]))[0] == 200
+    status, _, data = post(server.url, request([wrapped, *turn2()[1:]]))
+    assert (status, data["stop_reason"]) == (200, "end_turn")
+    [row] = server.classroom.status()["students"]
+    assert (row["turn"], row["mistakes"]) == (2, 0)
+
+
+def test_a_first_turn_without_the_recorded_task_word_for_word_is_still_refused(serve):
+    server, _ = serve()
+    status, _, data = post(server.url, request([mini_swe_agent_task(FIXTURE["task"].upper())]))
+    assert status == 400
+    assert "your first user turn does not carry the recorded task; send " in error_message(data)
+
+
+def split_turn() -> list:
+    """Turn 1's three tool_use blocks as the OpenAI Agents SDK (with LitellmModel) sends them back: one
+    assistant turn each, each answered apart."""
+    pairs = [
+        [{"role": "assistant", "content": [block]}, results([block["id"]])] for block in BODY1["content"]
+    ]
+    return [TURN1[0], *(message for pair in pairs for message in pair)]
+
+
+def test_a_split_turn_is_told_where_it_parted_from_the_recording(serve):
+    server, _ = serve()
+    post(server.url, request(TURN1))
+    status, _, data = post(server.url, request(split_turn()))
+    assert status == 400
+    assert error_message(data).endswith(
+        "expected 3 messages, got 7 — messages[1]: expected tool_use, tool_use, tool_use; got tool_use"
+    )
+
+
+def test_a_request_after_a_recording_that_ended_on_an_error_is_told_which_error(serve):
+    ends_on_400 = fixtures.load_fixture(ROOT / "fixtures" / "grade_s03_overloaded_then_400.json")
+    server, _ = serve(grade_s03_overloaded_then_400=ends_on_400)
+    asked = [exchange["request"] for exchange in ends_on_400["exchanges"]]
+    assert [post(server.url, body)[0] for body in asked] == [529, 200, 400]
+    status, _, data = post(server.url, asked[-1])  # the 400's request again
+    assert status == 400
+    message = error_message(data)
+    assert "the recording ended on a 400 invalid_request_error: max_tokens: 200000 > 64000" in message
+    assert "stop_reason None" not in message and "A program stops on an error it cannot fix" in message
+
+
 def test_recorded_errors_are_served_as_recorded_headers_included(serve, tmp_path):
     recorded = {
         "status": 429,
@@ -784,9 +838,42 @@ def test_escape_codes_in_a_name_reach_the_teacher_escaped_never_raw(serve):
     assert post(server.url, request(TURN1, model=f"replay:{TITLE}nope"))[0] == 404
     for text in (log.getvalue(), server.classroom.table(), get(server.url, "/")):
         assert not any(c in text for c in "\x1b\x07\x9b\u202e")
-    assert "\\x9b2J<i>x</ s01_hello_agent" in log.getvalue()  # cut to 12 characters: the column's width
-    assert "\\x9b2J<i>x</i>\\u202e" in server.classroom.table()
+    assert "\\x9b2…\\u202e s01_hello_agent" in log.getvalue()  # cut in its middle to the column's 12
+    assert "\\x9b2…\\u202e  s01_hello_agent" in server.classroom.table()
     assert "no fixture '\\x1b]0;PWNED\\x07nope'" in log.getvalue()
+
+
+def test_names_cut_to_their_columns_stay_distinct_and_marked_at_80_columns(serve):
+    runner = {"js-ts_runner-pinned_s01_hello": FIXTURE, "js-ts_runner-latest_s01_hello": FIXTURE}
+    server, log = serve(**runner)
+    for name in ("js-ts_runner-pinned", "js-ts_runner-latest", "js-ts_other-pinned"):
+        for fixture in runner:
+            assert post(server.url, request(TURN1, model=f"replay:{fixture}"), key=name)[0] == 200
+    shown = {line.split()[1] for line in log.getvalue().splitlines()}
+    assert shown == {"js-ts…pinned", "js-ts…latest", "js-t…inned~2"}  # each cut marked, none alike
+    fixtures_shown = {line.split()[2] for line in log.getvalue().splitlines()}
+    assert len(fixtures_shown) == 2 and all("…" in name for name in fixtures_shown)
+    table = server.classroom.table().splitlines()
+    assert {row.split()[0] for row in table[1:] if not row.startswith(" ")} == shown  # (a result wraps)
+    assert max(len(row) for row in table) <= 80
+
+
+def test_the_log_cuts_a_reason_at_a_word_and_says_done_past_the_end(serve):
+    server, log = serve()
+    post(server.url, request(TURN1))
+    post(server.url, request(turn2()))
+    again = [*turn2(), {"role": "assistant", "content": BODY2["content"]}]
+    assert post(server.url, request(again))[0] == 400  # asked again after the recording's last turn
+    last = log.getvalue().splitlines()[-1]
+    assert last.split()[3] == "done" and "turn 3/2" not in last
+    assert len(last) <= 150 and last.endswith("…") and last[-2] != " "
+    cut_after = last[:-1].split()[-1]
+    assert cut_after in past_the_end_words()  # a whole word of the reason, not part of one
+
+
+def past_the_end_words() -> list[str]:
+    messages = [*turn2(), {"role": "assistant", "content": BODY2["content"]}]
+    return classroom.past_the_end("s01_hello_agent", FIXTURE["exchanges"], messages).split()
 
 
 def test_printable_escapes_controls_and_bidi_overrides_and_keeps_names_in_any_script():
@@ -807,6 +894,7 @@ def test_a_name_sent_as_utf_8_bytes_is_read_as_utf_8(serve):
 def test_the_page_for_a_browser_is_html_with_names_and_the_host_escaped(serve):
     server, _ = serve()
     post(server.url, request(TURN1), key=EVIL.encode())
+    post(server.url, request(TURN1), key="<i>x</i>")  # short enough to be shown whole
     page = get(server.url, "/", accept="text/html", host="<b>evil</b>:1")
     assert page.startswith("<!doctype html>")
     assert "<i>" not in page and "&lt;i&gt;x&lt;/i&gt;" in page

@@ -77,7 +77,8 @@ def conversation_form(messages: list) -> list[dict]:
     `role: "system"` messages are dropped (the API takes them mid-conversation; they are the client's
     instructions, not a turn), and a user turn keeps only its tool_result blocks: the text a client puts
     around them (system-reminder blocks, a note after the results) is its own. The task is compared apart
-    (task_diff): the recorded task's text must be one of the first user turn's text blocks. `cache_control`
+    (task_diff): the recorded task's text must stand, word for word, in one of the first user turn's text
+    blocks. `cache_control`
     and `metadata` are never compared (normalize_block drops the first; the second is not in the messages)."""
     turns = combined_form(_without_system(messages))
     for turn in turns:
@@ -127,14 +128,15 @@ def task_diff(expected: list, actual: list) -> str | None:
     """How the first user turn misses the recorded task (Match.CONVERSATION), or None.
 
     The recorded task is the text of the recording's first user turn (its text blocks: a string content
-    is one). Each must be one of the sent first user turn's text blocks, both with whitespace trimmed; any
-    other text block there (a client's reminders) is the client's own. The replies answer that task: a
-    request with another one would be taught replies that do not fit it."""
+    is one). Each must stand word for word in one of the sent first user turn's text blocks: a client may
+    wrap it in its own words (mini-swe-agent sends "Please solve this issue: <task>\n\nYou can execute
+    bash commands…"), and any other text block there (a client's reminders) is the client's own. The
+    replies answer that task: a request with another one would be taught replies that do not fit it."""
     want, got = (first_user_texts(m) for m in (expected, actual))
     for task in want:
-        if task and task not in got:
+        if task and not any(task in text for text in got):
             return (
-                f"messages[0]: your first user turn does not carry the recorded task; send {_quote(task)} "
+                f"messages[0]: your first user turn does not carry the recorded task; send {quoted(task)} "
                 "as the task (a text block of its own, as the recording does)"
             )
     return None
@@ -152,7 +154,7 @@ def first_user_texts(messages: list) -> list[str]:
     return [b["text"].strip() for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
 
 
-def _quote(text: str, limit: int = 100) -> str:
+def quoted(text: str, limit: int = 100) -> str:
     """Text quoted on one printable line: control and other unprintable characters escaped, long text cut."""
     shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
     return f'"{shown}"' if len(shown) <= limit else f'"{shown[: limit - 1]}…" ({len(text)} characters)'
@@ -167,7 +169,10 @@ def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
     line = f"expected {expected} messages, got {sent}"
     if (expected, sent) != (len(want), len(got)):
         line += f" (as the API combines consecutive same-role messages: {len(want)} turns, got {len(got)})"
-    if len(got) >= len(want):
+    if len(got) > len(want):
+        split = first_turn_of_other_blocks(want, got)
+        return line + (f" — {split}" if split else "")
+    if len(got) == len(want):
         return line
     k = next((i for i, (w, g) in enumerate(zip(want, got)) if w["role"] != g["role"]), len(got))
     missing = want[k]
@@ -178,6 +183,22 @@ def _count_diff(want: list, got: list, expected: int, sent: int) -> str:
         else "the tool results were not appended"
     )
     return f"{line} — missing messages[{k}] ({missing['role']}: {kinds}): {hint}"
+
+
+def first_turn_of_other_blocks(want: list, got: list) -> str | None:
+    """The first turn, in the same role, whose blocks are not the recorded ones: where a client that splits
+    one assistant turn into several (one tool_use each, each answered apart) first parted from it."""
+    for k, (w, g) in enumerate(zip(want, got)):
+        if w["role"] != g["role"]:
+            return None
+        if block_types(w) != block_types(g):
+            return f"messages[{k}]: expected {block_types(w)}; got {block_types(g)}"
+    return None
+
+
+def block_types(turn: dict) -> str:
+    """A turn's blocks by type, in order: "text, tool_use, tool_use"."""
+    return ", ".join(str(block.get("type", "?")) for block in turn["content"]) or "no blocks"
 
 
 def _block_diff(want: dict, got: dict, match: Match) -> str | None:

@@ -24,6 +24,7 @@ from workbook.api.wire import events_to_message, header_problems
 
 MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07"  # a beta name; a system message needs none
 THREADS_BETA = "message-threads-2026-08-12"  # the beta `thread` needs (workbook/api/threads.py sends it too)
+COMPACTION_BETA = "compact-2026-09-04"  # the beta `compaction` needs (workbook/api/compaction.py)
 
 
 @dataclass(frozen=True)
@@ -444,8 +445,9 @@ class Requests:
             if problems:
                 return problems
         self.sent, self.sent_list = sent or Conversation(), messages
-        if body.get("thread") is not None and THREADS_BETA not in betas.names:
-            return [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
+        for name, beta in (("thread", THREADS_BETA), ("compaction", COMPACTION_BETA)):
+            if body.get(name) is not None and beta not in betas.names:
+                return [Problem(name, f"requires the beta header `anthropic-beta: {beta}`")]
         return []
 
     def rule_problems(self, messages, betas: Betas = NO_BETAS) -> list[Problem]:
@@ -514,7 +516,7 @@ def exchange_problems(exchange, requests: Requests | None = None) -> list[str]:
 
 
 # A recording keeps no request headers: a recorded request may use any beta a rule depends on.
-BETA_ALL = Betas(frozenset({MID_CONVERSATION_SYSTEM, THREADS_BETA}))
+BETA_ALL = Betas(frozenset({MID_CONVERSATION_SYSTEM, THREADS_BETA, COMPACTION_BETA}))
 
 
 def response_problems(response: dict) -> list[str]:

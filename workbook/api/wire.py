@@ -130,6 +130,10 @@ def _block_events(index: int, block: dict) -> list[dict]:
             {"type": "thinking_delta", "thinking": piece} for piece in _pieces(block.get("thinking", ""))
         ]
         deltas += [{"type": "signature_delta", "signature": block.get("signature", "")}]
+    elif kind == "compaction":  # the summary and its opaque part come whole, in one delta
+        start |= {"content": None, "encrypted_content": None}
+        delta = {k: block.get(k) for k in ("content", "encrypted_content")}
+        deltas = [{"type": "compaction_delta", **delta}]
     events = [{"event": "content_block_start", "data": {"type": "content_block_start", "index": index}}]
     events[0]["data"]["content_block"] = start
     for delta in deltas:
@@ -177,6 +181,8 @@ def _apply_delta(block: dict, delta: dict, tool_json: dict, index: int) -> None:
         block["thinking"] = block.get("thinking", "") + delta["thinking"]
     elif kind == "signature_delta":
         block["signature"] = delta["signature"]
+    elif kind == "compaction_delta":
+        block |= {k: delta.get(k) for k in ("content", "encrypted_content")}
     elif kind == "citations_delta":
         block["citations"] = (block.get("citations") or []) + [delta["citation"]]
 

@@ -143,7 +143,7 @@ RUNGS = [
         "cut-tool-use",
         "s06",
         "grade_s06_cut_tool_use",
-        "a reply cut off by max_tokens inside a tool_use is never run",
+        "a tool_use cut off by max_tokens is never run: the same request goes again with a larger max_tokens",
     ),
     Rung(
         "pause-turn",

@@ -9,6 +9,7 @@ recoveries (the thread fallback) are not mistakes.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -138,7 +139,7 @@ def judge(rung, fixture: dict, out: Outcome, allow_sdk_retries: bool = False) ->
     requests = [seen for seen in out.seen if not seen.fallback and not seen.side]
     for n, request in enumerate(requests, 1):
         if request.retry_count and not allow_sdk_retries:
-            return Verdict(sdk_retried(request), library)
+            return Verdict(f"{sdk_retries(out.seen)}. {SDK_RETRY_FIX}", library)
         if request.mistake is not None and request.turn <= len(exchanges):
             return Verdict(explain_mistake(request, exchanges), library)
         if request.mistake is not None or request.turn <= reached:  # past the end, or started over
@@ -164,18 +165,18 @@ def judge(rung, fixture: dict, out: Outcome, allow_sdk_retries: bool = False) ->
 
 def library_features(seen: list[Seen]) -> list[str]:
     """What the library did that a rung could credit to the loop: its retries, its helpers."""
-    features = []
-    most = max((s.retry_count for s in seen), default=0)
-    if most:
-        features.append(f"the SDK retried for you (x-stainless-retry-count: {most})")
+    features = [sdk_retries(seen)] if any(s.retry_count for s in seen) else []
     for helper in sorted({h for s in seen for h in s.helpers}):
         if helper in HELPERS:
             features.append(f"{HELPERS[helper]} (x-stainless-helper: {helper})")
     return features
 
 
-def sdk_retried(request: Seen) -> str:
-    return f"the SDK retried for you (x-stainless-retry-count: {request.retry_count}). {SDK_RETRY_FIX}"
+def sdk_retries(seen: list[Seen]) -> str:
+    """The SDK's retries in the run, by the x-stainless-retry-count values its requests carried: one
+    wording for the reason and for the library field, so the two never name different counts."""
+    counts = sorted({s.retry_count for s in seen if s.retry_count})
+    return f"the SDK retried for you (x-stainless-retry-count: {', '.join(map(str, counts))})"
 
 
 # -- a request the server refused ------------------------------------------------------------------
@@ -185,8 +186,35 @@ def explain_mistake(request: Seen, exchanges: list) -> str:
     """The server's own words, then what the loop did wrong in the student's terms, if we can tell."""
     recorded = exchanges[request.turn - 1]["request"]["messages"]
     sent = request.body.get("messages") if isinstance(request.body, dict) else None
-    hint = shape_hint(recorded, sent, exchanges, request.turn) if well_formed(sent) else None
+    hint = cut_reply_sent_on(exchanges, request.turn, sent)
+    if hint is None and well_formed(sent):
+        hint = shape_hint(recorded, sent, exchanges, request.turn)
+    if hint and hint in request.mistake:  # the server said it already (a split turn): one explanation
+        hint = None
     return f"turn {request.turn}: {request.mistake}" + (f". Hint: {hint}" if hint else "")
+
+
+def cut_reply_sent_on(exchanges: list, turn: int, sent) -> str | None:
+    """After a reply cut by max_tokens, a request holding more turns than the recording's: the loop ran
+    the cut call or sent it back. Judged on the turns alone (compare.conversation_form), so every client
+    gets it, whatever it adds around them (Claude Code's system messages and reminders)."""
+    if turn < 2 or stop_reason(exchanges[turn - 2]["response"]) != "max_tokens" or not readable(sent):
+        return None
+    recorded = exchanges[turn - 1]["request"]["messages"]
+    if len(compare.conversation_form(sent)) <= len(compare.conversation_form(recorded)):
+        return None
+    return extra_messages(exchanges, turn, len(recorded))
+
+
+def readable(messages) -> bool:
+    """Messages the comparison can read: objects with a role and content, a client's system ones too."""
+    return isinstance(messages, list) and all(
+        isinstance(m, dict)
+        and m.get("role") in ("user", "assistant", "system")
+        and isinstance(m.get("content"), (str, list))
+        and all(isinstance(b, dict) for b in (m["content"] if isinstance(m["content"], list) else []))
+        for m in messages
+    )
 
 
 def well_formed(messages) -> bool:
@@ -215,17 +243,15 @@ def shape_hint(recorded: list, sent: list, exchanges: list, turn: int) -> str | 
                 f"{blocks_in_words(expected['content'])}, one per tool_use in messages[{k - 1}]"
             )
         if len(got[k]["content"]) != len(expected["content"]):
-            return f"messages[{k}]: expected {block_types(expected)}; got {block_types(got[k])}"
+            return (
+                f"messages[{k}]: expected {compare.block_types(expected)}; got {compare.block_types(got[k])}"
+            )
         order = results_order(expected, got[k])
         if order:
             return f"messages[{k}]: {order}"
     if len(got) > len(want):
         return extra_messages(exchanges, turn, len(want))
     return None
-
-
-def block_types(message: dict) -> str:
-    return ", ".join(str(block.get("type", "?")) for block in message["content"]) or "no blocks"
 
 
 def blocks_in_words(content: list) -> str:
@@ -338,11 +364,36 @@ def output_missing(rung, request: Seen) -> str | None:
         for block in content if isinstance(content, list) else []:
             wanted = rung.must_output.get(block.get("tool_use_id")) if isinstance(block, dict) else None
             if wanted and wanted not in result_text(block):
-                return (
-                    f"turn {request.turn}: your tool_result for {block['tool_use_id']} does not hold "
-                    f"{wanted!r}, which the command prints when it runs: put the tool_use's input together "
-                    "from all of its input_json_delta pieces, run it, and send back what it printed"
-                )
+                return output_missing_reason(request, block, wanted)
+    return None
+
+
+def output_missing_reason(request: Seen, result: dict, wanted: str) -> str:
+    """What the tool_result holds instead of the command's output. Its tool_use came back as the reply
+    held it (reply_not_verbatim comes first), so the input was put together whole; what differed is the
+    run: an error result (a tool the loop does not have under that name), or other output."""
+    call = tool_use_answered(request.body["messages"], result["tool_use_id"]) or {}
+    said = compare.quoted(result_text(result).strip() or "nothing", 160)
+    start = f"turn {request.turn}: your tool_result for {result['tool_use_id']}"
+    if result.get("is_error") is True:
+        return (
+            f"{start} is an error, {said}, so the command never ran: the model called the tool "
+            f"`{call.get('name', '?')}` with {compare.quoted(json.dumps(call.get('input')), 120)}; run that "
+            f"call under that name (a tool name is case-sensitive) and send back what it printed ({wanted!r})"
+        )
+    return (
+        f"{start} holds {said}, not {wanted!r}, which the command prints when it runs: run the whole command "
+        "the tool_use's input holds, and send back what it printed"
+    )
+
+
+def tool_use_answered(messages: list, tool_use_id: str) -> dict | None:
+    """The tool_use block with this id, in the assistant turns the request sent back."""
+    for message in messages:
+        content = message.get("content") if message.get("role") == "assistant" else None
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") == tool_use_id:
+                return block
     return None
 
 

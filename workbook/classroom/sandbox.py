@@ -51,6 +51,12 @@ SANDBOX_MODES = ("auto", "required", "off")
 # cloud credentials, ANTHROPIC_CUSTOM_HEADERS that the SDK would send) stays behind.
 PASSED_ON = ("PATH", "LANG", "TERM", "TZ", "NO_COLOR", "WORKBOOK_NO_SLEEP")
 PASSED_ON_PREFIXES = ("LC_",)
+# Claude Code refuses --dangerously-skip-permissions as root unless IS_SANDBOX=1 says it runs in a
+# sandbox: a machine it cannot harm. Bubblewrap's is one (a throwaway file system, no network but the
+# rung's server, no capabilities, its own processes), so the grader says so there. Under Landlock or
+# no sandbox the program keeps root's capabilities on the teacher's machine: it is not said, and the
+# teacher's own IS_SANDBOX is never passed on (docs/teaching.md, "Grading Claude Code as root").
+SANDBOXED = {"IS_SANDBOX": "1"}
 STOP_GRACE = 5.0  # seconds the keeper gets to kill what the program started, after a timeout
 RELAY_PORT = 8765  # inside the sandbox's own network, the replay server's port: any port is free there
 KEPT_OUTPUT = 64_000  # bytes of a program's output the grader keeps: its head and its tail
@@ -105,22 +111,27 @@ def prepare(run: Run) -> None:
         (run.folder / name).mkdir(exist_ok=True)
 
 
-def environment(run: Run, url: str) -> dict[str, str]:
-    """The program's whole environment: an allowlist from the teacher's shell, then the rung's own."""
+def environment(run: Run, url: str, kind: str = "none") -> dict[str, str]:
+    """The program's whole environment: an allowlist from the teacher's shell, then the rung's own, and
+    in bubblewrap IS_SANDBOX (see SANDBOXED)."""
     kept = {
         name: value
         for name, value in os.environ.items()
         if name in PASSED_ON or name.startswith(PASSED_ON_PREFIXES)
     }
-    return kept | {
-        "HOME": str(run.folder / "home"),
-        "PWD": str(run.workspace),
-        "TMPDIR": str(run.folder / "tmp"),
-        "ANTHROPIC_BASE_URL": url,
-        "ANTHROPIC_API_KEY": run.student,
-        "AGENT_TASK": run.argv[-1],
-        "PYTHONDONTWRITEBYTECODE": "1",  # the project is read-only in the sandbox: no __pycache__ tries
-    }
+    return (
+        kept
+        | {
+            "HOME": str(run.folder / "home"),
+            "PWD": str(run.workspace),
+            "TMPDIR": str(run.folder / "tmp"),
+            "ANTHROPIC_BASE_URL": url,
+            "ANTHROPIC_API_KEY": run.student,
+            "AGENT_TASK": run.argv[-1],
+            "PYTHONDONTWRITEBYTECODE": "1",  # the project is read-only in the sandbox: no __pycache__ tries
+        }
+        | (SANDBOXED if kind == "bwrap" else {})
+    )
 
 
 # -- which sandbox -----------------------------------------------------------------------------------
@@ -337,7 +348,7 @@ def run_program(run: Run, sandbox: Sandbox, running: set) -> tuple[int | None, s
             proc = subprocess.Popen(
                 argv,
                 cwd=run.workspace,
-                env=environment(run, url),
+                env=environment(run, url, sandbox.kind),
                 stdin=subprocess.DEVNULL,
                 stdout=output.pipe,
                 stderr=output.pipe,

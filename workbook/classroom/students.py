@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -159,6 +160,8 @@ class Classroom:
         self.replies = {
             name: [as_json(e["response"]) for e in f["exchanges"]] for name, f in fixtures.items()
         }
+        # names as the log and the table show them: cut to their columns, two names never shown alike
+        self.student_labels, self.fixture_labels = Labels(STUDENT_COLUMN), Labels(FIXTURE_COLUMN)
 
     def answer(
         self, student: str, body, chosen: str | None, headers: dict | None = None, size: int | None = None
@@ -339,13 +342,18 @@ class Classroom:
                 self.remembered -= self.cursors.pop(key).remembered
 
     def turn(self, name: str, n: int) -> str:
-        return f"turn {n}/{len(self.fixtures[name]['exchanges'])}"
+        """Turn n of the fixture, or "done" for a request that comes after its last turn."""
+        turns = len(self.fixtures[name]["exchanges"])
+        return f"turn {n}/{turns}" if n <= turns else "done"
 
     def log(self, student: str, fixture: str, turn: str, result: str) -> None:
-        """One short line per event for the teacher's terminal, escape codes shown, never obeyed."""
-        student, fixture = escaped(student)[:12], escaped(fixture)[:24]
-        line = f"{clock()}  {student:<12} {fixture:<24} {turn:<10} {escaped(result)}"
-        self.out.write(line[:150] + "\n")  # one write, so lines from two threads never interleave
+        """One short line per event for the teacher's terminal, escape codes shown, never obeyed: names cut
+        to their columns with a mark (Labels), the result cut at a word."""
+        with self.lock:  # the labels are shared by every student's thread
+            student, fixture = self.student_labels(escaped(student)), self.fixture_labels(escaped(fixture))
+        start = f"{clock()}  {student:<{STUDENT_COLUMN}} {fixture:<{FIXTURE_COLUMN}} {turn:<10} "
+        line = start + cut_at_word(escaped(result), LOG_LINE - len(start))
+        self.out.write(line + "\n")  # one write, so lines from two threads never interleave
         self.flush()
 
     def status(self) -> dict:
@@ -374,15 +382,79 @@ class Classroom:
             turn = f"{s['turn']}/{s['turns']}" + (" done" if s["turn"] == s["turns"] else "")
             asked = str(s["requests"]) + (f"+{s['side']} side" if s["side"] else "")  # no turn used
             counts = (asked, str(s["mistakes"]), str(s["restarts"]))
-            name, last = escaped(s["student"])[:32], escaped(s["last"])[:70]
-            rows.append((name, s["fixture"], turn, *counts, last))
+            with self.lock:
+                name = self.student_labels(escaped(s["student"]))
+                fixture = self.fixture_labels(escaped(s["fixture"]))
+            rows.append((name, fixture, turn, *counts, escaped(s["last"])))
         if len(rows) == 1:
             return "no student has sent a request yet"
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+        lines = [table_row(row, widths) for row in rows]
         if len(students) > most:
             lines.append(f"... and {len(students) - most} more rows: GET /replay/status lists them all")
         return "\n".join(lines)
+
+
+STUDENT_COLUMN, FIXTURE_COLUMN = 12, 24  # the log's and the table's name columns
+LOG_LINE = 150  # the most a log line holds: a terminal wraps it, but one line stays one event
+TABLE_WIDTH = 80  # the class table's columns
+MOST_LABELS = 10_000  # names a Labels remembers; past it, it starts afresh (a class keeps 500 at most)
+
+
+def table_row(row: tuple, widths: list[int]) -> str:
+    """One row of the class table in 80 columns: its last result at the end when it fits, else wrapped
+    at words on the lines below it, indented."""
+    start = "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  "
+    if len(start) + len(row[-1]) <= TABLE_WIDTH:
+        return start + row[-1]
+    return (
+        start.rstrip()
+        + "\n"
+        + textwrap.fill(row[-1], TABLE_WIDTH, initial_indent="    ", subsequent_indent="    ")
+    )
+
+
+def cut_middle(text: str, width: int) -> str:
+    """Text in at most `width` characters, a cut one marked "…" in its middle: names that share a
+    beginning differ at their end (js-ts_runner-pinned, js-ts_runner-latest), and both ends stay."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+def cut_at_word(text: str, width: int) -> str:
+    """Text in at most `width` characters, a cut one ended at a word, marked "…"."""
+    if len(text) <= width:
+        return text
+    kept = text[: width - 1]
+    space = kept.rfind(" ")
+    return (kept[:space] if space > width // 2 else kept).rstrip(" ,;:") + "…"
+
+
+class Labels:
+    """Names as a column of `width` shows them: cut in the middle (cut_middle), and two names never shown
+    alike: a name whose cut is another's gets a number too ("js-ts…ned~2"). Each name keeps its label, so
+    the log and the table show a student alike from line to line."""
+
+    def __init__(self, width: int):
+        self.width = width
+        self.labels: dict[str, str] = {}  # name -> label
+        self.names: dict[str, str] = {}  # label -> name
+
+    def __call__(self, name: str) -> str:
+        label = self.labels.get(name)
+        if label is not None:
+            return label
+        if len(self.labels) >= MOST_LABELS:
+            self.labels.clear()
+            self.names.clear()
+        label, n = cut_middle(name, self.width), 1
+        while label in self.names:
+            n += 1
+            label = cut_middle(name, self.width - len(f"~{n}")) + f"~{n}"
+        self.labels[name], self.names[label] = label, name
+        return label
 
 
 _clock = [0, ""]  # the second, and the time of day it reads as: formatted once a second, not once a line
@@ -406,10 +478,16 @@ def past_the_end(name: str, exchanges: list, messages: list) -> str:
     """Why no recorded reply is left, and how to start over: a new question, or a loop that kept asking."""
     last = stop_reason(exchanges[-1]["response"])
     over = f"{name} holds {len(exchanges)} turns and all were answered"
+    ended_on = recorded_failure(exchanges[-1]["response"])
     start_over = (
         "To start over, run your program again (a request holding only the first message starts you "
         "at turn 1), or POST /replay/reset with your API key; another API key (name) starts fresh too."
     )
+    if ended_on:
+        return (
+            f"{over}: the recording ended on {ended_on}, and your program sent another request after it. "
+            f"A program stops on an error it cannot fix, with a clear message (s03). {start_over}"
+        )
     if (
         messages
         and messages[-1].get("role") == "user"
@@ -424,6 +502,18 @@ def past_the_end(name: str, exchanges: list, messages: list) -> str:
         f"{over}: your loop asked again after the last reply (stop_reason {last}). A loop stops when "
         f"stop_reason is not tool_use. {start_over}"
     )
+
+
+def recorded_failure(response: dict) -> str | None:
+    """A recorded response that is no reply, in words ("a 401 authentication_error: invalid x-api-key");
+    None for a reply."""
+    if "error" in response:
+        return "a dropped connection"
+    if response.get("status") == 200:
+        return None
+    error = (response.get("body") or {}).get("error") or {}
+    said = f": {printable(str(error['message']))[:120]}" if error.get("message") else ""
+    return f"a {response.get('status')} {error.get('type', 'error')}{said}"
 
 
 def _content(message) -> list:

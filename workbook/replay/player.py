@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from workbook.api import contract, server_tools
+from workbook.api import compaction, contract, server_tools
 from workbook.api.compare import Match, request_diff
 from workbook.api.threads import Threads
 from workbook.api.wire import recorded_message
@@ -29,7 +29,9 @@ class Played:
     stream: bool  # the request asked for a stream: the response is served as SSE whatever was recorded
     restarted: bool = False  # a first-turn request started the recording over (see Player.restartable)
     thread: str | None = None  # "create" or "continue" for a thread request
-    side: bool = False  # a side request (see side_request): answered by SIDE_REPLY, no recorded turn used
+    # a side request (see side_request, and a compaction): `response` is the Message the replay made for
+    # it (side_message, compaction.answer), and no recorded turn was used
+    side: bool = False
 
 
 class NotPlayed(Exception):
@@ -168,6 +170,9 @@ class Player:
             if side_request(body, recorded) and not requests.rule_problems(body["messages"], betas):
                 return Played(self.served, side_message(body), body.get("stream") is True, side=True)
         body, thread = self.threads.expand(body)  # a thread's request, whole again (or threads.Refusal)
+        if compaction.is_request(body) and not self.recorded_compaction():
+            return self.compacted(body, thread, requests, betas)
+        body = self.uncompacted(body, betas)  # a compaction block of ours, back as what it stands for
         problems = requests.rule_problems(body["messages"], betas)
         restarted = not problems and self.restartable and self.starts_over(body["messages"])
         if restarted:
@@ -188,6 +193,37 @@ class Player:
         self.threads.hold(thread, body, recorded_message(recorded["response"]))
         kind = thread["type"] if thread else None
         return Played(turn, recorded["response"], body.get("stream") is True, restarted, kind)
+
+    def recorded_compaction(self) -> bool:
+        """Whether the recording itself asks for a compaction at this turn (a live run recorded one)."""
+        recorded = self.exchanges[self.served]["request"] if self.served < len(self.exchanges) else {}
+        return compaction.is_request(recorded)
+
+    def compacted(self, body: dict, thread: dict | None, requests: contract.Requests, betas) -> Played:
+        """A compaction request: a side request (workbook/api/compaction.py) answered as the API answers
+        it, on the conversation the API would compact, so no recorded turn is used."""
+        body = self.uncompacted(body, betas)
+        problems = requests.rule_problems(body["messages"], betas)
+        if problems:
+            raise Refused(self.served + 1, problems)
+        message = compaction.answer(body, body["messages"])
+        self.threads.hold(thread, body, message)
+        kind = thread["type"] if thread else None
+        return Played(self.served, message, body.get("stream") is True, thread=kind, side=True)
+
+    def uncompacted(self, body: dict, betas: contract.Betas) -> dict:
+        """The request with a compaction block this replay made put back as the messages it stands for,
+        those judged as sent (a stranger may have written them); unchanged when it holds none."""
+        messages = compaction.expand(body["messages"])
+        if messages is body["messages"]:
+            return body
+        if isinstance(messages, contract.Problem):
+            raise Refused(self.served + 1, [messages])
+        body = body | {"messages": messages}
+        problems = contract.sent_problems(body, betas)
+        if problems:
+            raise Refused(self.served + 1, problems)
+        return body
 
     def judge_with(self, body) -> contract.Requests:
         """What judges `body`: the requests remembered, or none (it is judged whole; see `strangers`)."""

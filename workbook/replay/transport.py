@@ -130,6 +130,8 @@ class ReplayTransport:
                 f"{self.name}: the loop sent request {ended.turn} but the fixture holds only "
                 f"{len(self.fixture['exchanges'])} — the loop did not stop when the recording did"
             ) from None
+        if played.side:  # the replay's own answer (a compaction): a Message, recorded nowhere
+            return http_response({"status": 200, "body": played.response}, played.stream)
         return http_response(played.response, played.stream)
 
     def as_recorded(self, raw: bytes) -> bool:

@@ -1,6 +1,7 @@
 """mini-swe-agent walks a recording: its DefaultAgent with LitellmModel (one `bash` tool of its own) and a
 LocalEnvironment in the workspace copy. The first user turn is the task alone (`instance_template:
-"{{task}}"`): its default template wraps the task in its own words, and the classroom compares the task.
+"{{task}}"`); its default template, which wraps the task in its own words ("Please solve this issue:
+…"), is taken too: the classroom looks for the recorded task word for word.
 
     ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=alice \
         python mini_swe_agent_walk.py s01_hello_agent
