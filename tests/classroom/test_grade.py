@@ -35,7 +35,7 @@ from grading import (
 
 @needs_node
 def test_a_javascript_loop_with_fetch_climbs_to_the_parallel_rung_and_stops_at_the_repeat_brake(capsys):
-    code, rows = graded(capsys, "--only", "s01,s02,s03,s04", "--", NODE, str(LOOPS / "agent_loop.js"))
+    code, rows = graded(capsys, "--only", "s01,s02,s03,s04,s05", "--", NODE, str(LOOPS / "agent_loop.js"))
     assert failures(rows) == {
         "repeat-brake": "your loop was still calling the model after 8 turns of the same repeated call; "
         "it must notice the repetition and stop by itself"
@@ -404,7 +404,7 @@ def rung(name: str) -> grade.Rung:
 
 def streamed_count_run(result: dict) -> reasons.Seen:
     """streamed-input's second request, its call answered by `result` (the tool_use came back whole)."""
-    exchanges = fixtures.load_fixture(ROOT / "fixtures" / "grade_s05_streamed_tool_input.json")["exchanges"]
+    exchanges = fixtures.load_fixture(ROOT / "fixtures" / "grade_s06_streamed_tool_input.json")["exchanges"]
     messages = copy.deepcopy(exchanges[1]["request"]["messages"])
     messages[-1]["content"] = [result]
     return seen(2, messages)

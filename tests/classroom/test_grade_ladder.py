@@ -123,7 +123,8 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
     doc) go side by side (grade.grade_runs); then the rest run here, in turn (run_here)."""
     no_retries = plain_loop_without_sdk_retries(tmp_path_factory.mktemp("loops"))
     commands = {step: [PYTHON, str(ROOT / f"{step}.py")] for step in STEPS}
-    commands[STEPS[-1]].append("--web-search")  # the pause-turn rung's server tool, declared as the API needs
+    for step in STEPS:  # the pause-turn rung's server tool, declared as the API needs (s06 on)
+        commands[step] += ["--web-search"] if step >= "s06" else []
     commands |= {"plain": [PYTHON, PLAIN], "plain-no-retries": [PYTHON, no_retries]}
     wanted = {step: rungs_up_to(max(step[:3], "s03")) for step in STEPS}
     commands["tool-runner"] = [PYTHON, str(LOOPS / "tool_runner.py")]
@@ -181,10 +182,12 @@ def test_s01_and_s02_leave_retrying_to_the_sdk_and_fail_every_s03_rung_saying_so
     }
 
 
-def test_the_last_step_is_graded_on_every_rung_and_every_step_has_a_rung():
+def test_the_last_step_is_graded_on_every_rung_and_every_step_but_s07_has_a_rung():
+    """s07's idea, keeping the work through a Ctrl-C, a resume or a handoff, happens around a program's
+    run (a signal, a saved file, a second run), not in the requests a recording can judge."""
     last = STEPS[-1][:3]
     assert rungs_up_to(last) == [r.name for r in grade.RUNGS]
-    assert {r.step for r in grade.RUNGS} == {s[:3] for s in STEPS}
+    assert {r.step for r in grade.RUNGS} == {s[:3] for s in STEPS} - {"s07"}
 
 
 # -- loops written outside the workbook ------------------------------------------------------------

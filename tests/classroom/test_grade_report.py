@@ -1,6 +1,6 @@
 """The grader's report (workbook/classroom/grade.py, reasons.py): how each program ran (in bwrap, or not
 and why), a crash told in the program's own words, the stdin hint only for a program that read stdin,
-and s05's rung, where a streamed tool_use's input arrives in pieces."""
+and s06's rung, where a streamed tool_use's input arrives in pieces."""
 
 import sys
 
@@ -142,13 +142,13 @@ def test_a_program_that_says_it_wanted_stdin_is_told_it_is_closed(capsys):
     )
 
 
-# -- s05's rung: a streamed tool_use, its input in pieces ------------------------------------------------
+# -- s06's rung: a streamed tool_use, its input in pieces ------------------------------------------------
 
 STREAMED = next(r for r in grade.RUNGS if r.name == "streamed-input")
 
 
-def test_s05_has_its_rung_and_it_streams_its_replies():
-    assert STREAMED.step == "s05" and STREAMED.stream and STREAMED.fixture == "grade_s06_streamed_tool_input"
+def test_s06_has_its_rung_and_it_streams_its_replies():
+    assert STREAMED.step == "s06" and STREAMED.stream and STREAMED.fixture == "grade_s06_streamed_tool_input"
     fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{STREAMED.fixture}.json")
     first = fixture["exchanges"][0]["response"]["stream"]
     pieces = [
@@ -157,7 +157,7 @@ def test_s05_has_its_rung_and_it_streams_its_replies():
     assert len(pieces) == 4 and any(p.endswith("\\") for p in pieces)  # one cut inside an escape
 
 
-def test_the_s05_rungs_streams_read_by_the_sdk_are_the_messages_they_add_up_to():
+def test_the_s06_rungs_streams_read_by_the_sdk_are_the_messages_they_add_up_to():
     """The exact wire format: the SDK's own SSE parser puts the four pieces together into the input."""
     fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{STREAMED.fixture}.json")
     request = {"model": "claude-sonnet-5", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
@@ -172,22 +172,22 @@ def test_the_s05_rungs_streams_read_by_the_sdk_are_the_messages_they_add_up_to()
 
 
 @needs_node
-def test_a_loop_that_does_not_stream_fails_the_s05_rung_and_is_told_to_ask_for_the_stream(capsys):
-    code, rows = graded(capsys, "--only", "s05", "--", NODE, str(LOOPS / "agent_loop.js"))
+def test_a_loop_that_does_not_stream_fails_the_s06_rung_and_is_told_to_ask_for_the_stream(capsys):
+    code, rows = graded(capsys, "--only", "streamed-input", "--", NODE, str(LOOPS / "agent_loop.js"))
     assert code == 1 and rows["streamed-input"]["reason"] == (
         "turn 1: this rung's replies stream, but your request did not ask for the stream (stream: true); "
-        "stream the reply and put each tool_use's input together from its input_json_delta pieces (s05)"
+        "stream the reply and put each tool_use's input together from its input_json_delta pieces (s06)"
     )
 
 
 @needs_node
-def test_a_loop_that_reads_the_stream_by_hand_climbs_to_the_s05_rung(capsys):
-    code, rows = graded(capsys, "--only", "s01,s02,s05", "--", NODE, str(LOOPS / "stream_loop.js"))
+def test_a_loop_that_reads_the_stream_by_hand_climbs_to_the_s06_rung(capsys):
+    code, rows = graded(capsys, "--only", "s01,s02,streamed-input", "--", NODE, str(LOOPS / "stream_loop.js"))
     assert code == 0, {name: row["reason"] for name, row in rows.items()}
 
 
 @needs_node
-def test_a_streaming_loop_that_drops_the_input_pieces_fails_the_s05_rung_naming_them(tmp_path, capsys):
+def test_a_streaming_loop_that_drops_the_input_pieces_fails_the_s06_rung_naming_them(tmp_path, capsys):
     source = (LOOPS / "stream_loop.js").read_text()
     parse = (
         '    else if (event.type === "content_block_stop" && event.index in json)\n'
@@ -196,14 +196,14 @@ def test_a_streaming_loop_that_drops_the_input_pieces_fails_the_s05_rung_naming_
     assert source.count(parse) == 1
     variant = tmp_path / "keeps_the_empty_input.js"
     variant.write_text(source.replace(parse, ""))  # the input stays the {} of content_block_start
-    code, rows = graded(capsys, "--only", "s05", "--", NODE, str(variant))
+    code, rows = graded(capsys, "--only", "streamed-input", "--", NODE, str(variant))
     assert rows["streamed-input"]["reason"] == (
         "turn 2: messages[1].content[1] (tool_use) is not the reply as it came: its input differs; "
         "a streamed tool_use's input is all of its input_json_delta pieces, put together"
     )
 
 
-def test_a_tool_result_without_the_commands_output_fails_the_s05_rung():
+def test_a_tool_result_without_the_commands_output_fails_the_s06_rung():
     fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{STREAMED.fixture}.json")
     sent = fixture["exchanges"][1]["request"]
     ran_nothing = {"type": "tool_result", "tool_use_id": "toolu_01GradeS05Count", "content": "(no output)"}
@@ -218,9 +218,11 @@ def test_a_tool_result_without_the_commands_output_fails_the_s05_rung():
 
 
 @pytest.mark.parametrize("step", ["s01_agent_loop", "s04_parallel"])
-def test_an_earlier_step_that_does_not_stream_is_told_so_on_the_s05_rung(step, capsys):
-    """s05 is where replies start to stream: the steps before it wait for each reply whole."""
-    code, rows = graded(capsys, "--only", "s05", "--", sys.executable, str(paths.ROOT / f"{step}.py"))
+def test_an_earlier_step_that_does_not_stream_is_told_so_on_the_s06_rung(step, capsys):
+    """s06 is where replies start to stream: the steps before it wait for each reply whole."""
+    code, rows = graded(
+        capsys, "--only", "streamed-input", "--", sys.executable, str(paths.ROOT / f"{step}.py")
+    )
     assert code == 1 and rows["streamed-input"]["reason"].startswith(
         "turn 1: this rung's replies stream, but your request did not ask for the stream (stream: true)"
     )

@@ -352,7 +352,7 @@ def not_streamed(rung, request: Seen) -> str | None:
     return (
         f"turn {request.turn}: this rung's replies stream, but your request did not ask for the stream "
         "(stream: true); stream the reply and put each tool_use's input together from its "
-        "input_json_delta pieces (s05)"
+        "input_json_delta pieces (s06)"
     )
 
 
