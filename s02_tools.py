@@ -37,9 +37,8 @@ from pathlib import Path
 from typing import Self
 
 from workbook import bounded_search, capture, display, environment, launch, step_cli, workspace_files
-from workbook.asking import DANGEROUS, ask_person  # the gate's question at the terminal, its warnings
+from workbook.asking import DANGEROUS, ask_person, at_terminal  # the person the gate asks; its warnings
 from workbook.audit import log_call  # one JSON line per call in the run's folder
-from workbook.replay import trust
 
 import anthropic
 import fastjsonschema
@@ -125,6 +124,9 @@ MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of l
 MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
 GREP_CPU_SECONDS = 5.0  # a pattern can backtrack for ever (ReDoS): the search stops after this
 MAX_MATCHES = 500  # grep's lines, at most
+
+
+Person = Callable[..., bool | None]  # asked about a call (and its danger): yes, no, or None for no answer
 
 
 class ToolError(Exception):
@@ -260,9 +262,10 @@ def leaves_workspace(word: str) -> bool:
     return absolute or ".." in re.split("[=/]", word)
 
 
-def gate(tool: Tool, data: dict, permission: str, recorded: bool = False) -> tuple[str, str | None]:
+def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, str | None]:
     """(decision, refusal or None) for a call whose input is valid. Reads always pass; then --permission
-    decides: all runs everything, deny nothing, ask asks a person every time, and auto decides alone."""
+    decides: all runs everything, deny nothing, ask asks the person at the terminal every time, and
+    auto runs a write or a read-only command alone and asks `ask` about any other command."""
     if tool.read_only:
         return "read-only", None
     if permission == "all":
@@ -270,38 +273,31 @@ def gate(tool: Tool, data: dict, permission: str, recorded: bool = False) -> tup
     if permission == "deny":
         return "denied", "denied: this run allows read-only tools only (--permission deny)"
     if permission == "ask":
-        return asked(tool, data)
+        return asked(call, ask_person)
     if tool.name != "bash":
         return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
-    return auto_command(tool, data, recorded)
+    why = not_read_only(call.input["command"])
+    return ("allowed", None) if why is None else asked(call, ask, why)
 
 
-def auto_command(tool: Tool, data: dict, recorded: bool) -> tuple[str, str | None]:
-    """auto on a command: a trusted recording's own call runs unasked (`recorded`), unless it needs a
-    person's yes; a read-only one runs; any other asks a person, or is refused when nobody is there."""
-    danger = dangerous(data["command"])
-    if recorded and danger:
+def asked(call, ask: Person | None, why: str = "") -> tuple[str, str | None]:
+    """A person decides, warned of a dangerous command; anything but yes is a no. With nobody to ask
+    (`ask` None, or no answer), a dangerous command needs a yes it cannot get, and any other is not run."""
+    danger = dangerous(call.input["command"]) if call.name == "bash" else None
+    answer = ask(call, danger) if ask else None
+    if answer:
+        return "approved", None
+    if answer is False:
+        return "denied", "denied: the user said no to this call. Do not retry it; do something else."
+    if danger:
         return "denied", (
             f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
             "(--permission auto). Do without it, or leave it to the user."
         )
-    why = None if recorded else not_read_only(data["command"])
-    if why is None:
-        return "allowed", None
-    if not sys.stdin.isatty():
-        return "refused", (
-            f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
-            "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
-        )
-    return asked(tool, data)
-
-
-def asked(tool: Tool, data: dict) -> tuple[str, str | None]:
-    """A person at the terminal decides, warned of a dangerous command; anything but yes is a no."""
-    danger = dangerous(data["command"]) if tool.name == "bash" else None
-    if ask_person(tool, data, danger):
-        return "approved", None
-    return "denied", "denied: the user said no to this call. Do not retry it; do something else."
+    return "refused", (
+        f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
+        "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
+    )
 
 
 def dangerous(command: str) -> str | None:
@@ -312,7 +308,7 @@ def dangerous(command: str) -> str | None:
 # -- new in s02: execute() — every call checked, run, cut to size and logged --------------------------
 
 
-def admit(block, permission: str, workspace: Path) -> tuple[str, str | None]:
+def admit(block, permission: str, ask: Person | None) -> tuple[str, str | None]:
     """Everything checked before a tool runs: (decision for the audit log, refusal or None)."""
     tool = REGISTRY.get(block.name)
     if tool is None:
@@ -323,8 +319,7 @@ def admit(block, permission: str, workspace: Path) -> tuple[str, str | None]:
         problem = err.message.replace("data", "input", 1)
         wanted = json.dumps(tool.input_schema.get("properties"))
         return "invalid input", f"error: invalid input for {tool.name}: {problem}. It takes {wanted}"
-    recorded = trust.unasked(block, workspace)  # in a replay: a trusted fixture's own recorded call
-    return gate(tool, block.input, permission, recorded)
+    return gate(tool, block, permission, ask)
 
 
 def truncate(text: str, limit: int = MAX_OUTPUT) -> str:
@@ -335,12 +330,18 @@ def truncate(text: str, limit: int = MAX_OUTPUT) -> str:
     return f"{text[:half]}\n… [{len(text) - 2 * half} characters cut from the middle] …\n{text[-half:]}"
 
 
-def execute(block, workspace: Path, permission: str = "auto", audit: Path | None = None) -> tuple[str, bool]:
+def execute(
+    block,
+    workspace: Path,
+    permission: str = "auto",
+    audit: Path | None = None,
+    ask: Person | None = at_terminal,
+) -> tuple[str, bool]:
     """One tool call: known? valid? allowed? then its handler. Returns (output, is_error). A refusal,
     or a sandbox or file error, is an is_error result the model reads; any other exception is a bug."""
     started = time.monotonic()
     workspace = workspace.resolve()
-    decision, refusal = admit(block, permission, workspace)
+    decision, refusal = admit(block, permission, ask)
     output = refusal
     is_error = refusal is not None
     if not is_error:
@@ -363,15 +364,18 @@ class Settings(s01.Settings):
     system prompt built for this run."""
 
     permission: str = "auto"  # --permission: ask, auto, deny or all
+    ask: Person | None = at_terminal  # who auto asks about a command it will not run alone
     audit: Path | None = None  # the audit log, one JSON line per call (None: no log)
     system: str = SYSTEM  # the constitution, built for this run
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s01's, with --permission (default: ask at a terminal, live; else auto), the audit log in the
-        run's folder, and the constitution from this machine (live) or from the fixture (replay)."""
+        """s01's, with --permission (default: ask at a terminal, live; else auto), the person the run's
+        gate asks, the audit log in the run's folder, and the constitution from this machine (live) or
+        from the fixture (replay)."""
         settings = super().for_run(run, args)
         settings.permission = step_cli.permission(args, run)
+        settings.ask = run.ask
         settings.audit = step_cli.run_files(run) / "audit.jsonl"
         settings.system = constitution(run.workspace, environment.for_run(run))
         return settings
@@ -406,7 +410,9 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         results = []
         for block in response.content:
             if block.type == "tool_use":
-                output, is_error = execute(block, settings.workspace, settings.permission, settings.audit)
+                output, is_error = execute(
+                    block, settings.workspace, settings.permission, settings.audit, settings.ask
+                )
                 display.show_tool(block, output, is_error)
                 results.append(
                     {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}

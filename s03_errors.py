@@ -39,13 +39,14 @@ from typing import Self
 
 from workbook import conversation, display, launch, step_cli
 from workbook.api.retry_after import server_wait  # the pause a 429 or 529 asks for (None: none above 0)
+from workbook.asking import at_terminal  # s02's person: the one at this terminal, if any
 from workbook.audit import log_call  # s02's audit log: one JSON line per call
 
 import anthropic
 
 import s02_tools as s02
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s02_tools import TOOLS, truncate
+from s02_tools import TOOLS, Person, truncate
 
 DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
 
@@ -58,7 +59,13 @@ class HarnessError(Exception):
     Every tool error is data; only the API's errors and this one end a run."""
 
 
-def execute(block, workspace: Path, permission: str = "auto", audit: Path | None = None) -> tuple[str, bool]:
+def execute(
+    block,
+    workspace: Path,
+    permission: str = "auto",
+    audit: Path | None = None,
+    ask: Person | None = at_terminal,
+) -> tuple[str, bool]:
     """Unlike s02's: whatever a handler raises is an is_error result, named by its type (s02 answered
     only a refusal or a file error, and let a bug crash the run); and a workspace that is gone stops the
     run: every call would fail the same way, and the model cannot bring it back."""
@@ -66,7 +73,7 @@ def execute(block, workspace: Path, permission: str = "auto", audit: Path | None
         raise HarnessError(f"the workspace {workspace} is gone (deleted or moved): nothing left to act in")
     started = time.monotonic()
     workspace = workspace.resolve()
-    decision, refusal = s02.admit(block, permission, workspace)
+    decision, refusal = s02.admit(block, permission, ask)
     output = refusal
     is_error = refusal is not None
     if not is_error:
@@ -271,7 +278,9 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         results = []
         for block in response.content:
             if block.type == "tool_use":
-                output, is_error = execute(block, settings.workspace, settings.permission, settings.audit)
+                output, is_error = execute(
+                    block, settings.workspace, settings.permission, settings.audit, settings.ask
+                )
                 display.show_tool(block, output, is_error)
                 results.append(
                     {"type": "tool_result", "tool_use_id": block.id, "content": output, "is_error": is_error}

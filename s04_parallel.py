@@ -88,7 +88,9 @@ def run_tools(
         started = time.monotonic()
         if settings.read_latency and reads_only(block):
             time.sleep(settings.read_latency)  # stands in for a slow disk or a remote read
-        answers[block.id] = execute(block, settings.workspace, settings.permission, settings.audit)
+        answers[block.id] = execute(
+            block, settings.workspace, settings.permission, settings.audit, settings.ask
+        )
         timeline.append(Timed(i, block, group, started, time.monotonic()))
 
     for group, indexes in enumerate(plan(runnable[:MAX_TOOLS_PER_TURN]), 1):

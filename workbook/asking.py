@@ -1,8 +1,9 @@
-"""s02's question to a person at the terminal: the one function in the gate that talks to a human."""
+"""s02's question to a person at the terminal: the one place the gate talks to a human."""
 
 from __future__ import annotations
 
 import json
+import sys
 import unicodedata
 
 from workbook import display
@@ -20,21 +21,27 @@ MAX_SHOWN_LINES = 40  # a call that needs more lines to be shown whole is refuse
 # say yes to what they were not shown
 
 
-def ask_person(tool, data: dict, danger: str | None) -> bool:
-    """A y/n question at the terminal about a call to `tool` (s02's Tool), the call shown whole and
+def at_terminal(call, danger: str | None) -> bool | None:
+    """The person at this terminal, asked about `call` (ask_person); None when standard input is no
+    terminal: nobody is there to ask."""
+    return ask_person(call, danger) if sys.stdin.isatty() else None
+
+
+def ask_person(call, danger: str | None) -> bool:
+    """A y/n question at the terminal about a tool call (its `name` and `input`), shown whole and
     wrapped, as plain text: a control character is shown as its escape (\\x1b, \\u202e), never obeyed,
     and `[bold]` is shown, never read as markup. Anything but yes is a no, and so is no terminal at
     all, and so is a call too long to show whole."""
-    lines = call_lines(data, display.console.width)
+    lines = call_lines(call.input, display.console.width)
     if len(lines) > MAX_SHOWN_LINES:
         display.say(
-            f"not asked: this {tool.name} call takes {len(lines)} lines to show whole (at most "
+            f"not asked: this {call.name} call takes {len(lines)} lines to show whole (at most "
             f"{MAX_SHOWN_LINES}), so it is refused",
             "yellow",
         )
         return False
     question = Text.assemble(
-        ("allow", "yellow"), f" {tool.name}", (f" ({danger})" if danger else "", "red"), "?"
+        ("allow", "yellow"), f" {call.name}", (f" ({danger})" if danger else "", "red"), "?"
     )
     display.console.print(question, soft_wrap=True)
     display.console.print(Text("\n".join(lines)), soft_wrap=True)

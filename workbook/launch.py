@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from workbook.asking import at_terminal
 from workbook.display import say
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import refuse_unwritable, write_json
@@ -19,7 +20,7 @@ from workbook.replay.fixtures import load_with_bytes
 from workbook.replay.journal import Journal, journal_of
 from workbook.replay.record import RecordingTransport, recording_header, save_recording
 from workbook.replay.transport import ReplayTransport, replay_client
-from workbook.replay.trust import is_trusted, recorded_commands
+from workbook.replay.trust import is_trusted, recorded_commands, recorded_person
 from workbook.scratch import copy_workspace, release
 from workbook.scrub import public_endpoint
 
@@ -80,6 +81,9 @@ class Run:
     # replay prints the same lines on every run.
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = random.random
+    # Who answers the permission gate (s02) about a command auto will not run alone: the person at this
+    # terminal, if one is there; in a replay, the recording says yes to its own trusted calls.
+    ask: Callable | None = at_terminal
 
     def without_clock(self) -> Run:
         """This run, its waits said instead of spent, its jitter fixed (see `sleep`)."""
@@ -193,6 +197,7 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
         workspace.parent,
         script,
     )
+    run.ask = recorded_person(workspace, at_terminal)
     return run.without_clock()
 
 

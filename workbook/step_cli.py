@@ -11,6 +11,7 @@ import sys
 import textwrap
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 from workbook import display
 from workbook.conversation import load_conversation, repo_path
@@ -21,6 +22,7 @@ from workbook.files import read_json, refuse_unwritable, sweep_temp_files
 from workbook.launch import Run, display_name, start
 from workbook.launch import make_parser as make_shared_parser
 from workbook.paths import ROOT
+from workbook.replay.trust import recording_says_yes
 from workbook.tracing import fixture_file
 
 import anthropic
@@ -337,10 +339,13 @@ def run_line(run: Run, args) -> dict:
 
 def stop_hook(run: Run, args, gate, bash) -> str | None:
     """s06's --stop-hook. A replayed fixture's own hook is a stranger's command: it meets s02's `gate`,
-    as a call to `bash` would, before the run starts, and a refusal stops the run in one line."""
+    as a call to `bash` would, before the run starts, and a refusal stops the run in one line. A
+    trusted fixture vouches for its own hook (unless it is dangerous); any other asks the run's person."""
     hook = args.stop_hook
     if hook and {hook, f"--stop-hook={hook}"} & set(run.fixture_args):
-        _decision, refusal = gate(bash, {"command": hook}, permission(args, run), run.trusted)
+        call = SimpleNamespace(id="stop_hook", name="bash", input={"command": hook})
+        vouched = recording_says_yes if run.trusted else run.ask
+        _decision, refusal = gate(bash, call, permission(args, run), vouched)
         if refusal:
             raise WorkbookError(f"the fixture's --stop-hook {hook!r}: {refusal}")
     return hook

@@ -40,7 +40,8 @@ def hijack(marker) -> dict:
 def replay_s02(fixture: dict, workspace=None, strict: bool = False):
     client, transport = replay.replay_client(fixture, "hijack", strict=strict)
     messages = [{"role": "user", "content": fixture["task"]}]
-    settings = s02.Settings(workspace or scratch.copy_workspace(fixture["workspace"]))
+    workspace = workspace or scratch.copy_workspace(fixture["workspace"])
+    settings = s02.Settings(workspace, ask=trust.recorded_person(workspace, None))  # as a replay's run
     s02.agent_loop(client, messages, settings)
     return transport
 
@@ -76,7 +77,8 @@ def test_a_trusted_fixture_in_a_workspace_another_run_used_meets_the_gate(tmp_pa
     replay_s02(hijack(tmp_path / "pwned"), workspace)  # a stranger wrote test_utils.py here first
     transport = replay_s02(fixtures.load_fixture(TRUSTED_S02), workspace)
     assert not (tmp_path / "pwned").exists()
-    assert any(str(r["content"]).startswith("not run:") for r in transport.seen[5]["messages"][-1]["content"])
+    refused = ("not run:", "denied: this command needs a person's yes")  # as any stranger's command
+    assert any(str(r["content"]).startswith(refused) for r in transport.seen[5]["messages"][-1]["content"])
 
 
 def test_a_trusted_fixture_edited_after_loading_gains_no_command(tmp_path):

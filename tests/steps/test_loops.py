@@ -65,11 +65,6 @@ def test_the_loop_takes_the_client_the_messages_and_one_settings_object(step_nam
         assert issubclass(step.Settings, load_step(earlier).Settings)
 
 
-# s02's permission gate still asks the replay's trust list itself; it is to take the person's answer
-# through the same `ask` a live run uses (the course issue). Until then it is the one exception.
-STILL_ASKS_TRUST = {"s02_tools"}
-
-
 @pytest.mark.parametrize("step_name", STEPS)
 def test_a_step_never_knows_it_is_replayed(step_name):
     """A replay supplies the model through the client and time through the run's sleep: no step reads the
@@ -87,5 +82,5 @@ def test_a_step_never_knows_it_is_replayed(step_name):
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in node.names
     ]
-    replay = [name for name in imported if name and name.startswith("workbook.replay")]
-    assert replay == ([] if step_name not in STILL_ASKS_TRUST else ["workbook.replay"])
+    assert not [name for name in imported if name and name.startswith("workbook.replay")]
+    assert "trust" not in source  # the replay's person answers the gate; the gate never asks trust

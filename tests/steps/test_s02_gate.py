@@ -54,8 +54,11 @@ ESCAPES = [  # what the red-team pass ran under the old denylist, and more of th
 @pytest.mark.parametrize("command", ESCAPES)
 def test_auto_runs_only_read_only_commands_and_says_how_to_allow_the_rest(ws, command):
     output, is_error = call("bash", {"command": command}, ws)  # pytest's stdin is no terminal
-    assert is_error and output.startswith("not run:")
-    assert "--permission ask" in output and "--permission all" in output
+    if s02.dangerous(command):  # it needs a person's yes, and nobody is there to give it
+        assert is_error and output.startswith("denied: this command needs a person's yes (")
+    else:
+        assert is_error and output.startswith("not run:")
+        assert "--permission ask" in output and "--permission all" in output
     assert (ws.parent / "victim" / "keep.txt").read_text() == "keep"
 
 

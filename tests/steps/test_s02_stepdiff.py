@@ -23,7 +23,7 @@ def test_one_step_shows_how_its_loop_changed_from_the_step_before(capsys):
     assert code == 0
     assert lines[:2] == ["--- s01_agent_loop.agent_loop", "+++ s02_tools.agent_loop"]
     assert "-                output = run_tool(block, settings.workspace)" in lines  # s01's one tool ...
-    assert any(line.startswith("+") and "execute(block" in line for line in lines)  # ... is s02's execute()
+    assert any(line.startswith("+") and "= execute(" in line for line in lines)  # ... is s02's execute()
     assert not any(line.startswith(("+def ", "-def ")) and "agent_loop" not in line for line in lines)
 
 

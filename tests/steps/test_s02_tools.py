@@ -8,7 +8,7 @@ import subprocess
 from datetime import date
 
 from workbook import environment, scratch, step_cli
-from workbook.replay import fixtures
+from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
 
 import anthropic
@@ -196,7 +196,8 @@ def test_errors_name_paths_as_the_model_knows_them(ws):
 )
 def test_a_dangerous_command_is_denied_when_nobody_can_say_yes(ws, command):
     output, is_error = call("bash", {"command": command}, ws)  # no terminal here: nobody to ask
-    assert is_error and output.startswith("not run:") and "--permission ask" in output
+    assert is_error and output.startswith("denied: this command needs a person's yes (")
+    assert "this run has nobody to ask (--permission auto)" in output
     assert (ws / "pkg" / "mod.py").exists()
 
 
@@ -257,7 +258,7 @@ def test_the_audit_log_has_one_line_per_call(ws):
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [(x["id"], x["decision"], x["is_error"]) for x in lines] == [
         ("toolu_1", "read-only", False),
-        ("toolu_2", "refused", True),
+        ("toolu_2", "denied", True),  # sudo needs a person's yes, and nobody is there
         ("toolu_3", "unknown tool", True),
     ]
     assert lines[0]["chars"] == len("alpha\nbeta\nalpha again\n") and lines[1]["input"] == {
@@ -272,7 +273,8 @@ def test_the_audit_log_has_one_line_per_call(ws):
 def replay_fixture(fixture: dict):
     client, transport = replay.replay_client(fixture, "s02_fix_divide_by_zero.json")
     workspace = scratch.copy_workspace(fixture["workspace"])
-    turns = s02.agent_loop(client, [{"role": "user", "content": fixture["task"]}], s02.Settings(workspace))
+    settings = s02.Settings(workspace, ask=trust.recorded_person(workspace, None))  # the replay's person
+    turns = s02.agent_loop(client, [{"role": "user", "content": fixture["task"]}], settings)
     return turns, transport, workspace
 
 

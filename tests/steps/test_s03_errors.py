@@ -14,7 +14,7 @@ from pathlib import Path
 
 from workbook import scratch
 from workbook.api import contract
-from workbook.replay import fixtures
+from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
 
 import anthropic
@@ -537,7 +537,8 @@ def test_the_deleted_once_incident_cannot_happen_here(tmp_path):
     workspace = scratch.copy_workspace("logs")
     size = (workspace / "app.log").stat().st_size
     audit = tmp_path / "audit.jsonl"
-    settings = s03.Settings(workspace, audit=audit, retry=NO_WAIT)
+    person = trust.recorded_person(workspace, None)  # the replay's person at the gate
+    settings = s03.Settings(workspace, audit=audit, retry=NO_WAIT, ask=person)
     s03.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)
     sent = transport.seen
     assert len(sent) == 4 and sent[1] == sent[2]  # the model call after the 529 is sent again, unchanged

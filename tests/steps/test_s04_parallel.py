@@ -256,8 +256,8 @@ def test_only_calls_running_alone_ask_and_always_from_the_main_thread(step, ws, 
     flight = InFlight(step, monkeypatch)
     asked = []
 
-    def ask_person(tool, data, danger):
-        asked.append((tool.name, threading.current_thread() is threading.main_thread(), flight.active))
+    def ask_person(call, danger):
+        asked.append((call.name, threading.current_thread() is threading.main_thread(), flight.active))
         return True
 
     monkeypatch.setattr(step, "ask_person", ask_person)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from workbook import scratch, tracing
 from workbook.api import compare, contract, wire
-from workbook.replay import fixtures
+from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
 
 import anthropic
@@ -66,8 +66,10 @@ LIMITS = ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")  # s0
 
 
 def settings_for(step, workspace, hook_retries=2, attempts=5, **settings):
-    """Settings(workspace, **settings), its retries never waiting, with Recovery(hook_retries)."""
+    """Settings(workspace, **settings), its retries never waiting, with Recovery(hook_retries), and
+    the replay's person at the gate (a trusted recording says yes to its own calls)."""
     recovery = step.Recovery(hook_retries=hook_retries)
+    settings.setdefault("ask", trust.recorded_person(workspace, None))
     return step.Settings(workspace, retry=no_wait(step, attempts), recovery=recovery, **settings)
 
 
@@ -780,7 +782,8 @@ def replay_streamed(step, name: str, tmp_path=None):
     client, transport = replay.replay_client(recorded, f"{name}.json", max_retries=0)
     workspace = scratch.copy_workspace(recorded["workspace"])
     trace = tracing.Trace(tmp_path / "trace.jsonl" if tmp_path else None)
-    settings = step.Settings(workspace, retry=no_wait(step), **keeps(step, trace=trace))
+    person = trust.recorded_person(workspace, None)
+    settings = step.Settings(workspace, retry=no_wait(step), ask=person, **keeps(step, trace=trace))
     turns = step.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)
     return turns, settings.budget, transport
 

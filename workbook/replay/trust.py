@@ -185,6 +185,25 @@ def fresh_copy(workspace: Path, name: str) -> None:
     _COPIES[str(Path(workspace).resolve())] = [name, None, trusted]
 
 
+def recorded_person(workspace: Path, otherwise=None):
+    """The person a replay's gate asks (s02's `ask`): for a call its trusted recording made at this
+    exchange, in its own fresh workspace copy, the recording says yes, unless the call is dangerous (a
+    recording cannot give a person's yes to that: no answer); any other call is `otherwise`'s to answer
+    (the person at the terminal, if one is there). Trust lives here; the gate only asks."""
+
+    def ask(call, danger: str | None) -> bool | None:
+        if unasked(call, workspace):
+            return None if danger else True
+        return otherwise(call, danger) if otherwise else None
+
+    return ask
+
+
+def recording_says_yes(call, danger: str | None) -> bool | None:
+    """The answer of a trusted fixture about its own stop hook: yes, unless the hook is dangerous."""
+    return None if danger else True
+
+
 def unasked(block, workspace: Path) -> bool:
     """Whether this tool call may run without the gate: a trusted fixture's call, replayed where it was
     recorded (see the three rules above). A live model's call, or a stranger's, is never unasked."""
