@@ -17,7 +17,8 @@ pass before the loop may stop.
       +------------ hook_retry        <- end_turn, but the stop hook fails
                     done | fail       <- end_turn, refusal | out of tries
 
-Run: python s06_recovery.py   replay: a cut tool call, escalated, continued
+Run: python s06_recovery.py   replay: a reply cut at 8000 tokens, sent again
+     python s06_recovery.py --replay fixtures/s06_truncated_tool_use.json
      python s06_recovery.py --replay fixtures/s06_stop_hook.json   hook_retry
      python s06_recovery.py "task" --web-search   live, ANTHROPIC_API_KEY
 """
@@ -41,7 +42,7 @@ from s02_tools import TOOLS, ToolError, bash, truncate
 from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
 from s05_budget import RepeatBrake, run_tools, stopped
 
-DEFAULT_FIXTURE = "fixtures/s06_truncated_tool_use.json"
+DEFAULT_FIXTURE = "fixtures/s06_escalation.json"
 
 
 # -- new in s06: replies stream — an escalated reply of 64k tokens must, and text shows as it comes --
@@ -229,7 +230,8 @@ def next_transition(response, state: Recovery, messages: list, hook: HookResult 
     if stop == "tool_use":
         return "next_turn", "tool_use"
     if stop == "max_tokens" and state.max_tokens < ESCALATED_MAX_TOKENS:
-        return "escalate", f"cut off at {state.max_tokens} tokens; retrying with {ESCALATED_MAX_TOKENS}"
+        again = f"sent again with {ESCALATED_MAX_TOKENS}"
+        return "escalate", f"cut at {state.max_tokens} tokens: reply dropped, {again}"
     if stop == "max_tokens" and state.continuations < MAX_CONTINUATIONS:
         return "continue", f"cut off again; continuation {state.continuations + 1} of {MAX_CONTINUATIONS}"
     if stop == "max_tokens":

@@ -142,7 +142,7 @@ def diff_lines(old: str, new: str, width: int | None = None) -> list[str]:
     return [clip("  " + line, width) for line in lines]
 
 
-def call_line(block, width: int | None = None) -> str:
+def call_line(block, width: int | None = None, diff_below: bool = False) -> str:
     """A tool call in one line, as the model sent it: `$ command` for bash, else the tool's name and its
     most telling argument (TELLING). An input without that argument, a misspelt key say, is shown as the
     JSON it is. Whatever the line leaves out (other arguments, the rest of a long one) is counted:
@@ -154,7 +154,7 @@ def call_line(block, width: int | None = None) -> str:
     head = "$ " if block.name == "bash" else f"{block.name} "
     telling = (data[key].splitlines() or [""])[0]
     others = sum(len(as_text(value)) for value in data.values()) - len(telling)
-    if changed_text(block):  # the text it changes is shown below the line, as a diff
+    if diff_below:  # the text it changed is shown below the line, as a diff
         others = 0
     return counted(head, telling, others, width or console.width)
 
@@ -191,8 +191,8 @@ def error_lines(output: str, width: int | None = None) -> list[str]:
 def show_tool(block, output: str, is_error: bool = False) -> None:
     """A tool call as one line, then what it returned: an error or a refusal whole (s01's answers say
     so by opening with `error:`), other output in a few lines."""
-    say(call_line(block), "cyan")
-    changed = changed_text(block)
+    changed = None if is_error else changed_text(block)  # a diff only for a change that was made
+    say(call_line(block, diff_below=bool(changed)), "cyan")
     if changed:
         for line in diff_lines(*(printable(text) for text in changed)):
             console.out(line, style={"-": "red", "+": "green"}.get(line[2:3]), highlight=False)

@@ -502,7 +502,8 @@ def test_main_writes_a_trace_and_replays_it(step, tmp_path):
 def test_with_no_key_it_replays_its_default_fixture(step_name, run_main):
     code, out = run_main(step_name)  # `python s06_recovery.py`, its main() in-process
     assert code == 0, out
-    assert "→ escalate" in out and "→ continue" in out and "→ done" in out
+    assert "→ escalate  cut at 8000 tokens: reply dropped, sent again with 64000" in out and "→ done" in out
+    assert "│ total │" in out and "$0.1298" in out  # a demo that costs cents
 
 
 # -- live, over real HTTP, against a stand-in that misbehaves in ways no fixture shows --------------
