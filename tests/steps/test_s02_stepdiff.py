@@ -65,3 +65,9 @@ def test_no_step_names_a_later_one_after_its_docstring():
         for n, line in enumerate(text.splitlines()[docstring_ends:], docstring_ends + 1):
             later = [m for m in re.findall(r"\bs0([1-6])\b", line) if int(m) > i]
             assert not later, f"{script.name}:{n} names s0{later[0]}: {line.strip()}"
+
+
+def test_the_first_step_shows_its_whole_loop_as_new(capsys):
+    code, lines = stepdiff_says(capsys, "s01")
+    assert code == 0 and lines[0] == "s01 is the first step: its agent_loop, all of it new"
+    assert lines[1].startswith("def agent_loop(") and any("messages.append" in line for line in lines)

@@ -65,7 +65,11 @@ def main(argv: list[str]) -> int:
             )
             print(f"{name}  {script.name}: {size} lines, agent_loop {loop} lines{change}")
         return 0
-    if len(argv) == 1 and argv[0] in steps and argv[0] != names[0]:
+    if argv == names[:1]:  # the first step has no step before it: its whole loop is new
+        print(f"{names[0]} is the first step: its agent_loop, all of it new")
+        sys.stdout.writelines(loop_source(steps[names[0]]))
+        return 0
+    if len(argv) == 1 and argv[0] in steps:
         argv = [names[names.index(argv[0]) - 1], argv[0]]
     if len(argv) != 2 or not all(step in steps for step in argv):
         usage = "python -m workbook stepdiff NEW | OLD NEW | --stat"
