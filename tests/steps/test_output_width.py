@@ -179,3 +179,28 @@ def test_the_gates_question_shows_the_whole_call_and_its_y_n(monkeypatch):
     )
     said = "".join(shown.getvalue().split())
     assert "rm-rf~/important" in said and "[y/N]" in said
+
+
+# -- each step's default replay shows its idea on screen: the line that shows it ------------------------
+
+IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
+    "s01_agent_loop": ["$ echo 'Hello from Agent Loop!' > hello_agent.txt", "stop_reason=end_turn"],
+    "s02_tools": ["  error: invalid input for read_file", "model: read_file takes `path`, not `file_path`."],
+    "s03_errors": ["overloaded (529) — retrying in 0.5 s, attempt 2 of 5", "  [exit code 1]"],
+    "s04_parallel": [
+        "   group 1: 2 reads ran together",
+        "   group 2: edit_file inventory/__init__.py, alone",
+    ],
+    "s05_budget": ["stopped: max steps: 3 model calls made (--max-steps 3)", "conversation saved:"],
+    "s06_recovery": ["→ escalate  cut at 8000 tokens: reply dropped, sent again with 64000", "→ done"],
+    "s07_keep_the_work": ["their last turn:", "  error: interrupted by the user", "→ done"],
+}
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_the_default_replay_shows_the_steps_idea(outputs, step):
+    run, at = outputs[step, "run"], 0
+    for line in IDEA_ON_SCREEN[step]:
+        found = run.find(line, at)
+        assert found >= 0, f"{step}: {line!r} not on screen after position {at}"
+        at = found + len(line)
