@@ -324,7 +324,7 @@ _streamed_line: list[str] = []  # off a terminal (a notebook, a file): the model
 
 
 def show_event(event) -> None:
-    """s05: the model's text as it streams in. At a terminal each piece shows at once; anywhere else
+    """s06: the model's text as it streams in. At a terminal each piece shows at once; anywhere else
     (a notebook, a log) whole lines, so that no word is split across outputs. A tool call is shown
     once, with its result, when it has run (show_tools)."""
     at_terminal = console.is_terminal
@@ -396,7 +396,7 @@ def show_resumed(messages: list) -> None:
 
 
 def show_handoff(source: str, saved: int, opening: str) -> None:
-    """s05's --handoff: which saved conversation a fresh session starts from, and its one message, whole
+    """s07's --handoff: which saved conversation a fresh session starts from, and its one message, whole
     and wrapped (the model reads every word of it)."""
     say(f"fresh session: the {saved} messages saved in\n  {source}\nhand over one message:", "bold")
     console.print(escape(printable(opening)), style="dim", highlight=False)

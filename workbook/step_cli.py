@@ -64,8 +64,8 @@ def run_line_parts(line: str, width: int) -> list[str]:
 
 def make_parser(doc: str, default_fixture: str, script: str) -> argparse.ArgumentParser:
     """The parser of step `script`: the flags every step shares (launch's), and those of the steps before
-    it (s02's --permission, s04's --read-latency, s05's limits and files), with a --help that fits the
-    terminal. The step adds its own."""
+    it (s02's --permission, s04's --read-latency, s05's limits, s06's recovery flags, s07's files),
+    with a --help that fits the terminal. The step adds its own."""
     parser = make_shared_parser(doc, default_fixture)
     parser.formatter_class = LessonHelp
     parser.set_defaults(script=script)
@@ -116,7 +116,7 @@ def run_step(
 def prepared(args: argparse.Namespace) -> argparse.Namespace:
     """What the flags mean before the run starts. With --resume or --handoff FILE (s07): offline, the
     recording that goes on from that very conversation replays (recording_from); live with no new
-    instruction, RESUME_INSTRUCTION or HANDOFF_INSTRUCTION is sent. A step that writes traces (s06 on)
+    instruction, RESUME_INSTRUCTION or HANDOFF_INSTRUCTION is sent. A step that writes traces (s07 on)
     replays one as a fixture: --replay run.jsonl, converted first."""
     if getattr(args, "resume", None) and getattr(args, "handoff", None):
         raise WorkbookError("--resume goes on from a saved conversation, --handoff starts afresh: give one")
@@ -290,7 +290,8 @@ def limits(args) -> dict:
 
 
 def add_recovery_flags(parser, hook_retries: int = 2) -> None:
-    """s06's flags: the stop hook, the server-side search tool, --no-stream, and where the trace goes."""
+    """s06's flags: the stop hook, the server-side search tool, --no-stream, and where the trace goes
+    (s07's trace: the flag comes with the steps that write one)."""
     add = parser.add_argument
     add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s05 do")
     add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
@@ -325,13 +326,19 @@ def count(text: str) -> int:
 
 
 def run_line(run: Run, args) -> dict:
-    """s06's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
+    """s07's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
     the task, the workspace, and the flags that change what the loop does (the limits set, the stop
-    hook, web search)."""
+    hook, web search) or what it starts from (a --resume or --handoff of a saved conversation, named
+    from the repo root, as a fixture names one)."""
     fixture = run.fixture or {}
     where, provenance = fixture.get("workspace", ""), fixture.get("provenance", "recorded")
     flags = [f"--{name.replace('_', '-')}={value}" for name, value in limits(args).items()]
     flags += ["--web-search"] if args.web_search else []
+    for flag in ("resume", "handoff"):
+        saved = getattr(args, flag, None)
+        if saved:
+            path = repo_path(saved).resolve()
+            flags += [f"--{flag}", str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)]
     if args.stop_hook:
         flags += ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
     return dict(task=run.task, workspace=where, provenance=provenance, args=flags, environment=for_run(run))
@@ -352,7 +359,7 @@ def stop_hook(run: Run, args, gate, bash) -> str | None:
 
 
 def streaming(args, run: Run) -> bool:
-    """s05 on: stream, unless --no-stream, or a replayed fixture was recorded from a loop that did not."""
+    """s06 on: stream, unless --no-stream, or a replayed fixture was recorded from a loop that did not."""
     recorded = [e["response"] for e in run.fixture["exchanges"]] if run.fixture else [{"stream": []}]
     return not args.no_stream and any("stream" in response for response in recorded)
 

@@ -560,3 +560,15 @@ def test_live_a_handoff_sends_one_message_and_saves_a_fresh_conversation(live, t
     )
     assert opening["content"].endswith(task or "Carry on with the task.")
     assert saved[0] == opening and len(saved) == 2  # the new session, not the old one
+
+
+def test_the_trace_of_a_resumed_run_replays_as_a_fixture(script, tmp_path):
+    """The trace's run line keeps the --resume (named from the repo root, as a fixture names one), so
+    the trace of the default replay, a resumed run, replays as it ran."""
+    trace = tmp_path / "run.jsonl"
+    code, out = script("--trace", str(trace))
+    assert code == 0, out
+    run = json.loads(trace.read_text().splitlines()[0])
+    assert run["args"] == ["--resume", "fixtures/conversations/s05_interrupted.json"]
+    code, out = script("--replay", str(trace))
+    assert code == 0 and "stopped: the model ended its turn" in out, out
