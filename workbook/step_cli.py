@@ -370,44 +370,27 @@ def permission(args, run: Run) -> str:
 
 
 def refuse_a_permission_the_recording_cannot_follow(args, run: Run) -> None:
-    """A fixture whose recording holds the gate's refusals under one --permission (auto's "nobody to
-    ask", a person's "no" under ask) replays only under that permission: under another the gate answers
-    otherwise, and the replay would stop at that turn with a mismatch. Said before the run starts."""
-    recorded = recorded_permission(run.fixture) if run.fixture and hasattr(args, "permission") else None
-    chosen = (args.permission or "auto") if recorded else None
-    if recorded and chosen != recorded:
+    """A fixture recorded under one --permission says so in its own args (its recording holds the
+    gate's answers under it: auto's "nobody to ask", a person's "no" under ask). It replays only under
+    that permission: under another the gate answers otherwise, and the replay would stop at that turn
+    with a mismatch. Said before the run starts."""
+    recorded = recorded_permission(run.fixture_args)
+    if recorded and args.permission != recorded:
         raise WorkbookError(
-            f"{display_name(run.fixture_path)} replays only under --permission {recorded}: its recording "
-            f"has the gate refusing a call as {recorded} does, and {chosen} would answer otherwise — "
-            f"drop --permission {chosen}, or give a task to run it live"
+            f"{display_name(run.fixture_path)} replays only under --permission {recorded}: it was "
+            f"recorded under it (its args say so), and {args.permission} would answer otherwise — "
+            f"drop --permission {args.permission}, or give a task to run it live"
         )
 
 
-def recorded_permission(fixture: dict) -> str | None:
-    """The --permission under which a fixture's recorded gate refusals were made, if it has any."""
-    before: list = []
-    for exchange in fixture.get("exchanges", []):
-        messages = exchange.get("request", {}).get("messages", [])
-        messages = messages if isinstance(messages, list) else []
-        for message in new_messages(messages, before):
-            content = message.get("content") if isinstance(message, dict) else None
-            for block in content if isinstance(content, list) else []:
-                said = block.get("content") if isinstance(block, dict) else None
-                said = said if isinstance(said, str) else ""
-                if said.startswith("denied: the user said no"):
-                    return "ask"
-                named = re.match(r"(?:denied|not run): .*?--permission (ask|auto|deny|all)\b", said)
-                if named:
-                    return named.group(1)
-        before = messages
+def recorded_permission(fixture_args: list[str]) -> str | None:
+    """The --permission a fixture's args set (`--permission X` or `--permission=X`), if any."""
+    for i, arg in enumerate(fixture_args):
+        if arg == "--permission" and i + 1 < len(fixture_args):
+            return fixture_args[i + 1]
+        if arg.startswith("--permission="):
+            return arg.partition("=")[2]
     return None
-
-
-def new_messages(messages: list, before: list) -> list:
-    """The messages of a request that the request before it did not hold. Each request repeats the
-    history before it, so reading every request whole would read a long run's history once a turn."""
-    repeated = len(before) if messages[: len(before)] == before else 0
-    return messages[repeated:]
 
 
 # -- each step's flags, from the step that introduced them on (make_parser adds the earlier ones) ----

@@ -21,34 +21,10 @@ def test_nonsense_limits_are_refused_by_the_parser_in_one_line(run_main, step, f
     assert code == 2 and flag in out and len(out.strip().splitlines()) == 1, out
 
 
-# -- the permission a recording's refusals were made under -------------------------------------------
+# -- the permission a recording was made under: its fixture says so in its args ----------------------
 
 
-def refused(words: str) -> dict:
-    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": words}]}
-
-
-def asked(n: int) -> dict:
-    return {"role": "assistant", "content": [{"type": "text", "text": f"turn {n}"}]}
-
-
-def requests(*histories: list) -> dict:
-    return {"exchanges": [{"request": {"messages": history}} for history in histories]}
-
-
-def test_a_refusal_is_found_in_the_request_that_first_sent_it_and_in_a_history_rewritten_later():
-    task = {"role": "user", "content": "go"}
-    denied = refused("not run: a command outside the list (--permission auto)")
-    growing = [task, asked(1)]
-    assert recorded_permission(requests(growing[:1], growing)) is None
-    # Each request repeats the one before, sharing its messages (as a fixture's stored deltas rebuild it).
-    first = [task, asked(1), denied]
-    assert recorded_permission(requests(first[:2], first, [*first, asked(2)])) == "auto"
-    # A later request that rewrites the history (compacted: shorter, and a summary in the place of the
-    # turns) is read whole, not only past the length of the one before.
-    summary = {"role": "user", "content": [{"type": "text", "text": "summary"}]}
-    compacted = [summary, refused("denied: the user said no")]
-    assert recorded_permission(requests(first[:2], [task, asked(1), asked(2)], compacted)) == "ask"
-    # The same history rewritten in place, at the same length: read whole too.
-    in_place = [task, refused("not run: not on the list (--permission deny)"), asked(2)]
-    assert recorded_permission(requests([task, asked(1), asked(2)], in_place)) == "deny"
+def test_the_permission_a_recording_needs_is_the_one_its_fixture_sets():
+    assert recorded_permission(["--permission", "auto", "--max-steps", "3"]) == "auto"
+    assert recorded_permission(["--max-steps=3", "--permission=ask"]) == "ask"
+    assert recorded_permission(["--max-steps", "3"]) is None and recorded_permission([]) is None
