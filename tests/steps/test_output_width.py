@@ -186,7 +186,11 @@ def test_the_gates_question_shows_the_whole_call_and_its_y_n(monkeypatch):
 IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
     "s01_agent_loop": ["$ echo 'Hello from Agent Loop!' > hello_agent.txt", "stop_reason=end_turn"],
     "s02_tools": ["  error: invalid input for read_file", "model: read_file takes `path`, not `file_path`."],
-    "s03_errors": ["overloaded (529) — retrying in 0.5 s, attempt 2 of 5", "  [exit code 1]"],
+    "s03_errors": [
+        "overloaded (529) — retrying in 0.5 s, attempt 2 of 5",
+        "  error: FileNotFoundError: [Errno 2] No such file or directory: 'login.py'",
+        "model: No login.py at the top: the test imports it from src/.",
+    ],
     "s04_parallel": [
         "   group 1: 2 reads ran together",
         "   group 2: edit_file inventory/__init__.py, alone",

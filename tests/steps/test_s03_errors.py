@@ -430,7 +430,10 @@ def test_fix_with_retry_shows_both_retries_then_the_same_fix(replays):
         "rate limited (429) — retrying in N s (as the server asked), attempt 2 of 5",
     ]
     assert out.index("overloaded (529)") < out.index("turn 1 ") < out.index("rate limited (429)")
-    assert out.index("rate limited (429)") < out.index("turn 5 ") < out.index("3 passed, 0 failed")
+    assert out.index("rate limited (429)") < out.index("turn 6 ") < out.index("3 passed, 0 failed")
+    assert (
+        out.index("turn 3 ") < out.index("error: FileNotFoundError") < out.index("turn 4 ")
+    )  # read, corrected
 
 
 def test_overloaded_then_ok_shows_every_attempt_and_completes(replays):
