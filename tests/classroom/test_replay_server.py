@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from workbook import scratch
@@ -1349,3 +1350,37 @@ def test_the_server_gives_the_classroom_each_bodys_size_so_a_small_one_is_rememb
     assert post(server.url, body)[0] == 200
     cursor = server.classroom.cursors[("alice", "s01_hello_agent")]
     assert cursor.remembered == len(body) and cursor.player.requests.sent.messages == TURN1
+
+
+# -- red team five: bounded cost per request ---------------------------------------------------------
+
+
+def empty_blocks_body(size: int) -> bytes:
+    head_ = b'{"model":"claude-sonnet-5","max_tokens":5,"messages":[{"role":"user","content":['
+    return head_ + b",".join([b"{}"] * (size // 3)) + b"]}]}"
+
+
+def peak_rss_mb(pid: int) -> int:
+    """The process's peak resident memory (Linux's VmHWM), in MB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) // 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the peak from Linux's /proc")
+def test_a_32_mb_body_of_empty_blocks_is_one_400_line_and_serve_stays_under_300_mb():
+    command = [sys.executable, "-m", "workbook", "serve", str(S01.relative_to(ROOT)), "--port", "0"]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=offline_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline()).group(0)
+        status, _, data = post(url, empty_blocks_body(32 * 2**20 - 100), key="mallory")
+        assert status == 400 and "JSON objects and arrays" in error_message(data)
+        assert post(url, request(TURN1), key="dave")[0] == 200  # the next student is answered
+        peak = peak_rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=60)
+    assert peak < 300, peak  # one 2 MB body took it from 484 to 1,740 MB (red team five)
+    said = [line for line in rest.splitlines() if "mallory" in line]
+    assert len(said) == 1 and "400" in said[0] and "Traceback" not in rest

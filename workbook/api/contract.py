@@ -269,8 +269,10 @@ class Conversation:
         if not isinstance(message, dict):
             self.malformed, self.fits = True, False
             return
-        if self.shapes:
-            self.fits = self.fits and message_fits("request", message)
+        if self.shapes and not (self.fits and message_fits("request", message)):
+            self.fits = False
+            if not message_fits("beta_request", message):  # its shape is the verdict: no rule needs
+                return  # its blocks, were there a million of them
         if self.last is not None and _empty(self.last):
             self.empty.append(i - 1)
         self.last = message
