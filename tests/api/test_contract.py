@@ -487,3 +487,41 @@ def test_check_refuses_a_fixture_of_empty_blocks_in_one_line_well_under_300_mb(t
     assert code == 1 and len(said) == 1 and "Traceback" not in done.stdout, done.stdout
     assert "JSON objects and arrays" in said[0]
     assert peak_mb < 300  # it was 1.93 GB
+
+
+@pytest.mark.parametrize("max_tokens", [0, -5, 10**30, contract.MAX_OUTPUT_TOKENS + 1])
+def test_max_tokens_is_at_least_1_and_at_most_any_models_output(max_tokens):
+    body = {"model": "m", "max_tokens": max_tokens, "messages": [{"role": "user", "content": "hi"}]}
+    (problem,) = contract.request_problems(body)
+    assert problem.path == "max_tokens"
+
+
+def test_the_largest_output_any_model_takes_is_accepted():
+    body = {
+        "model": "m",
+        "max_tokens": contract.MAX_OUTPUT_TOKENS,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    assert contract.request_problems(body) == []
+
+
+def s01_with(edit) -> dict:
+    fixture = copy.deepcopy(json.loads((ROOT / "fixtures" / "s01_hello_agent.json").read_text()))
+    edit(fixture)
+    return fixture
+
+
+def test_check_refuses_a_reply_that_repeats_a_tool_use_id():
+    def twice(fixture):
+        content = fixture["exchanges"][0]["response"]["body"]["content"]
+        content[1]["id"] = content[0]["id"]
+
+    assert any("tool_use` ids must be unique" in p for p in fixtures.fixture_problems(s01_with(twice)))
+
+
+def test_check_refuses_a_reply_with_a_negative_token_count():
+    def negative(fixture):
+        fixture["exchanges"][1]["response"]["body"]["usage"]["output_tokens"] = -(10**30)
+
+    (problem,) = fixtures.fixture_problems(s01_with(negative))
+    assert problem == "exchanges[1].response.body.usage.output_tokens: a token count is never below zero"

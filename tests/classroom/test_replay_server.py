@@ -1384,3 +1384,30 @@ def test_a_32_mb_body_of_empty_blocks_is_one_400_line_and_serve_stays_under_300_
     assert peak < 300, peak  # one 2 MB body took it from 484 to 1,740 MB (red team five)
     said = [line for line in rest.splitlines() if "mallory" in line]
     assert len(said) == 1 and "400" in said[0] and "Traceback" not in rest
+
+
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        (b'{"model": "m", "max_tokens": NaN, "messages": []}', "NaN is not a JSON number"),
+        (b'{"model": "m", "max_tokens": Infinity, "messages": []}', "Infinity is not a JSON number"),
+        (
+            b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "\\ud800"}]}',
+            "surrogate",
+        ),
+    ],
+    ids=["NaN", "Infinity", "lone-surrogate"],
+)
+def test_json_the_api_refuses_is_a_400_in_one_line(serve, raw, words):
+    server, log = serve()
+    status, _, data = post(server.url, raw)
+    assert status == 400 and words in error_message(data)
+    assert post(server.url, request(TURN1), key="dave")[0] == 200
+    assert "Traceback" not in log.getvalue()
+
+
+@pytest.mark.parametrize("max_tokens", [0, -5, 10**30])
+def test_max_tokens_the_api_refuses_is_a_400(serve, max_tokens):
+    server, _ = serve()
+    status, _, data = post(server.url, request(TURN1, max_tokens=max_tokens))
+    assert status == 400 and error_message(data).startswith("max_tokens")

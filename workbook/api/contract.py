@@ -414,6 +414,21 @@ def sampling_problems(body: dict) -> tuple[list[Problem], dict]:
     return problems, {k: v for k, v in body.items() if k not in SAMPLING} if body.keys() & SAMPLING else body
 
 
+# The most output tokens any model takes (Claude's largest, 128K, as of 2026): the API refuses more, naming
+# the model's own maximum; the workbook knows no model's, so it holds every model to the largest.
+MAX_OUTPUT_TOKENS = 128_000
+
+
+def max_tokens_problem(max_tokens: int) -> Problem:
+    """max_tokens below 1, or above any model's output (the SDK's type says only `int`)."""
+    if max_tokens < 1:
+        return Problem("max_tokens", "Input should be greater than or equal to 1")
+    return Problem(
+        "max_tokens",
+        f"{max_tokens} > {MAX_OUTPUT_TOKENS}, which is the most output tokens any model takes",
+    )
+
+
 class Requests:
     """Requests judged one after another (a recording's, a loop's), each at the cost of what its
     messages add to those of the request before (see Conversation): the verdict is always the API's
@@ -446,6 +461,8 @@ class Requests:
             if problems:
                 return problems
         self.sent, self.sent_list = sent or Conversation(), messages
+        if "max_tokens" in body and not 1 <= body["max_tokens"] <= MAX_OUTPUT_TOKENS:
+            return [max_tokens_problem(body["max_tokens"])]
         if body.get("thread") is not None and THREADS_BETA not in betas.names:
             return [Problem("thread", f"requires the beta header `anthropic-beta: {THREADS_BETA}`")]
         return []
@@ -509,10 +526,45 @@ def exchange_problems(exchange, requests: Requests | None = None) -> list[str]:
     if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
-    problems = [p.under(".request") for p in (requests or Requests()).problems(request, BETA_ALL)]
+    requests = requests or Requests()
+    problems = [p.under(".request") for p in requests.problems(request, BETA_ALL)]
     if not isinstance(response, dict):
         return problems + [".response: must be an object"]
-    return problems + [f".response{p}" for p in response_problems(response)]
+    found = response_problems(response)
+    if not found and not problems:
+        found = reply_rule_problems(response, requests.sent.seen)
+    return problems + [f".response{p}" for p in found]
+
+
+def reply_rule_problems(response: dict, asked_before: set) -> list[str]:
+    """What the types cannot say of a valid recorded reply: its tool_use ids are new (each one is
+    answered by id, so two alike cannot both be), and no usage count is below zero."""
+    if response.get("status") != 200:
+        return []
+    where, message = (
+        (".stream", events_to_message(response["stream"]))
+        if "stream" in response
+        else (".body", response.get("body"))
+    )
+    seen = set(asked_before)
+    for j, block in enumerate(message.get("content") or []):
+        if block.get("type") == "tool_use":
+            if block.get("id") in seen:
+                return [f"{where}.content.{j}.id: {REPEATED_ID} (this id was used before)"]
+            seen.add(block.get("id"))
+    negative = _negative_count(message.get("usage"), "usage")
+    return [f"{where}.{negative}: a token count is never below zero"] if negative else []
+
+
+def _negative_count(value, place: str) -> str | None:
+    """The place of the first number below zero in a usage object (they nest: server_tool_use...)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        return place
+    for key, item in value.items() if isinstance(value, dict) else ():
+        found = _negative_count(item, f"{place}.{key}")
+        if found:
+            return found
+    return None
 
 
 # A recording keeps no request headers: a recorded request may use any beta a rule depends on.
