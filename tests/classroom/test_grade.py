@@ -12,7 +12,7 @@ from pathlib import Path
 from workbook import cli
 from workbook.api import compare, contract
 from workbook.api.wire import recorded_message
-from workbook.classroom import grade
+from workbook.classroom import grade, rung_server
 from workbook.classroom import reasons as reasons
 from workbook.classroom import sandbox as grade_sandbox
 from workbook.classroom import students as classroom
@@ -323,7 +323,7 @@ def test_each_recording_replays_offline_through_its_own_step(rung, run_main):
 
 def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
     fixture = fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
-    room = classroom.Classroom({"grade_s01_loop": fixture}, out=grade.LogLines())
+    room = classroom.Classroom({"grade_s01_loop": fixture}, out=rung_server.LogLines())
     seen = []
     room.observer = lambda *event: seen.append(event)
     first = fixture["exchanges"][0]["request"]
@@ -340,7 +340,7 @@ def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
 
 def test_the_thread_fallback_is_not_counted_as_a_mistake_on_the_class_table():
     fixture = fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
-    room = classroom.Classroom({"grade_s01_loop": fixture}, out=grade.LogLines())
+    room = classroom.Classroom({"grade_s01_loop": fixture}, out=rung_server.LogLines())
     first = fixture["exchanges"][0]["request"]
     edits = {"edits": [{"type": "clear_tool_uses_20250919"}]}
     as_the_sdk_sends_it = {"anthropic-beta": contract.THREADS_BETA}  # a thread without it is a plain 400
@@ -545,3 +545,48 @@ def test_a_tampering_program_in_the_sandbox_changes_nothing_and_the_grade_stays_
     assert done.returncode == 1 and done.stdout.count("\n") == 1, done.stdout  # only the grader's report
     [row] = json.loads(done.stdout)["rungs"]
     assert row["passed"] is False and row["reason"].startswith("your program sent no request")
+
+
+# -- red team five: the rung's server parses a program's requests in a bounded child ------------------
+
+
+def test_the_rungs_server_runs_in_a_child_under_an_address_space_limit():
+    served = rung_server.RungServer(
+        "grade_s01_loop", fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
+    )
+    try:
+        limits = Path(f"/proc/{served.proc.pid}/limits").read_text()
+        assert served.proc.pid != os.getpid()
+        assert f"Max address space         {rung_server.MEMORY}" in limits
+    finally:
+        served.close()
+
+
+def test_a_programs_big_request_is_judged_in_the_child_and_reaches_the_grader_without_its_body():
+    import http.client
+    import tracemalloc
+    from urllib.parse import urlsplit
+
+    served = rung_server.RungServer(
+        "grade_s01_loop", fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
+    )
+    block = b"{}" + b" " * 30  # passes json_text's count of objects, and is still no block
+    body = b'{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[%s]}]}' % b",".join(
+        [block] * (16 * 2**20 // 33)
+    )
+    served.runs["gprogram"] = seen = []
+    tracemalloc.start()
+    try:
+        url = urlsplit(served.url)
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        connection.request(
+            "POST", "/v1/messages", body, {"x-api-key": "gprogram", "anthropic-version": "2023-06-01"}
+        )
+        status = connection.getresponse().status
+        served.settle()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        served.close()
+    assert status == 400 and [s.body for s in seen] == [None] and "Field required" in seen[0].mistake
+    assert peak < len(body) // 4  # in the grader's own process it was 2 GB for a 3 MB request
