@@ -1411,3 +1411,56 @@ def test_max_tokens_the_api_refuses_is_a_400(serve, max_tokens):
     server, _ = serve()
     status, _, data = post(server.url, request(TURN1, max_tokens=max_tokens))
     assert status == 400 and error_message(data).startswith("max_tokens")
+
+
+NOFILE_THEN_SERVE = """
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+os.execv(sys.executable, [sys.executable, "-m", "workbook", "serve", *sys.argv[1:]])
+"""
+
+
+def test_the_server_keeps_its_connections_within_its_open_file_limit_and_lets_the_next_student_in():
+    command = [sys.executable, "-c", NOFILE_THEN_SERVE, str(S01.relative_to(ROOT)), "--port", "0"]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=offline_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
+    )
+    idle = []
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline()).group(0)
+        port = urlsplit(url).port
+        while "open files" not in (line := proc.stdout.readline()):
+            pass
+        room, burst = map(int, re.findall(r"\d+", line))
+        assert room + burst < 160
+        for address in ("127.0.0.2", "127.0.0.3"):  # two machines holding idle connections: 200 > 160 files
+            for _ in range(100):
+                sock = socket.socket()
+                sock.bind((address, 0))
+                sock.connect(("127.0.0.1", port))
+                idle.append(sock)
+        assert post(url, request(TURN1), key="dave")[0] == 200  # accepted after them all, and answered
+    finally:
+        for sock in idle:
+            sock.close()
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=60)
+    assert "Traceback" not in rest and "out of system resource" not in rest
+    assert re.search(r"dave\s+s01_hello_agent\s+turn 1/2\s+200", rest)
+
+
+def test_event_loop_trouble_is_one_line_a_kind_counted_never_a_traceback(serve):
+    server, log = serve()
+    error = OSError(24, "Too many open files")
+    for _ in range(12):
+        server.trouble(None, {"message": "socket.accept() out of system resource", "exception": error})
+    lines = [line for line in log.getvalue().splitlines() if "out of system resource" in line]
+    assert len(lines) == 2 and "  1 so far: socket.accept()" in lines[0] and "  10 so far: " in lines[1]
+    assert "Too many open files" in lines[0] and "Traceback" not in log.getvalue()
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1"])
+def test_localhost_is_announced_as_loopback_not_open(serve, host):
+    server, _ = serve()
+    assert "loopback only" in classroom_server.banner(server, host)
+    assert "OPEN to the network" in classroom_server.banner(server, "0.0.0.0")

@@ -28,6 +28,7 @@ import asyncio
 import functools
 import gc
 import html
+import ipaddress
 import json
 import logging
 import socket
@@ -41,7 +42,14 @@ from workbook.api import json_text
 from workbook.api.compare import recorded_task
 from workbook.api.threads import PER_STUDENT_BYTES, TOTAL_BYTES
 from workbook.api.wire import sse_bytes
-from workbook.classroom.caps import QUIET, AddressCaps, Admission, Holding
+from workbook.classroom.caps import (
+    QUIET,
+    AddressCaps,
+    Admission,
+    Holding,
+    open_files,
+    within_open_files,
+)
 from workbook.classroom.protocol import Connection
 from workbook.classroom.students import (
     FIXTURE_HEADER,
@@ -152,7 +160,9 @@ class ReplayServer:
         limits: Limits | None = None,
         caps: AddressCaps | None = None,
     ):
-        self.limits, self.caps = limits or Limits(), caps or AddressCaps()
+        self.files = open_files()
+        self.limits, self.caps = within_open_files(limits or Limits(), caps or AddressCaps(), self.files.room)
+        self.troubles: dict[str, int] = {}  # what asyncio would print as a traceback, by kind: how often
         self.classroom = Classroom(fixtures, out, self.limits.students, self.limits)
         # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
         self.socket = socket.create_server((host, port), backlog=1024)
@@ -188,6 +198,7 @@ class ReplayServer:
             interface="asgi3",
             proxy_headers=False,  # an X-Forwarded-For header never changes whose address a request is
             server_header=False,
+            backlog=self.files.burst,  # what asyncio accepts at one go: within the open-file limit
             timeout_keep_alive=limits.idle,  # a kept-alive connection, idle this long, is closed
             timeout_graceful_shutdown=3,
             # a request while this many connections (or requests) are open is a 503: `opened` keeps them
@@ -206,10 +217,21 @@ class ReplayServer:
 
     async def serve(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.loop.set_exception_handler(self.trouble)
         self.loop_thread, self.classroom.flush = threading.get_ident(), self.flush_log_soon
         self.uvicorn = uvicorn.Server(self.config())
         self.ready.set()
         await self.uvicorn.serve(sockets=[self.socket])
+
+    def trouble(self, loop, context: dict) -> None:
+        """What asyncio would print as a traceback (accept() out of descriptors, a callback's error):
+        one line for each kind, said again at its 10th, 100th, 1,000th ... time, never a traceback."""
+        error = context.get("exception")
+        words = f"{type(error).__name__}: {error}" if error else ""
+        kind = " ".join(f"{context.get('message', 'event loop trouble')} ({words})".split())[:160]
+        count = self.troubles[kind] = self.troubles.get(kind, 0) + 1
+        if count == 10 ** (len(str(count)) - 1):  # 1, 10, 100, ...
+            self.classroom.log("?", "-", "", f"{count:,} so far: {kind}")
 
     def flush_log_soon(self) -> None:
         """The teacher's log flushed once per turn of the event loop, after every line that turn wrote
@@ -461,7 +483,7 @@ def load_fixtures(paths: list[str]) -> dict[str, dict]:
 
 def banner(server: ReplayServer, host: str) -> str:
     """What the teacher's terminal shows first; its first line holds the URL (a test reads it)."""
-    if host == LOOPBACK:
+    if is_loopback(host):
         reach = "loopback only: this machine alone; --host 0.0.0.0 opens it to the classroom"
     else:
         reach = f"OPEN to the network on {host}: anyone who can reach this machine can use it"
@@ -480,6 +502,15 @@ def banner(server: ReplayServer, host: str) -> str:
     )
 
 
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is this machine's own (`localhost`, 127.0.0.1, ::1)."""
+    try:
+        found = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False
+    return bool(found) and all(ipaddress.ip_address(f[4][0].split("%")[0]).is_loopback for f in found)
+
+
 def caps(server: ReplayServer) -> list[str]:
     """The caps that keep one student or one machine from holding the class, and how they are decided."""
     limits, per, mb = server.limits, server.caps, 2**20
@@ -490,6 +521,8 @@ def caps(server: ReplayServer) -> list[str]:
         f"{PER_STUDENT_BYTES // mb} MB of threads",
         f"          per client address: {per.connections} connections, {per.names} names, "
         f"{per.held_bytes // mb} MB unanswered",
+        f"          open files: room for {server.files.room:,} connections, {server.files.burst:,} accepted "
+        "at one go",
         f"          a name counts for its address until it is quiet {QUIET // 60} min; when",
         "          the class is full, the name quiet longest gives up its place, and the",
         "          connection waiting longest, of the address holding most, is closed",
