@@ -12,7 +12,7 @@ import textwrap
 from datetime import datetime
 from pathlib import Path
 
-from workbook import display
+from workbook import display, scrub
 from workbook.display import error, printable, say
 from workbook.environment import for_run
 from workbook.errors import FixtureError, WorkbookError
@@ -84,6 +84,7 @@ def run_step(
     ends the run in one line: a problem for the reader to fix (exit 1), or a Ctrl-C (exit 130)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    scrub.hide_from_tools()  # before any tool runs: none may read this process's key from /proc
     run = None
     try:
         args = prepared(args)

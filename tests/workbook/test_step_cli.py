@@ -1,8 +1,13 @@
 """The flags every step shares: nonsense values are refused by the parser, in one line."""
 
+import os
+import subprocess
+import sys
+
 from workbook.step_cli import recorded_permission
 
 import pytest
+from conftest import ROOT, offline_env
 
 
 @pytest.mark.parametrize("step", ["s05_budget", "s06_recovery"])
@@ -52,3 +57,39 @@ def test_a_refusal_is_found_in_the_request_that_first_sent_it_and_in_a_history_r
     # The same history rewritten in place, at the same length: read whole too.
     in_place = [task, refused("not run: not on the list (--permission deny)"), asked(2)]
     assert recorded_permission(requests([task, asked(1), asked(2)], in_place)) == "deny"
+
+
+# -- red team five: a tool reads no key from the step's /proc/PID/environ --------------------------
+
+A_STEP_THAT_RUNS_A_TOOL = """
+import ctypes, os, subprocess, sys
+from workbook import step_cli
+
+READ_PARENT = "import os; open(f'/proc/{os.getppid()}/environ', 'rb').read()"
+
+
+def run_task(run, args):
+    dumpable = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
+    tool = subprocess.run([sys.executable, "-c", READ_PARENT], capture_output=True, text=True)
+    print("dumpable", dumpable, "tool", tool.returncode, "PermissionError" in tool.stderr)
+    return 0
+
+
+parser = step_cli.make_parser("a step", "fixtures/s01_hello_agent.json", "s01_agent_loop")
+sys.exit(step_cli.run_step(parser, [], "claude-sonnet-5", run_task))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_DUMPABLE) is Linux's")
+def test_a_step_is_not_dumpable_before_its_first_tool_runs():
+    done = subprocess.run(
+        [sys.executable, "-c", A_STEP_THAT_RUNS_A_TOOL],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=offline_env(),
+    )
+    said = done.stdout.split("dumpable", 1)[1].split()
+    assert said[0] == "0", done.stdout + done.stderr  # the kernel gives /proc/PID/environ to root alone
+    if os.geteuid() != 0:  # root reads any process's environ: the refusal shows only to anyone else
+        assert said[1:] == ["tool", "1", "True"]

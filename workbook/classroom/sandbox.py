@@ -28,7 +28,6 @@ it prints (KEPT_OUTPUT).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -60,7 +59,6 @@ SHM_DISK = 16 << 20  # bytes: /dev/shm (the rest of /dev is read-only)
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")  # read-only for programs
 HIDDEN = (".git", ".env", ".netrc", ".npmrc", ".pypirc", "runs")  # of the project, never shown (.env.* too)
 SEED, RELAY = "/run/seed", "/run/relay"  # in bubblewrap: the rung's folder as copied, and the relay's socket
-PR_SET_DUMPABLE = 4
 
 
 class SandboxError(errors.WorkbookError):
@@ -306,11 +304,8 @@ def keeper_argv(options: list[str]) -> list[str]:
 
 def hide_from_programs() -> None:
     """No sandbox: at least the grader's own /proc/PID/environ and memory are closed to the programs
-    it runs (a process that is not dumpable belongs to root there). Linux only; elsewhere a no-op."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    it runs (workbook/scrub.py's hide_from_tools, which the steps use too)."""
+    scrub.hide_from_tools()
 
 
 def command_for(run: Run, sandbox: Sandbox) -> tuple[list[str], str, UnixRelay | None]:
