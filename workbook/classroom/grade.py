@@ -193,8 +193,7 @@ class Result:
 
 
 def sandbox_words(sandbox: grade_sandbox.Sandbox) -> str:
-    """How the programs run, in the report's words: "bwrap", or the sandbox used instead ("landlock",
-    "none") and why not bwrap."""
+    """How the programs run, in the report's words: "bwrap", or "none" and why not bwrap."""
     return "bwrap" if sandbox.kind == "bwrap" else f"{sandbox.kind}: {sandbox.why}"
 
 
@@ -379,7 +378,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "--sandbox",
         choices=grade_sandbox.SANDBOX_MODES,
         default="auto",
-        help="run each program in bubblewrap: auto (if installed, else say so), required, off",
+        help="run each program in bubblewrap: auto or required (refuse without it), off (your rights)",
     )
     parser.add_argument(
         "--allow-sdk-retries",
