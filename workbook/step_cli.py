@@ -141,8 +141,8 @@ HANDOFF_FIXTURE = "fixtures/s05_handoff.json"  # what --handoff replays offline,
 def banner_lines(run: Run, width: int | None = None) -> list[str]:
     """The run's banner in lines that fit the terminal: one per clause, a command on a line of its own,
     and, for a fixture whose note says it is abridged, the sentence that says so."""
-    note = (run.fixture or {}).get("provenance_note", "")
-    abridged = [s.strip() for s in note.split(". ") if "abridged" in s]
+    note = (run.fixture or {}).get("provenance_note", "")[: display.SCREEN_CHARS]  # a screen at most
+    abridged = [s.strip() for s in note.split(". ") if "abridged" in s][:2]  # what a banner can hold
     lines = []
     for clause in run.banner.split("; ") + [f"note: {s.rstrip('.')}." for s in abridged]:
         said, colon, command = clause.partition(": python ")

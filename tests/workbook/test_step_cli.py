@@ -93,3 +93,14 @@ def test_a_step_is_not_dumpable_before_its_first_tool_runs():
     assert said[0] == "0", done.stdout + done.stderr  # the kernel gives /proc/PID/environ to root alone
     if os.geteuid() != 0:  # root reads any process's environ: the refusal shows only to anyone else
         assert said[1:] == ["tool", "1", "True"]
+
+
+def test_a_provenance_note_of_megabytes_gives_the_banner_a_few_lines():
+    from types import SimpleNamespace
+
+    from workbook import step_cli
+
+    note = "This exchange was abridged. " * 100_000  # 2.8 MB: it printed 25,000 lines
+    run = SimpleNamespace(fixture={"provenance_note": note}, banner="offline replay of x (scripted)")
+    lines = step_cli.banner_lines(run, width=80)
+    assert len(lines) <= 3 and lines[1] == "note: This exchange was abridged."
