@@ -510,7 +510,7 @@ def test_the_teacher_sees_one_line_per_request_and_a_class_table(serve):
     )
     parts = urlsplit(server.url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-    conn.request("GET", "/")
+    conn.request("GET", f"/?token={server.teacher_token}")  # the class table is the teacher's
     page = conn.getresponse().read().decode()
     conn.close()
     assert f"ANTHROPIC_BASE_URL=http://127.0.0.1:{parts.port}" in page
@@ -758,7 +758,7 @@ def test_the_class_table_lists_at_most_its_limit_and_says_how_many_more(serve):
     server, _ = serve(limits=classroom.Limits(listed=3))
     for name in "abcde":
         post(server.url, request(TURN1), key=name)
-    page = get(server.url, "/")
+    page = get(server.url, f"/?token={server.teacher_token}")
     assert re.search(r"^c\s+s01_hello_agent", page, re.M) and not re.search(r"^d\s+s01", page, re.M)
     assert "... and 2 more rows: GET /replay/status lists them all" in page
     assert len(server.classroom.status()["students"]) == 5
@@ -783,7 +783,11 @@ def test_escape_codes_in_a_name_reach_the_teacher_escaped_never_raw(serve):
     assert post(server.url, request(TURN1), key=EVIL.encode())[0] == 200  # UTF-8: bytes HTTP takes
     assert post(server.url, request(TURN1), key=TITLE)[0] == 400  # a control character it does not
     assert post(server.url, request(TURN1, model=f"replay:{TITLE}nope"))[0] == 404
-    for text in (log.getvalue(), server.classroom.table(), get(server.url, "/")):
+    for text in (
+        log.getvalue(),
+        server.classroom.table(),
+        get(server.url, f"/?token={server.teacher_token}"),
+    ):
         assert not any(c in text for c in "\x1b\x07\x9b\u202e")
     assert "\\x9b2J<i>x</ s01_hello_agent" in log.getvalue()  # cut to 12 characters: the column's width
     assert "\\x9b2J<i>x</i>\\u202e" in server.classroom.table()
@@ -808,7 +812,7 @@ def test_a_name_sent_as_utf_8_bytes_is_read_as_utf_8(serve):
 def test_the_page_for_a_browser_is_html_with_names_and_the_host_escaped(serve):
     server, _ = serve()
     post(server.url, request(TURN1), key=EVIL.encode())
-    page = get(server.url, "/", accept="text/html", host="<b>evil</b>:1")
+    page = get(server.url, f"/?token={server.teacher_token}", accept="text/html", host="<b>evil</b>:1")
     assert page.startswith("<!doctype html>")
     assert "<i>" not in page and "&lt;i&gt;x&lt;/i&gt;" in page
     assert "<b>" not in page and "&lt;b&gt;evil&lt;/b&gt;" in page
@@ -1464,3 +1468,27 @@ def test_localhost_is_announced_as_loopback_not_open(serve, host):
     server, _ = serve()
     assert "loopback only" in classroom_server.banner(server, host)
     assert "OPEN to the network" in classroom_server.banner(server, "0.0.0.0")
+
+
+# -- red team five: the class table is the teacher's -------------------------------------------------
+
+
+def test_replay_status_shows_a_student_only_their_own_row_and_the_teacher_every_row(serve):
+    server, _ = serve()
+    for name in ("alice", "bob"):
+        post(server.url, request(TURN1), key=name)
+    own = json.loads(get(server.url, "/replay/status", x_api_key="alice"))
+    assert [r["student"] for r in own["students"]] == ["alice"] and own["others"] == 1
+    assert json.loads(get(server.url, "/replay/status?token=guess"))["students"] == []
+    every = json.loads(get(server.url, f"/replay/status?token={server.teacher_token}"))
+    assert [r["student"] for r in every["students"]] == ["alice", "bob"]
+    assert "bob" not in get(server.url, "/") and "bob" in get(server.url, f"/?token={server.teacher_token}")
+
+
+def test_reset_starts_over_only_the_caller(serve):
+    server, _ = serve()
+    for name in ("alice", "bob"):
+        post(server.url, request(TURN1), key=name)
+    assert post(server.url, {}, key="alice", path="/replay/reset")[2]["reset"] == "alice"
+    turns = {r["student"]: r["turn"] for r in server.classroom.status()["students"]}
+    assert turns == {"alice": 0, "bob": 1}

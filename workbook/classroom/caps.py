@@ -52,9 +52,9 @@ def open_files() -> OpenFiles:
 
 def within_open_files(limits: Limits, caps: AddressCaps, room: int) -> tuple[Limits, AddressCaps]:
     """The connection caps, lowered where the open-file limit leaves less room than they allow: one
-    address keeps at most half the class's, so that a full class can always make room for another."""
-    in_all = min(limits.connections, room)
-    return replace(limits, connections=in_all), replace(caps, connections=min(caps.connections, in_all // 2))
+    address then keeps at most half of it, so that a full class can always make room for another."""
+    in_all, per_address = min(limits.connections, room), min(caps.connections, max(1, room // 2))
+    return replace(limits, connections=in_all), replace(caps, connections=per_address)
 
 
 @dataclass

@@ -31,6 +31,7 @@ import html
 import ipaddress
 import json
 import logging
+import secrets
 import socket
 import sys
 import textwrap
@@ -135,6 +136,12 @@ async def events(recorded: list):
         yield sse_bytes([event])
 
 
+NO_TABLE = (
+    "the class table is the teacher's (its link is in the server's banner); "
+    "GET /replay/status with your key shows your own row"
+)
+
+
 def too_large(limit: int, detail: str) -> Reply:
     """The API's answer to a request over its limit (32 MB), with what to do about it."""
     most = f"{limit // 2**20} MB" if limit % 2**20 == 0 else f"{limit:,} bytes"
@@ -162,6 +169,7 @@ class ReplayServer:
     ):
         self.files = open_files()
         self.limits, self.caps = within_open_files(limits or Limits(), caps or AddressCaps(), self.files.room)
+        self.teacher_token = secrets.token_urlsafe(12)  # the class table's key: students see their own row
         self.troubles: dict[str, int] = {}  # what asyncio would print as a traceback, by kind: how often
         self.classroom = Classroom(fixtures, out, self.limits.students, self.limits)
         # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
@@ -400,7 +408,19 @@ class ReplayServer:
         )
 
     async def status(self, request: Request) -> Response:
-        return as_response(Reply(200, {}, self.classroom.status()))
+        """The class as JSON: every student's row for the teacher (the token printed at start), else only
+        the caller's own. A key is a student's only identity: listed to all, anyone could be anyone."""
+        status = self.classroom.status()
+        if not self.teachers(request):
+            caller = self.student(header_dict(request))
+            mine = [row for row in status["students"] if row["student"] == caller]
+            status |= {"students": mine, "others": len(status["students"]) - len(mine)}
+        return as_response(Reply(200, {}, status))
+
+    def teachers(self, request: Request) -> bool:
+        """Whether the request carries the teacher's token (`?token=`, printed in the banner)."""
+        given = request.query_params.get("token", "")
+        return secrets.compare_digest(given.encode(), self.teacher_token.encode())
 
     async def front_page(self, request: Request) -> Response:
         """How to connect, then the class table: HTML for a browser (every name escaped), text for curl."""
@@ -420,7 +440,7 @@ class ReplayServer:
             + "\n"
             + textwrap.fill(NOT_REACTING, 100)
             + "\n\n"
-            + self.classroom.table(self.limits.listed)
+            + (self.classroom.table(self.limits.listed) if self.teachers(request) else NO_TABLE)
             + "\n"
         )
         headers = {"x-content-type-options": "nosniff"}
@@ -494,9 +514,8 @@ def banner(server: ReplayServer, host: str) -> str:
             f"fixtures: {', '.join(fixtures)}; the first is the default",
             f"students: ANTHROPIC_BASE_URL={server.url}  ANTHROPIC_API_KEY=<their name>",
             f'          another fixture: model "replay:NAME" or header {FIXTURE_HEADER}: NAME',
-            f"teacher:  {server.url}/ or {server.url}/replay/status for the class table; "
-            + ("Enter prints it here; " if interactive() else "")
-            + "Ctrl-C stops",
+            f"teacher:  {server.url}/?token={server.teacher_token} (or /replay/status?token=...) for the "
+            "class table; " + ("Enter prints it here; " if interactive() else "") + "Ctrl-C stops",
             *caps(server),
         ]
     )
