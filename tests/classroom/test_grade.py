@@ -346,12 +346,13 @@ def test_the_thread_fallback_is_not_counted_as_a_mistake_on_the_class_table():
     edits = {"edits": [{"type": "clear_tool_uses_20250919"}]}
     as_the_sdk_sends_it = {"anthropic-beta": contract.THREADS_BETA}  # a thread without it is a plain 400
     thread = {**first, "thread": {"type": "create"}, "context_management": edits}
+    assert room.answer("ada", first, None).status == 200  # a name that was never answered keeps no row
     refused = room.answer("ada", thread, None, as_the_sdk_sends_it)
     assert refused.body["error"]["details"]["error_code"] == "thread_unsupported_request"
     prefilled = first["messages"] + [{"role": "assistant", "content": "I will"}]  # a turn too many
     room.answer("ada", {**first, "messages": prefilled}, None)  # a real mistake counts
     [row] = room.status()["students"]
-    assert row["requests"] == 2 and row["mistakes"] == 1
+    assert row["requests"] == 3 and row["mistakes"] == 1
 
 
 # -- right reasons ---------------------------------------------------------------------------------

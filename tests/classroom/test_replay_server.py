@@ -1492,3 +1492,14 @@ def test_reset_starts_over_only_the_caller(serve):
     assert post(server.url, {}, key="alice", path="/replay/reset")[2]["reset"] == "alice"
     turns = {r["student"]: r["turn"] for r in server.classroom.status()["students"]}
     assert turns == {"alice": 0, "bob": 1}
+
+
+def test_refused_requests_under_new_names_seat_none_and_the_next_student_gets_in(serve):
+    per = caps.AddressCaps(connections=64, names=3)
+    server, log = serve(limits=classroom.Limits(students=100), per_address=per)
+    for n in range(10):  # ten new names, each refused: not one of them holds a place
+        status, _, data = post(server.url, request(TURN1, max_tokens=0), key=f"mallory{n}")
+        assert status == 400 and error_message(data).startswith("max_tokens")
+    assert post(server.url, request(TURN1), key="dave")[0] == 200  # not a 403: no name was seated
+    assert [s["student"] for s in server.classroom.status()["students"]] == ["dave"]
+    assert len(server.admission.seats) == 1 and "Traceback" not in log.getvalue()

@@ -145,6 +145,7 @@ class Classroom:
         self.fixtures = fixtures  # name -> fixture, in command-line order; the first is the default
         self.cursors: dict[tuple[str, str], Cursor] = {}  # (student, fixture name) -> cursor
         self.desks: dict[str, threading.Lock] = {}  # student -> the lock their own requests take
+        self.answered: set[str] = set()  # students a request of whose was answered: they hold a place
         self.lock = threading.Lock()  # guards the two dicts above and `remembered` only, never a check
         self.max_students = max_students
         self.limits = limits or Limits()
@@ -180,6 +181,7 @@ class Classroom:
                 name = self.pick(body, chosen)
             except Mistake as mistake:
                 self.log(student, "-", "", f"{mistake.status} {mistake}")
+                self.unseat_if_never_answered(student)
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
             cursor = self.cursor(student, name)
             try:
@@ -191,7 +193,9 @@ class Classroom:
                 cursor.last = f"{mistake.status} {mistake}"
                 self.log(student, name, self.turn(name, cursor.served + 1), cursor.last)
                 self.observe(student, name, cursor.served + 1, body, None, mistake, headers)
+                self.unseat_if_never_answered(student)
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
+            self.answered.add(student)
             self.remember(cursor, size)
             cursor.sides += reply.side
             cursor.requests += not reply.side
@@ -330,11 +334,19 @@ class Classroom:
         self.log(student, ", ".join(names) or "-", "", "reset")
         return names
 
+    def unseat_if_never_answered(self, student: str) -> None:
+        """A name whose every request was refused holds no place: 300 refused requests, each with a new
+        name, filled an address's names for 10 minutes and locked its next student out (red team five).
+        The teacher's log still has a line for each."""
+        if student not in self.answered:
+            self.forget(student)
+
     def forget(self, student: str) -> None:
         """Take a student off the roll, with their place in every fixture (the server makes room this
         way for a new name when the class is full and this one has been quiet the longest)."""
         with self.lock:
             self.desks.pop(student, None)
+            self.answered.discard(student)
             for key in [key for key in self.cursors if key[0] == student]:
                 self.remembered -= self.cursors.pop(key).remembered
 
