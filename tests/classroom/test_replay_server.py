@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from workbook import scratch
-from workbook.api import compare, wire
+from workbook.api import compare, json_text, wire
 from workbook.classroom import caps
 from workbook.classroom import server as classroom_server
 from workbook.classroom import students as classroom
@@ -1353,7 +1353,27 @@ def test_the_server_gives_the_classroom_each_bodys_size_so_a_small_one_is_rememb
     body = json.dumps(request(TURN1)).encode()
     assert post(server.url, body)[0] == 200
     cursor = server.classroom.cursors[("alice", "s01_hello_agent")]
-    assert cursor.remembered == len(body) and cursor.player.requests.sent.messages == TURN1
+    assert cursor.remembered == json_text.measured(body)[1] > len(body)  # its cost as parsed
+    assert cursor.player.requests.sent.messages == TURN1
+
+
+def test_a_remembered_request_is_counted_by_its_cost_on_the_heap_not_its_length(serve):
+    """32 students' 1 MB requests held 18 times the class's cap (red team five): a body of short blocks
+    is counted as the memory it takes once parsed, and one over the cap is not kept."""
+    blocks = [{"type": "text", "text": "a short line of text"}] * 20_000
+    body = json.dumps(request([{"role": "user", "content": blocks}])).encode()
+    tracemalloc.start()
+    parsed = json.loads(body)
+    on_heap = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert json_text.measured(body)[1] >= on_heap > 4 * len(body)  # the estimate never undercounts
+    del parsed
+    server, _ = serve(limits=classroom.Limits(remembered=2 * len(body)))
+    assert post(server.url, request(TURN1))[0] == 200  # seated, and its small request kept
+    assert server.classroom.remembered > 0
+    post(server.url, body)  # a mistake against the recording: what matters is what is kept
+    cursor = server.classroom.cursors[("alice", "s01_hello_agent")]
+    assert cursor.remembered == 0 and server.classroom.remembered == 0
 
 
 # -- red team five: bounded cost per request ---------------------------------------------------------

@@ -92,17 +92,23 @@ def utf8(header: str) -> str:
 
 
 def parse_json(raw: bytes):
+    """The body as JSON the API takes (see parse_measured)."""
+    return parse_measured(raw)[0]
+
+
+def parse_measured(raw: bytes) -> tuple[object, int]:
     """The body as JSON the API takes (workbook/api/json_text.py: its cost measured on the bytes before
     it is parsed; NaN and lone surrogates refused). json.loads holds the interpreter for the whole parse
     (about 150 ms for a 17 MB body of small blocks here), and every other student's thread waits; a
     hook written in Python, called for each object, lets the interpreter switch threads as it goes."""
-    problem = json_text.text_problem(raw)
+    problem, heap = json_text.measured(raw)
     if problem:
         raise json_text.JsonRefused(problem)
     if len(raw) < 256 * 1024:
-        return json_text.parsed(raw)
+        return json_text.parsed(raw), heap
     try:
-        return json.loads(raw, object_pairs_hook=object_in_python, parse_constant=json_text.refuse_constant)
+        hooks = dict(object_pairs_hook=object_in_python, parse_constant=json_text.refuse_constant)
+        return json.loads(raw, **hooks), heap
     except RecursionError:
         raise json_text.JsonRefused(f"nested more than {json_text.MAX_DEPTH} levels deep") from None
 
@@ -363,7 +369,7 @@ class ReplayServer:
                 "anthropic-version: header is required — send `anthropic-version: 2023-06-01`",
             )
         try:
-            body = parse_json(raw)
+            body, heap = parse_measured(raw)  # heap: what it costs once parsed, for the caps on memory
         # ValueError: not JSON, not UTF-8, or a number longer than Python reads (4,300 digits)
         except (ValueError, RecursionError) as err:
             self.classroom.log(student, "-", "", f"400 body is not JSON as the API takes it: {err}"[:160])
@@ -379,7 +385,7 @@ class ReplayServer:
             )
         if count:
             return self.classroom.count_tokens(student, body, chosen, headers)
-        return self.classroom.answer(student, body, chosen, headers=headers, size=len(raw))
+        return self.classroom.answer(student, body, chosen, headers=headers, size=heap)
 
     def start_over(self, body: bytearray, headers: dict, student: str) -> Reply:
         return Reply(200, {}, {"reset": student, "fixtures": self.classroom.reset(student)})

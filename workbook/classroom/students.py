@@ -67,9 +67,10 @@ class Limits:
     write: float = 30.0  # seconds to take one reply, for a student who stopped reading
     linger: float = 2.0  # seconds to drain a refused body before closing, so the client reads the refusal
     # A student's last request is kept, so that their next is judged on what it adds (a long conversation
-    # stays linear), while its body is at most `remembered` bytes and the class's together `remembered_all`
-    remembered: int = 1024 * 1024
-    remembered_all: int = 32 * 1024 * 1024
+    # stays linear), while it costs at most `remembered` bytes of heap, and the class's together
+    # `remembered_all`: memory as parsed (json_text.measured), not the body's length, which was 18 times less
+    remembered: int = 16 * 1024 * 1024
+    remembered_all: int = 128 * 1024 * 1024
 
 
 class Mistake(Exception):
@@ -232,8 +233,9 @@ class Classroom:
             return cursor
 
     def remember(self, cursor: Cursor, size: int | None) -> None:
-        """Whether the student's player keeps the request it just judged (it did): only while the body
-        is small and the class's remembered requests together fit (Limits.remembered, remembered_all)."""
+        """Whether the student's player keeps the request it just judged (it did): only while what it
+        costs on the heap (`size`) is small and the class's remembered requests together fit
+        (Limits.remembered, remembered_all)."""
         with self.lock:
             self.remembered -= cursor.remembered
             keep = size is not None and size <= self.limits.remembered
