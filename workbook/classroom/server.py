@@ -28,7 +28,6 @@ import asyncio
 import functools
 import gc
 import html
-import ipaddress
 import json
 import logging
 import secrets
@@ -41,8 +40,8 @@ from pathlib import Path
 
 from workbook.api import json_text
 from workbook.api.compare import recorded_task
-from workbook.api.threads import PER_STUDENT_BYTES, TOTAL_BYTES
 from workbook.api.wire import sse_bytes
+from workbook.classroom.banner import banner, interactive
 from workbook.classroom.caps import (
     QUIET,
     AddressCaps,
@@ -505,57 +504,6 @@ def load_fixtures(paths: list[str]) -> dict[str, dict]:
             raise FixtureError(f"two fixtures are named {name}: serve only one of them")
         fixtures[name] = load_fixture(path)
     return fixtures
-
-
-def banner(server: ReplayServer, host: str) -> str:
-    """What the teacher's terminal shows first; its first line holds the URL (a test reads it)."""
-    if is_loopback(host):
-        reach = "loopback only: this machine alone; --host 0.0.0.0 opens it to the classroom"
-    else:
-        reach = f"OPEN to the network on {host}: anyone who can reach this machine can use it"
-    fixtures = [f"{name} ({len(f['exchanges'])} turns)" for name, f in server.classroom.fixtures.items()]
-    return "\n".join(
-        [
-            f"replay server listening on {server.url}  ({reach})",
-            f"fixtures: {', '.join(fixtures)}; the first is the default",
-            f"students: ANTHROPIC_BASE_URL={server.url}  ANTHROPIC_API_KEY=<their name>",
-            f'          another fixture: model "replay:NAME" or header {FIXTURE_HEADER}: NAME',
-            f"teacher:  {server.url}/?token={server.teacher_token} (or /replay/status?token=...) for the "
-            "class table; " + ("Enter prints it here; " if interactive() else "") + "Ctrl-C stops",
-            *caps(server),
-        ]
-    )
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address `host` names is this machine's own (`localhost`, 127.0.0.1, ::1)."""
-    try:
-        found = socket.getaddrinfo(host, None)
-    except (OSError, UnicodeError):
-        return False
-    return bool(found) and all(ipaddress.ip_address(f[4][0].split("%")[0]).is_loopback for f in found)
-
-
-def caps(server: ReplayServer) -> list[str]:
-    """The caps that keep one student or one machine from holding the class, and how they are decided."""
-    limits, per, mb = server.limits, server.caps, 2**20
-    return [
-        f"caps:     in all {limits.students} names, {limits.connections} connections, "
-        f"{TOTAL_BYTES // mb} MB of threads",
-        f"          per name (API key): one request judged at a time, "
-        f"{PER_STUDENT_BYTES // mb} MB of threads",
-        f"          per client address: {per.connections} connections, {per.names} names, "
-        f"{per.held_bytes // mb} MB unanswered",
-        f"          open files: room for {server.files.room:,} connections, {server.files.burst:,} accepted "
-        "at one go",
-        f"          a name counts for its address until it is quiet {QUIET // 60} min; when",
-        "          the class is full, the name quiet longest gives up its place, and the",
-        "          connection waiting longest, of the address holding most, is closed",
-    ]
-
-
-def interactive() -> bool:
-    return bool(sys.stdin and sys.stdin.isatty())
 
 
 def print_table_on_enter(classroom: Classroom) -> None:
