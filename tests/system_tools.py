@@ -1,8 +1,8 @@
 """The tools beyond Python that some tests need, and what a test does on a machine without one.
 
-A test that needs one is marked `@needs("bwrap")` (or "landlock", "node", "wrk"). Where the tool is
+A test that needs one is marked `@needs("bwrap")` (or "node", "wrk"). Where the tool is
 missing, the test skips with one line naming the tool and how to install it: a student's laptop (or a
-Mac, which has neither bubblewrap nor Landlock) runs the rest of the suite green. Where
+Mac, which has no bubblewrap) runs the rest of the suite green. Where
 WORKBOOK_REQUIRE_TOOLS=1 is set, as .ci/run sets it, a missing tool fails the test instead, so CI runs
 every test or says which tool it lacked. tests/conftest.py applies the mark (pytest_runtest_setup)."""
 
@@ -17,7 +17,6 @@ REQUIRE = "WORKBOOK_REQUIRE_TOOLS"  # set to 1: a missing tool fails its tests i
 # tool -> (what it is for, how to install it)
 TOOLS = {
     "bwrap": ("bubblewrap, the grader's sandbox", "apt-get install bubblewrap (Linux only)"),
-    "landlock": ("a Linux kernel with Landlock (5.13 or newer), the grader's fallback sandbox", "Linux only"),
     "node": (
         "Node.js 20 or newer with npm, for the real JavaScript clients",
         "apt-get install nodejs npm (or nodejs.org), then: cd tests/clients/node && npm ci",
@@ -39,10 +38,6 @@ def missing(tool: str) -> str | None:
         from workbook.classroom import sandbox
 
         return sandbox.find_bwrap()[1]
-    if tool == "landlock":
-        from workbook.classroom import keeper
-
-        return None if keeper.landlock_abi() >= 1 else "this kernel has no Landlock"
     if tool == "node":
         lacking = [name for name in ("node", "npm") if shutil.which(name) is None]
         return f"{' and '.join(lacking)} not on PATH" if lacking else None

@@ -395,8 +395,20 @@ def show_resumed(messages: list) -> None:
             show_tool(block, str(answer.get("content", "")), bool(answer.get("is_error")))
 
 
+SCREEN_LINES, SCREEN_CHARS = 40, 4_000  # a message shown for the reader: a screen of it at most
+
+
+def screenful(text: str) -> str:
+    """`text` as a screen shows it: at most SCREEN_LINES lines and SCREEN_CHARS characters, and a mark
+    that counts the rest (a 4 MB hand-over message printed 50,062 lines: red team five)."""
+    lines = text[:SCREEN_CHARS].split("\n")[:SCREEN_LINES]
+    kept = "\n".join(lines)
+    left = len(text) - len(kept)
+    return kept if left <= 0 else f"{kept}\n… {left:,} more characters not shown"
+
+
 def show_handoff(source: str, saved: int, opening: str) -> None:
-    """s07's --handoff: which saved conversation a fresh session starts from, and its one message, whole
-    and wrapped (the model reads every word of it)."""
+    """s07's --handoff: which saved conversation a fresh session starts from, and a screenful of its one
+    message, wrapped (the model reads every word of it; the reader sees where it goes)."""
     say(f"fresh session: the {saved} messages saved in\n  {source}\nhand over one message:", "bold")
-    console.print(escape(printable(opening)), style="dim", highlight=False)
+    console.print(escape(screenful(printable(opening))), style="dim", highlight=False)

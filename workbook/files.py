@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import stat
 import tempfile
-from itertools import accumulate
 from pathlib import Path
 
+from workbook.api import json_text
 from workbook.errors import WorkbookError, one_line
 from workbook.scrub import dumps
 
@@ -19,7 +18,7 @@ MAX_JSON_BYTES = (
 )  # the largest fixture is under 100 KB; a 2 GB file is a mistake or an attack
 
 
-MAX_JSON_DEPTH = 64  # a real fixture nests about 10 deep; far deeper only exhausts the stack
+MAX_JSON_DEPTH = json_text.MAX_DEPTH  # a real fixture nests about 10 deep; far deeper only exhausts the stack
 
 
 def read_json(path: str | Path, what: str = "fixture", hint: str = "fix the file or re-record it"):
@@ -63,33 +62,18 @@ def read_bytes(path: str | Path, what: str) -> bytes:
 
 
 def parse_json(path, raw: bytes, what: str, hint: str):
-    def not_json(constant):
-        raise ValueError(f"{constant} is not a JSON number")
-
+    """`raw` as JSON the API would take (workbook/api/json_text.py: no NaN, no lone surrogate, its
+    nesting and its count of objects bounded before it is parsed); else one WorkbookError line."""
     try:
-        text = raw.decode("utf-8")
-        if text_depth(raw) > MAX_JSON_DEPTH:  # measured before parsing, since json.loads recurses
-            raise WorkbookError(
-                f"{path}: nested more than {MAX_JSON_DEPTH} levels deep — not a {what}; {hint}"
-            )
-        return json.loads(text, parse_constant=not_json)
-    except RecursionError:
-        raise WorkbookError(f"{path}: nested too deeply to be a {what} — {hint}") from None
-    except (UnicodeDecodeError, ValueError) as err:  # JSONDecodeError is a ValueError; so is 5,000 digits
+        return json_text.loads(raw)
+    except json_text.JsonRefused as err:
+        if str(err).startswith("nested"):
+            raise WorkbookError(f"{path}: {err} — not a {what}; {hint}") from None
         kind = "a JSON fixture" if what == "fixture" else f"a {what} (not JSON)"
-        raise WorkbookError(f"{path}: not {kind}: {one_line(err)} — {hint}") from None
+        raise WorkbookError(f"{path}: not {kind}: {err} — {hint}") from None
 
 
-JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included (unrolled: fast)
-
-
-NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
-
-
-def text_depth(raw: bytes) -> int:
-    """How deeply a JSON text nests, from its brackets outside strings: no parse, no tree walk."""
-    brackets = JSON_STRING.sub(b"", raw).translate(None, NOT_BRACKETS)
-    return max(accumulate(1 if c in b"[{" else -1 for c in brackets), default=0)
+text_depth = json_text.text_depth  # how deeply a JSON text nests, read from its bytes
 
 
 def json_depth(value) -> int:

@@ -307,6 +307,23 @@ def tool_environment(environ=None) -> dict:
     }
 
 
+PR_SET_DUMPABLE = 4  # prctl(2): who may read this process's /proc/PID/environ, mem and fds
+
+
+def hide_from_tools() -> None:
+    """Make this process non-dumpable, so that no program it runs (a tool, a graded loop) reads its
+    /proc/PID/environ, where the API key is: not as text, not reversed, rot13'd, or as hex, which is
+    what a scrubber of output cannot all catch (red team five: 21 of 22 encodings got past it). The
+    kernel then gives /proc/PID/* to root. A tool never had the key in its own environment
+    (tool_environment). Linux only; elsewhere a no-op."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def public_endpoint(url: str | None) -> str:
     """An endpoint as a recording or a banner may show it: scheme, host, port and path only."""
     if not url:

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
-from workbook import display
+from workbook import display, scrub
 from workbook.conversation import load_conversation, repo_path
 from workbook.display import error, printable, say
 from workbook.environment import for_run
@@ -87,6 +87,7 @@ def run_step(
     ends the run in one line: a problem for the reader to fix (exit 1), or a Ctrl-C (exit 130)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    scrub.hide_from_tools()  # before any tool runs: none may read this process's key from /proc
     run = None
     try:
         args = prepared(args)
@@ -164,8 +165,8 @@ def offline_recording(flag: str, saved: str) -> str:
 def banner_lines(run: Run, width: int | None = None) -> list[str]:
     """The run's banner in lines that fit the terminal: one per clause, a command on a line of its own,
     and, for a fixture whose note says it is abridged, the sentence that says so."""
-    note = (run.fixture or {}).get("provenance_note", "")
-    abridged = [s.strip() for s in note.split(". ") if "abridged" in s]
+    note = (run.fixture or {}).get("provenance_note", "")[: display.SCREEN_CHARS]  # a screen at most
+    abridged = [s.strip() for s in note.split(". ") if "abridged" in s][:2]  # what a banner can hold
     lines = []
     for clause in run.banner.split("; ") + [f"note: {s.rstrip('.')}." for s in abridged]:
         said, colon, command = clause.partition(": python ")

@@ -429,3 +429,99 @@ def test_api_rules_accept_a_valid_tool_round():
         contract.api_rule_problems([user(TEXT), assistant(TEXT, USE), user(RESULT, TEXT), assistant(TEXT)])
         == []
     )
+
+
+# -- red team five: a body of bad blocks costs one error, not one per block ----------------------------
+
+
+def padded_empty_blocks(size: int) -> dict:
+    """A request of `{}` blocks spaced out to pass json_text's count of objects: each still invalid."""
+    block = "{}" + " " * 30
+    raw = '{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[%s]}]}'
+    return json.loads(raw % ",".join([block] * (size // (len(block) + 1))))
+
+
+MEASURE_CONTRACT = """
+import json, resource, sys
+from workbook.api import contract
+from test_contract import padded_empty_blocks
+contract.request_problems(padded_empty_blocks(100))  # the checks and their words, built once a process
+body = padded_empty_blocks(int(sys.argv[1]))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+problems = contract.request_problems(body)
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({"grew_kb": grew, "problems": [str(p) for p in problems]}))
+"""
+
+
+def test_a_request_of_a_million_bad_blocks_is_refused_at_the_first_at_the_cost_of_one_error():
+    """pydantic-core's errors live in Rust, out of tracemalloc's sight: the process's peak tells."""
+    size = 8 * 2**20
+    env = {"PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'api'}:{ROOT / 'tests'}"}
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE_CONTRACT, str(size)], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    measured = json.loads(done.stdout)
+    assert measured["problems"] == ["messages.0.content.0.text: Field required"]
+    assert measured["grew_kb"] * 1024 < size  # every block's errors kept cost 700 times the body
+
+
+def test_check_refuses_a_fixture_of_empty_blocks_in_one_line_well_under_300_mb(tmp_path):
+    blocks = [{}] * (int(2.9 * 2**20) // 3)
+    fixture = json.loads((ROOT / "fixtures" / "s01_hello_agent.json").read_text())
+    fixture["exchanges"][0]["request"]["messages"][0]["content"] = blocks
+    path = tmp_path / "s01_bomb.json"
+    path.write_text(json.dumps(fixture, separators=(",", ":")))
+    measure = (
+        "import resource, subprocess, sys; "
+        "done = subprocess.run([sys.executable, '-m', 'workbook', 'check', sys.argv[1]], "
+        "capture_output=True, text=True); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, done.returncode); "
+        "print(done.stdout + done.stderr, end='')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", measure, str(path)], capture_output=True, text=True, cwd=ROOT
+    )
+    first, *said = done.stdout.splitlines()
+    peak_mb, code = map(int, first.split())
+    assert code == 1 and len(said) == 1 and "Traceback" not in done.stdout, done.stdout
+    assert "JSON objects and arrays" in said[0]
+    assert peak_mb < 300  # it was 1.93 GB
+
+
+@pytest.mark.parametrize("max_tokens", [0, -5, 10**30, contract.MAX_OUTPUT_TOKENS + 1])
+def test_max_tokens_is_at_least_1_and_at_most_any_models_output(max_tokens):
+    body = {"model": "m", "max_tokens": max_tokens, "messages": [{"role": "user", "content": "hi"}]}
+    (problem,) = contract.request_problems(body)
+    assert problem.path == "max_tokens"
+
+
+def test_the_largest_output_any_model_takes_is_accepted():
+    body = {
+        "model": "m",
+        "max_tokens": contract.MAX_OUTPUT_TOKENS,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    assert contract.request_problems(body) == []
+
+
+def s01_with(edit) -> dict:
+    fixture = copy.deepcopy(json.loads((ROOT / "fixtures" / "s01_hello_agent.json").read_text()))
+    edit(fixture)
+    return fixture
+
+
+def test_check_refuses_a_reply_that_repeats_a_tool_use_id():
+    def twice(fixture):
+        content = fixture["exchanges"][0]["response"]["body"]["content"]
+        content[1]["id"] = content[0]["id"]
+
+    assert any("tool_use` ids must be unique" in p for p in fixtures.fixture_problems(s01_with(twice)))
+
+
+def test_check_refuses_a_reply_with_a_negative_token_count():
+    def negative(fixture):
+        fixture["exchanges"][1]["response"]["body"]["usage"]["output_tokens"] = -(10**30)
+
+    (problem,) = fixtures.fixture_problems(s01_with(negative))
+    assert problem == "exchanges[1].response.body.usage.output_tokens: a token count is never below zero"

@@ -13,7 +13,7 @@ from pathlib import Path
 from workbook import cli
 from workbook.api import compare, contract
 from workbook.api.wire import recorded_message
-from workbook.classroom import grade
+from workbook.classroom import grade, rung_server
 from workbook.classroom import reasons as reasons
 from workbook.classroom import sandbox as grade_sandbox
 from workbook.classroom import students as classroom
@@ -25,6 +25,7 @@ from grading import (
     LOOPS,
     NODE,
     PYTHON,
+    SANDBOX_FLAGS,
     failures,
     graded,
     needs_bwrap,
@@ -274,7 +275,7 @@ def test_a_request_nested_600_deep_fails_the_rung_in_one_line(capsys):
 
 def test_the_table_names_each_rung_its_check_and_the_reason(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")  # one line per row, so the words can be found whole
-    code = grade.main(["--only", "loop", "--", sys.executable, "-c", "print('hello')"])
+    code = grade.main(["--only", "loop", *SANDBOX_FLAGS, "--", sys.executable, "-c", "print('hello')"])
     out = capsys.readouterr().out
     assert code == 1 and "FAIL" in out and "0 of 1 rungs passed" in out
     assert "sent no request" in out and "every tool_use answered" in out
@@ -324,7 +325,7 @@ def test_each_recording_replays_offline_through_its_own_step(rung, run_main):
 
 def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
     fixture = fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
-    room = classroom.Classroom({"grade_s01_loop": fixture}, out=grade.LogLines())
+    room = classroom.Classroom({"grade_s01_loop": fixture}, out=rung_server.LogLines())
     seen = []
     room.observer = lambda *event: seen.append(event)
     first = fixture["exchanges"][0]["request"]
@@ -341,17 +342,18 @@ def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
 
 def test_the_thread_fallback_is_not_counted_as_a_mistake_on_the_class_table():
     fixture = fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
-    room = classroom.Classroom({"grade_s01_loop": fixture}, out=grade.LogLines())
+    room = classroom.Classroom({"grade_s01_loop": fixture}, out=rung_server.LogLines())
     first = fixture["exchanges"][0]["request"]
     edits = {"edits": [{"type": "clear_tool_uses_20250919"}]}
     as_the_sdk_sends_it = {"anthropic-beta": contract.THREADS_BETA}  # a thread without it is a plain 400
     thread = {**first, "thread": {"type": "create"}, "context_management": edits}
+    assert room.answer("ada", first, None).status == 200  # a name that was never answered keeps no row
     refused = room.answer("ada", thread, None, as_the_sdk_sends_it)
     assert refused.body["error"]["details"]["error_code"] == "thread_unsupported_request"
     prefilled = first["messages"] + [{"role": "assistant", "content": "I will"}]  # a turn too many
     room.answer("ada", {**first, "messages": prefilled}, None)  # a real mistake counts
     [row] = room.status()["students"]
-    assert row["requests"] == 2 and row["mistakes"] == 1
+    assert row["requests"] == 3 and row["mistakes"] == 1
 
 
 # -- right reasons ---------------------------------------------------------------------------------
@@ -493,7 +495,9 @@ def test_a_students_markup_and_tables_never_break_or_leak_into_the_report(capsys
     code, rows = graded(capsys, "--only", "loop", "--", PYTHON, "-c", prints)
     reason = rows["loop"]["reason"]
     assert "(exit 0: done [/oops] [bold])" in reason and "│" not in reason and "─" not in reason
-    assert grade.main(["--only", "loop", "--", PYTHON, "-c", prints]) == 1  # the table, not a MarkupError
+    assert (
+        grade.main(["--only", "loop", *SANDBOX_FLAGS, "--", PYTHON, "-c", prints]) == 1
+    )  # the table, not a MarkupError
     assert "done [/oops] [bold]" in capsys.readouterr().out
 
 
@@ -580,22 +584,14 @@ def test_no_child_outlives_its_rung(sandbox, ending, tmp_path, capsys):
         assert rows["loop"]["reason"].startswith("your program did not finish in time")
 
 
-def test_auto_without_bubblewrap_says_so_in_one_line_and_required_refuses(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("mode", ["auto", "required"])
+def test_without_bubblewrap_auto_and_required_refuse_in_one_line(tmp_path, capsys, monkeypatch, mode):
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without bwrap
-    code, rows = graded(capsys, "--only", "loop", "--", PYTHON, "-c", "print('hi')")
-    assert code == 1 and rows["loop"]["reason"].startswith("your program sent no request")
-    assert grade.main(["--only", "loop", "--sandbox", "required", "--", PYTHON, "-c", "print('hi')"]) == 2
+    assert grade.main(["--only", "loop", "--sandbox", mode, "--", PYTHON, "-c", "print('hi')"]) == 2
     out, refused = capsys.readouterr()
     assert out == "" and refused.count("\n") == 1
-    assert refused.startswith("error: --sandbox required, but bubblewrap (bwrap) is not installed")
-
-
-def test_auto_without_bubblewrap_notice_is_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    grade.main(["--json", "--only", "loop", "--", PYTHON, "-c", "print('hi')"])
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(
-        "note: bubblewrap (bwrap) is not installed: each graded program runs instead in a Landlock sandbox"
+    assert refused.startswith(
+        f"error: --sandbox {mode}, but bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
     )
 
 
@@ -631,3 +627,48 @@ def test_a_tampering_program_in_the_sandbox_changes_nothing_and_the_grade_stays_
     assert done.returncode == 1 and done.stdout.count("\n") == 1, done.stdout  # only the grader's report
     [row] = json.loads(done.stdout)["rungs"]
     assert row["passed"] is False and row["reason"].startswith("your program sent no request")
+
+
+# -- red team five: the rung's server parses a program's requests in a bounded child ------------------
+
+
+def test_the_rungs_server_runs_in_a_child_under_an_address_space_limit():
+    served = rung_server.RungServer(
+        "grade_s01_loop", fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
+    )
+    try:
+        limits = Path(f"/proc/{served.proc.pid}/limits").read_text()
+        assert served.proc.pid != os.getpid()
+        assert f"Max address space         {rung_server.MEMORY}" in limits
+    finally:
+        served.close()
+
+
+def test_a_programs_big_request_is_judged_in_the_child_and_reaches_the_grader_without_its_body():
+    import http.client
+    import tracemalloc
+    from urllib.parse import urlsplit
+
+    served = rung_server.RungServer(
+        "grade_s01_loop", fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
+    )
+    block = b"{}" + b" " * 30  # passes json_text's count of objects, and is still no block
+    body = b'{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[%s]}]}' % b",".join(
+        [block] * (16 * 2**20 // 33)
+    )
+    served.runs["gprogram"] = seen = []
+    tracemalloc.start()
+    try:
+        url = urlsplit(served.url)
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        connection.request(
+            "POST", "/v1/messages", body, {"x-api-key": "gprogram", "anthropic-version": "2023-06-01"}
+        )
+        status = connection.getresponse().status
+        served.settle()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        served.close()
+    assert status == 400 and [s.body for s in seen] == [None] and "Field required" in seen[0].mistake
+    assert peak < len(body) // 4  # in the grader's own process it was 2 GB for a 3 MB request

@@ -1,10 +1,10 @@
 """The grader passes the course's own answers from a fresh clone, as a newcomer runs it: the project's
 files copied to a new folder with no runs/ (a clone has none), `python -m workbook grade` started there
-in the sandbox this machine has (bubblewrap, else Landlock), each step graded on the rungs of its own
-step. (test_grade_ladder.py climbs each step up the rungs below its own, in this process.)
+in bubblewrap (the grader's one sandbox: without it, `grade` refuses), each step graded on the rungs of
+its own step. (test_grade_ladder.py climbs each step up the rungs below its own, in this process.)
 
-In a fresh clone, a step's live run (which a graded run is) keeps its files in runs/, a folder that did
-not exist yet: Landlock can only allow a folder that exists, and s03 scored 0 of 4."""
+In a fresh clone, a step's live run (which a graded run is) keeps its files in runs/, a folder that does
+not exist yet (under the Landlock fallback that issue 47 retired, s03 scored 0 of 4 for it)."""
 
 import json
 import shutil
@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from conftest import ROOT, STEPS, offline_env
+from system_tools import needs
 
 # What a fresh clone lacks: files a run, a test or an install left beside the sources.
 LEFT_BY_USE = shutil.ignore_patterns(".git", "runs", "node_modules", "__pycache__", ".ci", ".venv", "*.pyc")
@@ -30,6 +31,7 @@ def fresh_clone(tmp_path_factory):
     return clone
 
 
+@needs("bwrap")
 @pytest.mark.parametrize("step", GRADED)
 def test_each_step_passes_its_own_rungs_from_a_fresh_clone(fresh_clone, step):
     own = step.split("_")[0]

@@ -11,10 +11,11 @@ import sys
 import threading
 import time
 import tracemalloc
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from workbook import scratch
-from workbook.api import compare, wire
+from workbook.api import compare, json_text, wire
 from workbook.classroom import caps
 from workbook.classroom import server as classroom_server
 from workbook.classroom import students as classroom
@@ -563,7 +564,7 @@ def test_the_teacher_sees_one_line_per_request_and_a_class_table(serve):
     )
     parts = urlsplit(server.url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-    conn.request("GET", "/")
+    conn.request("GET", f"/?token={server.teacher_token}")  # the class table is the teacher's
     page = conn.getresponse().read().decode()
     conn.close()
     assert f"ANTHROPIC_BASE_URL=http://127.0.0.1:{parts.port}" in page
@@ -811,7 +812,7 @@ def test_the_class_table_lists_at_most_its_limit_and_says_how_many_more(serve):
     server, _ = serve(limits=classroom.Limits(listed=3))
     for name in "abcde":
         post(server.url, request(TURN1), key=name)
-    page = get(server.url, "/")
+    page = get(server.url, f"/?token={server.teacher_token}")
     assert re.search(r"^c\s+s01_hello_agent", page, re.M) and not re.search(r"^d\s+s01", page, re.M)
     assert "... and 2 more rows: GET /replay/status lists them all" in page
     assert len(server.classroom.status()["students"]) == 5
@@ -836,7 +837,11 @@ def test_escape_codes_in_a_name_reach_the_teacher_escaped_never_raw(serve):
     assert post(server.url, request(TURN1), key=EVIL.encode())[0] == 200  # UTF-8: bytes HTTP takes
     assert post(server.url, request(TURN1), key=TITLE)[0] == 400  # a control character it does not
     assert post(server.url, request(TURN1, model=f"replay:{TITLE}nope"))[0] == 404
-    for text in (log.getvalue(), server.classroom.table(), get(server.url, "/")):
+    for text in (
+        log.getvalue(),
+        server.classroom.table(),
+        get(server.url, f"/?token={server.teacher_token}"),
+    ):
         assert not any(c in text for c in "\x1b\x07\x9b\u202e")
     assert "\\x9b2…\\u202e s01_hello_agent" in log.getvalue()  # cut in its middle to the column's 12
     assert "\\x9b2…\\u202e  s01_hello_agent" in server.classroom.table()
@@ -895,7 +900,7 @@ def test_the_page_for_a_browser_is_html_with_names_and_the_host_escaped(serve):
     server, _ = serve()
     post(server.url, request(TURN1), key=EVIL.encode())
     post(server.url, request(TURN1), key="<i>x</i>")  # short enough to be shown whole
-    page = get(server.url, "/", accept="text/html", host="<b>evil</b>:1")
+    page = get(server.url, f"/?token={server.teacher_token}", accept="text/html", host="<b>evil</b>:1")
     assert page.startswith("<!doctype html>")
     assert "<i>" not in page and "&lt;i&gt;x&lt;/i&gt;" in page
     assert "<b>" not in page and "&lt;b&gt;evil&lt;/b&gt;" in page
@@ -1436,4 +1441,173 @@ def test_the_server_gives_the_classroom_each_bodys_size_so_a_small_one_is_rememb
     body = json.dumps(request(TURN1)).encode()
     assert post(server.url, body)[0] == 200
     cursor = server.classroom.cursors[("alice", "s01_hello_agent")]
-    assert cursor.remembered == len(body) and cursor.player.requests.sent.messages == TURN1
+    assert cursor.remembered == json_text.measured(body)[1] > len(body)  # its cost as parsed
+    assert cursor.player.requests.sent.messages == TURN1
+
+
+def test_a_remembered_request_is_counted_by_its_cost_on_the_heap_not_its_length(serve):
+    """32 students' 1 MB requests held 18 times the class's cap (red team five): a body of short blocks
+    is counted as the memory it takes once parsed, and one over the cap is not kept."""
+    blocks = [{"type": "text", "text": "a short line of text"}] * 20_000
+    body = json.dumps(request([{"role": "user", "content": blocks}])).encode()
+    tracemalloc.start()
+    parsed = json.loads(body)
+    on_heap = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert json_text.measured(body)[1] >= on_heap > 4 * len(body)  # the estimate never undercounts
+    del parsed
+    server, _ = serve(limits=classroom.Limits(remembered=2 * len(body)))
+    assert post(server.url, request(TURN1))[0] == 200  # seated, and its small request kept
+    assert server.classroom.remembered > 0
+    post(server.url, body)  # a mistake against the recording: what matters is what is kept
+    cursor = server.classroom.cursors[("alice", "s01_hello_agent")]
+    assert cursor.remembered == 0 and server.classroom.remembered == 0
+
+
+# -- red team five: bounded cost per request ---------------------------------------------------------
+
+
+def empty_blocks_body(size: int) -> bytes:
+    head_ = b'{"model":"claude-sonnet-5","max_tokens":5,"messages":[{"role":"user","content":['
+    return head_ + b",".join([b"{}"] * (size // 3)) + b"]}]}"
+
+
+def peak_rss_mb(pid: int) -> int:
+    """The process's peak resident memory (Linux's VmHWM), in MB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) // 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the peak from Linux's /proc")
+def test_a_32_mb_body_of_empty_blocks_is_one_400_line_and_serve_stays_under_300_mb():
+    command = [sys.executable, "-m", "workbook", "serve", str(S01.relative_to(ROOT)), "--port", "0"]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=offline_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline()).group(0)
+        status, _, data = post(url, empty_blocks_body(32 * 2**20 - 100), key="mallory")
+        assert status == 400 and "JSON objects and arrays" in error_message(data)
+        assert post(url, request(TURN1), key="dave")[0] == 200  # the next student is answered
+        peak = peak_rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=60)
+    assert peak < 300, peak  # one 2 MB body took it from 484 to 1,740 MB (red team five)
+    said = [line for line in rest.splitlines() if "mallory" in line]
+    assert len(said) == 1 and "400" in said[0] and "Traceback" not in rest
+
+
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        (b'{"model": "m", "max_tokens": NaN, "messages": []}', "NaN is not a JSON number"),
+        (b'{"model": "m", "max_tokens": Infinity, "messages": []}', "Infinity is not a JSON number"),
+        (
+            b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "\\ud800"}]}',
+            "surrogate",
+        ),
+    ],
+    ids=["NaN", "Infinity", "lone-surrogate"],
+)
+def test_json_the_api_refuses_is_a_400_in_one_line(serve, raw, words):
+    server, log = serve()
+    status, _, data = post(server.url, raw)
+    assert status == 400 and words in error_message(data)
+    assert post(server.url, request(TURN1), key="dave")[0] == 200
+    assert "Traceback" not in log.getvalue()
+
+
+@pytest.mark.parametrize("max_tokens", [0, -5, 10**30])
+def test_max_tokens_the_api_refuses_is_a_400(serve, max_tokens):
+    server, _ = serve()
+    status, _, data = post(server.url, request(TURN1, max_tokens=max_tokens))
+    assert status == 400 and error_message(data).startswith("max_tokens")
+
+
+NOFILE_THEN_SERVE = """
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+os.execv(sys.executable, [sys.executable, "-m", "workbook", "serve", *sys.argv[1:]])
+"""
+
+
+def test_the_server_keeps_its_connections_within_its_open_file_limit_and_lets_the_next_student_in():
+    command = [sys.executable, "-c", NOFILE_THEN_SERVE, str(S01.relative_to(ROOT)), "--port", "0"]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=offline_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
+    )
+    idle = []
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline()).group(0)
+        port = urlsplit(url).port
+        while "open files" not in (line := proc.stdout.readline()):
+            pass
+        room, burst = map(int, re.findall(r"\d+", line))
+        assert room + burst < 160
+        for address in ("127.0.0.2", "127.0.0.3"):  # two machines holding idle connections: 200 > 160 files
+            for _ in range(100):
+                sock = socket.socket()
+                sock.bind((address, 0))
+                sock.connect(("127.0.0.1", port))
+                idle.append(sock)
+        assert post(url, request(TURN1), key="dave")[0] == 200  # accepted after them all, and answered
+    finally:
+        for sock in idle:
+            sock.close()
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=60)
+    assert "Traceback" not in rest and "out of system resource" not in rest
+    assert re.search(r"dave\s+s01_hello_agent\s+turn 1/2\s+200", rest)
+
+
+def test_event_loop_trouble_is_one_line_a_kind_counted_never_a_traceback(serve):
+    server, log = serve()
+    error = OSError(24, "Too many open files")
+    for _ in range(12):
+        server.trouble(None, {"message": "socket.accept() out of system resource", "exception": error})
+    lines = [line for line in log.getvalue().splitlines() if "out of system resource" in line]
+    assert len(lines) == 2 and "  1 so far: socket.accept()" in lines[0] and "  10 so far: " in lines[1]
+    assert "Too many open files" in lines[0] and "Traceback" not in log.getvalue()
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1"])
+def test_localhost_is_announced_as_loopback_not_open(serve, host):
+    server, _ = serve()
+    assert "loopback only" in classroom_server.banner(server, host)
+    assert "OPEN to the network" in classroom_server.banner(server, "0.0.0.0")
+
+
+# -- red team five: the class table is the teacher's -------------------------------------------------
+
+
+def test_replay_status_shows_a_student_only_their_own_row_and_the_teacher_every_row(serve):
+    server, _ = serve()
+    for name in ("alice", "bob"):
+        post(server.url, request(TURN1), key=name)
+    own = json.loads(get(server.url, "/replay/status", x_api_key="alice"))
+    assert [r["student"] for r in own["students"]] == ["alice"] and own["others"] == 1
+    assert json.loads(get(server.url, "/replay/status?token=guess"))["students"] == []
+    every = json.loads(get(server.url, f"/replay/status?token={server.teacher_token}"))
+    assert [r["student"] for r in every["students"]] == ["alice", "bob"]
+    assert "bob" not in get(server.url, "/") and "bob" in get(server.url, f"/?token={server.teacher_token}")
+
+
+def test_reset_starts_over_only_the_caller(serve):
+    server, _ = serve()
+    for name in ("alice", "bob"):
+        post(server.url, request(TURN1), key=name)
+    assert post(server.url, {}, key="alice", path="/replay/reset")[2]["reset"] == "alice"
+    turns = {r["student"]: r["turn"] for r in server.classroom.status()["students"]}
+    assert turns == {"alice": 0, "bob": 1}
+
+
+def test_refused_requests_under_new_names_seat_none_and_the_next_student_gets_in(serve):
+    per = caps.AddressCaps(connections=64, names=3)
+    server, log = serve(limits=classroom.Limits(students=100), per_address=per)
+    for n in range(10):  # ten new names, each refused: not one of them holds a place
+        status, _, data = post(server.url, request(TURN1, max_tokens=0), key=f"mallory{n}")
+        assert status == 400 and error_message(data).startswith("max_tokens")
+    assert post(server.url, request(TURN1), key="dave")[0] == 200  # not a 403: no name was seated
+    assert [s["student"] for s in server.classroom.status()["students"]] == ["dave"]
+    assert len(server.admission.seats) == 1 and "Traceback" not in log.getvalue()

@@ -85,3 +85,17 @@ def test_display_only_displays():
             if spends or traces or mutates:
                 found.append(f"{function.name}: {ast.unparse(call)}")
     assert found == []
+
+
+# -- red team five: a saved message or a note longer than a screen is cut, with a mark ---------------
+
+
+def test_a_hand_over_message_of_megabytes_prints_one_screen_and_counts_the_rest(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(display, "console", Console(file=out, width=80, color_system=None))
+    opening = "a line of the saved run\n" * 200_000  # 4.8 MB: it printed 50,062 lines
+    display.show_handoff("runs/x/conversation.json", 12, opening)
+    shown = out.getvalue().splitlines()
+    assert len(shown) < display.SCREEN_LINES + 10
+    assert shown[-1].startswith("… ") and shown[-1].endswith("more characters not shown")
+    assert "Traceback" not in out.getvalue()

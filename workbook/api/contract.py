@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from workbook.api.explain import KINDS, explain
 from workbook.api.sdk_types import message_validator, schema, validator
 from workbook.api.wire import events_to_message, header_problems
 
@@ -68,7 +69,7 @@ def shape_problems(name: str, value) -> list[Problem]:
         return []
     root = schema(name)
     try:
-        found = _explain(root, root, value, [])
+        found = explain(root, root, value, [])
     except RecursionError:  # nested deeper than the words can follow
         found = None
     return [Problem(".".join(map(str, found[0])), found[1]) if found else Problem("", "Input is not valid")]
@@ -92,90 +93,6 @@ def _valid(check, value) -> bool:
         return True
     except (pydantic_core.ValidationError, RecursionError, TypeError, ValueError):
         return False
-
-
-KINDS = {  # JSON type -> (Python test, pydantic's words)
-    "object": (lambda v: isinstance(v, dict), "a valid dictionary"),
-    "array": (lambda v: isinstance(v, list), "a valid list"),
-    "string": (lambda v: isinstance(v, str), "a valid string"),
-    "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a valid integer"),
-    "number": (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a valid number"),
-    "boolean": (lambda v: isinstance(v, bool), "a valid boolean"),
-    "null": (lambda v: v is None, "null"),
-}
-
-
-def _resolve(root: dict, node: dict) -> dict:
-    while "$ref" in node:
-        node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
-    return node
-
-
-def _explain(root: dict, node: dict, value, path: list):
-    """(path, words) of the first place `value` breaks `node`, as pydantic would word it; None if it fits."""
-    node = _resolve(root, node)
-    if "anyOf" in node:
-        return _explain_union(root, node["anyOf"], value, path)
-    kind = node.get("type")
-    if kind in KINDS and not KINDS[kind][0](value):
-        return path, f"Input should be {KINDS[kind][1]}"
-    if "const" in node and value != node["const"]:
-        return path, f"Input should be {node['const']!r}"
-    if "enum" in node and value not in node["enum"]:
-        return path, "Input should be " + _either([repr(v) for v in node["enum"]])
-    if isinstance(value, dict):
-        return _explain_object(root, node, value, path)
-    if isinstance(value, list) and "items" in node:
-        for i, item in enumerate(value):
-            found = _explain(root, node["items"], item, path + [i])
-            if found:
-                return found
-    return None
-
-
-def _explain_object(root: dict, node: dict, value: dict, path: list):
-    for key in node.get("required", []):
-        if key not in value:
-            return path + [key], "Field required"
-    properties, extra = node.get("properties", {}), node.get("additionalProperties")
-    for key, item in value.items():
-        if key in properties:
-            found = _explain(root, properties[key], item, path + [key])
-        elif extra is False:
-            found = path + [key], "Extra inputs are not permitted"
-        else:
-            found = _explain(root, extra, item, path + [key]) if isinstance(extra, dict) else None
-        if found:
-            return found
-    return None
-
-
-def _explain_union(root: dict, options: list, value, path: list):
-    """A union: the option the value's tag (`type`, `role`) picks, else the one it fails deepest in."""
-    options = [_resolve(root, o) for o in options]
-    found = [_explain(root, o, value, path) for o in options]
-    if None in found:
-        return None
-    for tag in ("type", "role"):
-        tags = [o.get("properties", {}).get(tag, {}).get("const") for o in options]
-        if isinstance(value, dict) and tag in value and all(t is not None for t in tags):
-            if value[tag] not in tags:
-                expected = ", ".join(repr(t) for t in dict.fromkeys(tags))
-                return path + [tag], (
-                    f"Input tag {value[tag]!r} found using {tag!r} does not match any of the expected "
-                    f"tags: {expected}"
-                )
-            found = [f for f, t in zip(found, tags) if t == value[tag]]
-            break
-    same_kind = [f for f, o in zip(found, options) if f[0] != path or "type" not in o]
-    if same_kind:
-        return max(same_kind, key=lambda f: len(f[0]))
-    kinds = [KINDS[o["type"]][1] for o in options if o.get("type") in KINDS and o["type"] != "null"]
-    return path, "Input should be " + _either(list(dict.fromkeys(kinds)))
-
-
-def _either(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 # -- the rules the types cannot say ----------------------------------------------------------------
@@ -270,8 +187,10 @@ class Conversation:
         if not isinstance(message, dict):
             self.malformed, self.fits = True, False
             return
-        if self.shapes:
-            self.fits = self.fits and message_fits("request", message)
+        if self.shapes and not (self.fits and message_fits("request", message)):
+            self.fits = False
+            if not message_fits("beta_request", message):  # its shape is the verdict: no rule needs
+                return  # its blocks, were there a million of them
         if self.last is not None and _empty(self.last):
             self.empty.append(i - 1)
         self.last = message
@@ -413,6 +332,21 @@ def sampling_problems(body: dict) -> tuple[list[Problem], dict]:
     return problems, {k: v for k, v in body.items() if k not in SAMPLING} if body.keys() & SAMPLING else body
 
 
+# The most output tokens any model takes (Claude's largest, 128K, as of 2026): the API refuses more, naming
+# the model's own maximum; the workbook knows no model's, so it holds every model to the largest.
+MAX_OUTPUT_TOKENS = 128_000
+
+
+def max_tokens_problem(max_tokens: int) -> Problem:
+    """max_tokens below 1, or above any model's output (the SDK's type says only `int`)."""
+    if max_tokens < 1:
+        return Problem("max_tokens", "Input should be greater than or equal to 1")
+    return Problem(
+        "max_tokens",
+        f"{max_tokens} > {MAX_OUTPUT_TOKENS}, which is the most output tokens any model takes",
+    )
+
+
 class Requests:
     """Requests judged one after another (a recording's, a loop's), each at the cost of what its
     messages add to those of the request before (see Conversation): the verdict is always the API's
@@ -445,6 +379,8 @@ class Requests:
             if problems:
                 return problems
         self.sent, self.sent_list = sent or Conversation(), messages
+        if "max_tokens" in body and not 1 <= body["max_tokens"] <= MAX_OUTPUT_TOKENS:
+            return [max_tokens_problem(body["max_tokens"])]
         for name, beta in (("thread", THREADS_BETA), ("compaction", COMPACTION_BETA)):
             if body.get(name) is not None and beta not in betas.names:
                 return [Problem(name, f"requires the beta header `anthropic-beta: {beta}`")]
@@ -509,10 +445,45 @@ def exchange_problems(exchange, requests: Requests | None = None) -> list[str]:
     if not isinstance(exchange, dict) or not isinstance(exchange.get("request"), dict):
         return [": needs a `request` object"]
     request, response = exchange["request"], exchange.get("response")
-    problems = [p.under(".request") for p in (requests or Requests()).problems(request, BETA_ALL)]
+    requests = requests or Requests()
+    problems = [p.under(".request") for p in requests.problems(request, BETA_ALL)]
     if not isinstance(response, dict):
         return problems + [".response: must be an object"]
-    return problems + [f".response{p}" for p in response_problems(response)]
+    found = response_problems(response)
+    if not found and not problems:
+        found = reply_rule_problems(response, requests.sent.seen)
+    return problems + [f".response{p}" for p in found]
+
+
+def reply_rule_problems(response: dict, asked_before: set) -> list[str]:
+    """What the types cannot say of a valid recorded reply: its tool_use ids are new (each one is
+    answered by id, so two alike cannot both be), and no usage count is below zero."""
+    if response.get("status") != 200:
+        return []
+    where, message = (
+        (".stream", events_to_message(response["stream"]))
+        if "stream" in response
+        else (".body", response.get("body"))
+    )
+    seen = set(asked_before)
+    for j, block in enumerate(message.get("content") or []):
+        if block.get("type") == "tool_use":
+            if block.get("id") in seen:
+                return [f"{where}.content.{j}.id: {REPEATED_ID} (this id was used before)"]
+            seen.add(block.get("id"))
+    negative = _negative_count(message.get("usage"), "usage")
+    return [f"{where}.{negative}: a token count is never below zero"] if negative else []
+
+
+def _negative_count(value, place: str) -> str | None:
+    """The place of the first number below zero in a usage object (they nest: server_tool_use...)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        return place
+    for key, item in value.items() if isinstance(value, dict) else ():
+        found = _negative_count(item, f"{place}.{key}")
+        if found:
+            return found
+    return None
 
 
 # A recording keeps no request headers: a recorded request may use any beta a rule depends on.

@@ -12,6 +12,8 @@ The SDK's types describe what its users may pass; the API is stricter, and so ar
 - nothing is coerced (strict mode: "5" is not an integer; where pydantic keeps a lax and a strict
   form, the strict one);
 - where the SDK says `Iterable`, JSON holds an array: an object there is refused, not read for its keys;
+- a list is judged up to its first bad item (`fail_fast`): the verdict is the same, and its cost stays
+  that of one error, however many items would fail after it;
 - a union of blocks is picked by its `type` (or a message by its `role`), as the API reads it, rather
   than tried member by member: the same verdict, at a tenth of the cost.
 No rule lives here: only the types.
@@ -156,6 +158,10 @@ class Tightened:
             node["type"] = kind = "list"
         if kind in STRICT:
             node["strict"] = True
+        if kind == "list":  # stop at the first bad item: a list of 10 million bad blocks has one error
+            node["fail_fast"] = True
+        if kind == "list":
+            node["fail_fast"] = True
         if kind == "union":
             return self._tagged(node) or node
         return node

@@ -10,13 +10,51 @@ to a new name. The caps per name are the classroom's (workbook/classroom/student
 from __future__ import annotations
 
 import asyncio
+import resource
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from workbook.classroom.students import Classroom, Limits, Reply, api_error
 
+import psutil
+
 HELD_BYTES = 512 * 2**20  # request bodies read and not yet answered, from every address together
 QUIET = 10 * 60  # seconds after its last request that a name stops counting for its address
+
+
+FILES_KEPT = 32  # descriptors kept for what is not a connection: fixtures read, logs, worker threads' files
+
+
+@dataclass(frozen=True)
+class OpenFiles:
+    """What the open-file limit leaves the server: every connection holds a descriptor, and so does
+    each one asyncio accepts at one go (up to the listen backlog) before any is counted or refused."""
+
+    room: int  # connections open at once
+    burst: int  # connections accepted at one go: the listen backlog
+
+
+def open_files() -> OpenFiles:
+    """Raise the soft open-file limit to the hard one (as far as 65,536) where the system allows, and
+    split what is left between connections and a burst of accepts. Linux starts a shell at 1,024 and
+    macOS at 256: past them, accept() fails (EMFILE), and asyncio retries it, printing a traceback."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65_536 if hard == resource.RLIM_INFINITY else min(hard, 65_536)
+    if wanted > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):  # macOS refuses above kern.maxfilesperproc: keep what there is
+            pass
+    free = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - psutil.Process().num_fds() - FILES_KEPT
+    burst = min(1024, max(4, free // 4))  # a class connecting at once waits in the kernel's queue
+    return OpenFiles(max(2, free - burst), burst)
+
+
+def within_open_files(limits: Limits, caps: AddressCaps, room: int) -> tuple[Limits, AddressCaps]:
+    """The connection caps, lowered where the open-file limit leaves less room than they allow: one
+    address then keeps at most half of it, so that a full class can always make room for another."""
+    in_all, per_address = min(limits.connections, room), min(caps.connections, max(1, room // 2))
+    return replace(limits, connections=in_all), replace(caps, connections=per_address)
 
 
 @dataclass

@@ -5,11 +5,12 @@
 
 Each rung is one recording (fixtures/grade_*.json) that tests one step's mechanism from outside
 the program. For each rung the grader serves the recording on a classroom replay server
-(workbook/classroom/server.py) on a free loopback port, copies the rung's workspace into a fresh temp folder,
-and runs `CMD ARGS... "<the rung's task>"` there: the task also in AGENT_TASK, ANTHROPIC_BASE_URL
-pointing at that server, ANTHROPIC_API_KEY a stand-in, stdin closed, a timeout, and nothing else from
-the teacher's environment. With bubblewrap installed the program runs in a sandbox
-(workbook/classroom/sandbox.py); either way nothing it started outlives its rung.
+(workbook/classroom/server.py) on a free loopback port, in a child process under a memory limit
+(workbook/classroom/rung_server.py: the program's requests are never parsed in the grader's), copies
+the rung's workspace into a fresh temp folder, and runs `CMD ARGS... "<the rung's task>"` there: the
+task also in AGENT_TASK, ANTHROPIC_BASE_URL pointing at that server, ANTHROPIC_API_KEY a stand-in,
+stdin closed, a timeout, and nothing else from the teacher's environment. With bubblewrap installed the
+program runs in a sandbox (workbook/classroom/sandbox.py); either way nothing it started outlives its rung.
 
 A rung passes when the program walked the whole recording (or, for a rung about stopping, stopped
 within its bounds), no request broke the API's rules, the assistant's replies went back verbatim,
@@ -41,8 +42,7 @@ from pathlib import Path
 from workbook import display, errors, paths, scratch, scrub
 from workbook.classroom import reasons as reasons
 from workbook.classroom import sandbox as grade_sandbox
-from workbook.classroom import server
-from workbook.classroom import students as classroom
+from workbook.classroom.rung_server import RungServer
 from workbook.replay import fixtures
 
 DEFAULT_TIMEOUT = 60.0  # seconds per rung; retry waits in the rungs are tiny (retry-after 0, 20 ms)
@@ -193,71 +193,11 @@ class Result:
 
 
 def sandbox_words(sandbox: grade_sandbox.Sandbox) -> str:
-    """How the programs run, in the report's words: "bwrap", or the sandbox used instead ("landlock",
-    "none") and why not bwrap."""
+    """How the programs run, in the report's words: "bwrap", or "none" and why not bwrap."""
     return "bwrap" if sandbox.kind == "bwrap" else f"{sandbox.kind}: {sandbox.why}"
 
 
 # -- the rungs' servers: one per rung, each program a student of its own -----------------------------
-
-
-class LogLines:
-    """The replay server's log, kept (not printed): the grader quotes it when nothing else explains."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-
-    def write(self, text: str) -> None:
-        self.lines += [line for line in text.splitlines() if line.strip()]
-
-    def flush(self) -> None:
-        pass
-
-    def of(self, student: str) -> list[str]:
-        """The lines about one student (the log's second column is the student's name)."""
-        return [line for line in self.lines if line.split()[1:2] == [student]]
-
-
-class RungServer:
-    """One rung's recording, served on a free loopback port to every program graded on it at once.
-
-    Each run sends its own stand-in key, so the classroom keeps a cursor per run, and the observer
-    hands each request to the run that sent it."""
-
-    def __init__(self, name: str):
-        self.fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{name}.json")
-        self.log = LogLines()
-        self.http = server.ReplayServer({name: self.fixture}, classroom.LOOPBACK, 0, out=self.log)
-        self.runs: dict[str, list[reasons.Seen]] = {}  # student -> the requests of that run
-        self.http.classroom.observer = self.observe
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-
-    def observe(self, student, name, turn, body, reply, mistake, headers) -> None:
-        seen = self.runs.get(student)
-        if seen is None:
-            return  # a key no run of ours was given
-        fallback = mistake is not None and classroom.is_thread_fallback(mistake)
-        seen.append(
-            reasons.Seen(
-                turn,
-                body,
-                None if mistake is None else str(mistake),
-                retry_count(headers),
-                tuple(h.strip() for h in headers.get("x-stainless-helper", "").split(",") if h.strip()),
-                fallback,
-                reply is not None and reply.side,
-            )
-        )
-
-    def close(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
-
-
-def retry_count(headers: dict) -> int:
-    """x-stainless-retry-count as a number: how many times the SDK had already sent this request."""
-    value = headers.get("x-stainless-retry-count", "0")
-    return int(value) if value.isdigit() else 0
 
 
 class Servers:
@@ -275,9 +215,12 @@ class Servers:
             rung_server.close()
 
     def of(self, rung: Rung) -> RungServer:
+        """The rung's server: started now if it is not running (or a program's request ended it)."""
         with self.lock:
-            if rung.fixture not in self.started:
-                self.started[rung.fixture] = RungServer(rung.fixture)
+            running = self.started.get(rung.fixture)
+            if running is None or running.proc.poll() is not None:
+                fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{rung.fixture}.json")
+                self.started[rung.fixture] = RungServer(rung.fixture, fixture)
             return self.started[rung.fixture]
 
 
@@ -295,12 +238,13 @@ def run_rung(rung_server: RungServer, command: list[str], options: Options) -> r
         [*command, fixture["task"]],
         workspace.parent,
         workspace,
-        rung_server.http.url,
+        rung_server.url,
         student,
         options.timeout,
     )
     try:
         code, output = grade_sandbox.run_program(run, options.sandbox, RUNNING)
+        rung_server.settle()  # every request it sent has reached `seen`
     finally:
         shutil.rmtree(workspace.parent, ignore_errors=True)
         del rung_server.runs[student]
@@ -434,7 +378,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "--sandbox",
         choices=grade_sandbox.SANDBOX_MODES,
         default="auto",
-        help="run each program in bubblewrap: auto (if installed, else say so), required, off",
+        help="run each program in bubblewrap: auto or required (refuse without it), off (your rights)",
     )
     parser.add_argument(
         "--allow-sdk-retries",

@@ -1,7 +1,7 @@
 """grade_keeper — the graded program's parent: it sets the program's bounds, and nothing the program
 starts outlives its rung.
 
-    python keeper.py [--seed FROM TO] [--relay SOCKET PORT] [--landlock JSON] -- PROGRAM [ARGS...]
+    python keeper.py [--seed FROM TO] [--relay SOCKET PORT] [--cwd FOLDER] -- PROGRAM [ARGS...]
 
 The grader starts this small script (standard library only, so it starts in milliseconds), and it
 starts the program. It makes itself a *child subreaper* (Linux prctl): whatever the program starts
@@ -14,31 +14,24 @@ files, processes; a watchdog ends a program that runs more than PROCESSES at onc
 cannot do for root), and:
   --seed FROM TO       copies the rung's folder (its workspace) into TO, a size-bounded tmpfs;
   --relay SOCKET PORT  inside bubblewrap's network of its own (only a loopback), listens on PORT and
-                       carries each connection to SOCKET, the grader's Unix socket for this run alone;
-  --landlock JSON      where bubblewrap cannot run: the kernel's Landlock confines the program
-                       ({"read": [...], "list": [...], "write": [...], "devices": [...], "port": N}) to
-                       reading those paths, writing its own folder, connecting to its server's port,
-                       signalling and tracing (so reading /proc/PID/environ of) no process outside;
-                       seccomp refuses it Unix sockets (Landlock does not guard a socket's path).
+                       carries each connection to SOCKET, the grader's Unix socket for this run alone.
+The sandbox itself is bubblewrap's (workbook/classroom/sandbox.py); the keeper runs inside it.
 """
 
 from __future__ import annotations
 
 import ctypes
-import errno
-import json
 import os
 import resource
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 38, 22, 36  # linux/prctl.h
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 MEMORY_BYTES = 2 << 30  # each process's data (RLIMIT_DATA: not RLIMIT_AS, which node's WebAssembly outgrows)
 TOTAL_MEMORY = 4 << 30  # all its processes' resident memory together, shared memory too: the watchdog's
 FILE_BYTES = 64 << 20  # the largest file it may write
@@ -225,13 +218,38 @@ def resident(pid: int) -> int:
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
+SHARED = ("/memfd:", "/dev/shm/")  # what an open file descriptor's link names when it is memory
+
+
+def shared_memory(pids: list[int]) -> int:
+    """Bytes held in memfds and /dev/shm files the processes keep open, each file counted once: memory
+    no rlimit and no resident count sees until it is mapped (red team five wrote 1,500 MB to memfds
+    while 14 MB was resident). Blocks, not sizes: a file made large and never written holds nothing."""
+    held: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue  # ended while we looked
+        for fd in fds:
+            link = f"/proc/{pid}/fd/{fd}"
+            try:
+                if os.readlink(link).startswith(SHARED):
+                    info = os.stat(link)
+                    held[(info.st_dev, info.st_ino)] = info.st_blocks * 512
+            except OSError:
+                continue
+    return sum(held.values())
+
+
 def too_much(me: int) -> str | None:
     """What the program has outgrown, in words, or None: more processes than PROCESSES, or more memory
-    all together than TOTAL_MEMORY (RLIMIT_NPROC does not bind root; RLIMIT_DATA not shared memory)."""
+    all together than TOTAL_MEMORY, its memfds and /dev/shm files counted too (RLIMIT_NPROC does not
+    bind root; RLIMIT_DATA counts no shared memory)."""
     running = descendants(me)
     if len(running) > PROCESSES:
         return f"more than {PROCESSES} processes at once"
-    if sum(resident(pid) for pid in running) > TOTAL_MEMORY:
+    if sum(resident(pid) for pid in running) + shared_memory(running) > TOTAL_MEMORY:
         return f"more than {TOTAL_MEMORY >> 30} GiB of memory"
     return None
 
@@ -256,133 +274,6 @@ def seed(source: str, target: str) -> None:
     shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
 
 
-# -- Landlock and seccomp, where bubblewrap cannot run -----------------------------------------------
-
-LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # the same on every arch
-RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
-EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1, 2, 4, 8
-FS_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}  # ABI -> all it handles
-TRUNCATE, IOCTL_DEV = 1 << 14, 1 << 15
-FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the rights a rule on a file may give
-NET_BIND_TCP, NET_CONNECT_TCP = 1, 2  # ABI 4
-SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1, 2  # ABI 6
-
-
-class RulesetAttr(ctypes.Structure):
-    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
-
-
-class PathBeneath(ctypes.Structure):
-    _pack_ = 1
-    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-class NetPort(ctypes.Structure):
-    _fields_ = [("allowed", ctypes.c_uint64), ("port", ctypes.c_uint64)]
-
-
-def landlock_abi() -> int:
-    """The kernel's Landlock version (0: none, or turned off, or a machine no_unix_sockets() cannot
-    filter: Landlock alone would leave the host's Unix sockets reachable)."""
-    if os.uname().machine not in AUDIT_ARCH:
-        return 0
-    try:
-        abi = libc().syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    except (OSError, AttributeError):
-        return 0
-    return max(abi, 0)
-
-
-def check(result: int, what: str) -> int:
-    if result < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-    return result
-
-
-def landlock(rules: dict) -> None:
-    """Confine this process and all it starts: read (and run) only beneath rules["read"], list only
-    rules["list"], write only beneath rules["write"] (and use the files of rules["devices"]: /dev/null),
-    connect only to rules["port"] on TCP (ABI 4+), and (ABI 6+) send no signal, and reach no abstract
-    socket, outside. Ptrace, and with it /proc/PID/environ and /proc/PID/mem, is closed to every process
-    outside, at every ABI."""
-    abi = landlock_abi()
-    if abi < 1:
-        raise OSError(errno.ENOSYS, "this kernel has no Landlock")
-    handled = FS_ABI[max(v for v in FS_ABI if v <= abi)]
-    attr = RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0, 0)
-    attr.scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0
-    c = libc()
-    made = c.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0)
-    ruleset = check(made, "landlock_create_ruleset")
-    rights = {
-        "read": EXECUTE | READ_FILE | READ_DIR,
-        "list": READ_DIR,
-        "write": handled,
-        "devices": READ_FILE | WRITE_FILE | IOCTL_DEV | READ_DIR,
-    }
-    for kind, allowed in rights.items():
-        for path in rules.get(kind, []):
-            allow_beneath(c, ruleset, path, allowed & handled)
-    if abi >= 4 and rules.get("port") is not None:
-        rule = NetPort(NET_CONNECT_TCP, rules["port"])
-        check(c.syscall(LANDLOCK_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), 0), "landlock port")
-    check(c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    check(c.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
-    os.close(ruleset)
-
-
-def allow_beneath(c, ruleset: int, path: str, rights: int) -> None:
-    try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
-        return  # not on this machine: nothing to allow
-    try:
-        if not os.path.isdir(path):
-            rights &= FILE_RIGHTS
-        rule = PathBeneath(rights, fd)
-        check(c.syscall(LANDLOCK_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), 0), path)
-    finally:
-        os.close(fd)
-
-
-# machine -> (its AUDIT_ARCH, the numbers of socket and io_uring_setup)
-AUDIT_ARCH = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
-X32_BIT = 0x40000000
-
-
-def no_unix_sockets() -> None:
-    """seccomp: socket(AF_UNIX, ...) and io_uring fail with EACCES, so no host socket (an ssh agent, D-Bus,
-    docker) is reachable by its path, which Landlock does not guard. socketpair() still works."""
-    if os.uname().machine not in AUDIT_ARCH:
-        raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine} here")
-    arch, nr_socket, nr_io_uring = AUDIT_ARCH[os.uname().machine]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EACCES
-    program = [
-        (ld, 0, 0, 4),  # the architecture
-        (jeq, 1, 0, arch),
-        (ret, 0, 0, allow),  # another ABI (none on these machines): not ours to judge
-        (ld, 0, 0, 0),  # the system call's number
-        (jge, 5, 0, X32_BIT),  # x32 calls: refused
-        (jeq, 4, 0, nr_io_uring),
-        (jeq, 0, 2, nr_socket),
-        (ld, 0, 0, 16),  # socket's first argument, the family (low 32 bits)
-        (jeq, 1, 0, socket.AF_UNIX),
-        (ret, 0, 0, allow),
-        (ret, 0, 0, deny),
-    ]
-    code = b"".join(struct.pack("HBBI", *op) for op in program)
-    filters = ctypes.create_string_buffer(code)
-    fprog = struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))
-    check(libc().prctl(PR_SET_SECCOMP, 2, ctypes.c_char_p(fprog), 0, 0), "seccomp")
-
-
-def confine(spec: str) -> None:
-    landlock(json.loads(spec))
-    no_unix_sockets()
-
-
 # -- the run ---------------------------------------------------------------------------------------
 
 
@@ -394,7 +285,7 @@ def exit_code(returncode: int) -> int:
 def options_of(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     split = argv.index("--")
     options, words = {}, argv[:split]
-    arity = {"--seed": 2, "--relay": 2, "--landlock": 1, "--cwd": 1}
+    arity = {"--seed": 2, "--relay": 2, "--cwd": 1}
     while words:
         flag = words.pop(0)
         options[flag], words = words[: arity[flag]], words[arity[flag] :]
@@ -416,9 +307,7 @@ def main(argv: list[str]) -> int:
             seed(*options["--seed"])
         if "--relay" in options:
             start_relay(options["--relay"][0], int(options["--relay"][1]))
-        set_limits(shared_count="--landlock" in options or "--relay" not in options)
-        if "--landlock" in options:
-            confine(options["--landlock"][0])
+        set_limits(shared_count="--relay" not in options)  # --relay: bubblewrap's user namespace
     except (OSError, ValueError, KeyError, TypeError, shutil.Error) as err:
         print(f"error: the grader cannot confine the program here: {err}", file=sys.stderr)
         return 125

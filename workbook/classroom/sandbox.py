@@ -13,14 +13,12 @@ own (kind "bwrap"), and runs side by side with others:
     sandbox can see, and the grader caps the connections it carries (no hoarding the rung's server);
   - no capabilities, its own session, everything killed when the rung ends.
 
-Without bubblewrap, `--sandbox auto` uses the kernel's Landlock instead (kind "landlock"): the keeper
-confines the program to reading the same paths and writing only its folder (and the project's runs/,
-where a graded step keeps its files), to connecting only to its server's port, with no access to any
-process outside (signals, ptrace, so no /proc/PID/environ), and no Unix socket; programs then run one at
-a time. With neither, and a secret in the teacher's environment (a key a program could read from the
-shell's /proc), `auto` refuses to grade: `--sandbox off` is the teacher saying to run with their rights.
+Without bubblewrap, `--sandbox auto` (the default) refuses in one line that says to install it;
+`--sandbox off` is the teacher saying to run each program with their own rights, one at a time. (A
+Landlock fallback was retired in issue 47: every finding against it was another rule a teacher had to
+trust; docs/faults.md says why.)
 
-Either way the keeper (workbook/classroom/keeper.py) bounds memory, file size, open files and processes,
+In either case the keeper (workbook/classroom/keeper.py) bounds memory, file size, open files and processes,
 and kills whatever the program started, `setsid` daemons included, when its rung ends. The program sees
 only the environment variables in ENVIRONMENT, and the grader keeps only the head and the tail of what
 it prints (KEPT_OUTPUT).
@@ -28,8 +26,6 @@ it prints (KEPT_OUTPUT).
 
 from __future__ import annotations
 
-import ctypes
-import json
 import os
 import shutil
 import signal
@@ -66,7 +62,6 @@ SHM_DISK = 16 << 20  # bytes: /dev/shm (the rest of /dev is read-only)
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")  # read-only for programs
 HIDDEN = (".git", ".env", ".netrc", ".npmrc", ".pypirc", "runs")  # of the project, never shown (.env.* too)
 SEED, RELAY = "/run/seed", "/run/relay"  # in bubblewrap: the rung's folder as copied, and the relay's socket
-PR_SET_DUMPABLE = 4
 
 
 class SandboxError(errors.WorkbookError):
@@ -75,7 +70,7 @@ class SandboxError(errors.WorkbookError):
 
 @dataclass(frozen=True)
 class Sandbox:
-    """How programs are run: kind "bwrap", "landlock" or "none"; the bwrap to use; how, in words (the
+    """How programs are run: kind "bwrap" or "none" (--sandbox off); the bwrap to use; how, in words (the
     report says it); and one line for the teacher before grading starts (None: nothing to say)."""
 
     kind: str = "none"
@@ -137,38 +132,20 @@ def environment(run: Run, url: str, kind: str = "none") -> dict[str, str]:
 # -- which sandbox -----------------------------------------------------------------------------------
 
 
-def choose(mode: str, environ=None) -> Sandbox:
-    """The sandbox for --sandbox MODE: bwrap when it works; for auto, Landlock otherwise; with neither,
-    no sandbox only if no secret is in the environment. `required` without bwrap fails."""
+def choose(mode: str) -> Sandbox:
+    """The sandbox for --sandbox MODE: bubblewrap, the one sandbox the grader stands on; `auto` and
+    `required` without it refuse in one line, saying how to install it. `off` runs with the teacher's
+    rights (the grader then at least makes itself non-dumpable: hide_from_programs)."""
     if mode == "off":
         return Sandbox()
     bwrap, problem = find_bwrap()
     if problem is None:
         return Sandbox("bwrap", bwrap, "bubblewrap: each program saw only the system, the project read-only "
                        "and its own folder, with no network but its own server")  # fmt: skip
-    if mode == "required":
-        raise SandboxError(f"--sandbox required, but {problem}: apt-get install bubblewrap, or --sandbox off")
-    if keeper.landlock_abi() >= 1:
-        how = f"Landlock, one program at a time ({problem}): it read only the system and the project"
-        notice = (
-            f"note: {problem}: each graded program runs instead in a Landlock sandbox, one at a time "
-            "(it reads only the system and the project, writes only its folder, reaches only its server); "
-            "apt-get install bubblewrap to hide the project's own files too and grade side by side"
-        )
-        return Sandbox("landlock", None, how, notice, problem)
-    secrets = scrub.secret_names(os.environ if environ is None else environ)
-    if secrets:
-        raise SandboxError(
-            f"{problem}, and this kernel has no Landlock: a program would run with your rights and "
-            f"could read {secrets[0]} from your shell's /proc — unset {', '.join(secrets[:4])}, install "
-            "bubblewrap, or give --sandbox off to grade with your rights anyway"
-        )
-    how = f"no sandbox ({problem}, no Landlock): each program ran with your rights, one at a time"
-    notice = (
-        f"WARNING: {problem} and this kernel has no Landlock: the graded programs run UNSANDBOXED, with "
-        "your rights, one at a time (apt-get install bubblewrap)"
+    raise SandboxError(
+        f"--sandbox {mode}, but {problem}: apt-get install bubblewrap (Linux), or give --sandbox off to "
+        "grade with your own rights"
     )
-    return Sandbox("none", None, how, notice, problem)
 
 
 def find_bwrap() -> tuple[str | None, str | None]:
@@ -291,22 +268,6 @@ def bwrap_argv(bwrap: str, run: Run, relay: UnixRelay) -> list[str]:
     return argv
 
 
-def landlock_rules(run: Run) -> dict:
-    """What the keeper's Landlock lets a program read, write and reach (see keeper.landlock). The
-    project's folder itself may be listed (Python finds modules so), its hidden files not read."""
-    read = [*SYSTEM, "/proc", *map(str, readable(run.argv)), *map(str, project_entries())]
-    # A workbook step keeps a live run's files in runs/: Landlock can only allow a folder that exists,
-    # and a fresh clone has none yet (the step then died on PermissionError, and s03 scored 0 of 4).
-    (paths.ROOT / "runs").mkdir(exist_ok=True)
-    return {
-        "read": read,
-        "list": [str(paths.ROOT)],
-        "write": [str(run.folder), str(paths.ROOT / "runs")],
-        "devices": ["/dev"],
-        "port": int(run.server_url.rsplit(":", 1)[1]),
-    }
-
-
 def keeper_argv(options: list[str]) -> list[str]:
     """The keeper, by the grader's own interpreter, isolated (-I) and without site packages (-S)."""
     return [sys.executable, "-I", "-S", str(KEEPER), *options, "--"]
@@ -317,11 +278,8 @@ def keeper_argv(options: list[str]) -> list[str]:
 
 def hide_from_programs() -> None:
     """No sandbox: at least the grader's own /proc/PID/environ and memory are closed to the programs
-    it runs (a process that is not dumpable belongs to root there). Linux only; elsewhere a no-op."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    it runs (workbook/scrub.py's hide_from_tools, which the steps use too)."""
+    scrub.hide_from_tools()
 
 
 def command_for(run: Run, sandbox: Sandbox) -> tuple[list[str], str, UnixRelay | None]:
@@ -332,9 +290,6 @@ def command_for(run: Run, sandbox: Sandbox) -> tuple[list[str], str, UnixRelay |
         options = ["--seed", SEED, str(run.folder), "--relay", f"{RELAY}/api.sock", str(RELAY_PORT), *where]
         argv = bwrap_argv(sandbox.bwrap, run, relay) + keeper_argv(options)
         return argv + run.argv, f"http://127.0.0.1:{RELAY_PORT}", relay
-    if sandbox.kind == "landlock":
-        options = ["--landlock", json.dumps(landlock_rules(run)), *where]
-        return keeper_argv(options) + run.argv, run.server_url, None
     return keeper_argv(where) + run.argv, run.server_url, None
 
 

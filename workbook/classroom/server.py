@@ -30,6 +30,7 @@ import gc
 import html
 import json
 import logging
+import secrets
 import socket
 import sys
 import textwrap
@@ -37,10 +38,18 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from workbook.api import json_text
 from workbook.api.compare import recorded_task
-from workbook.api.threads import PER_STUDENT_BYTES, TOTAL_BYTES
 from workbook.api.wire import sse_bytes
-from workbook.classroom.caps import QUIET, AddressCaps, Admission, Holding
+from workbook.classroom.banner import banner, interactive
+from workbook.classroom.caps import (
+    QUIET,
+    AddressCaps,
+    Admission,
+    Holding,
+    open_files,
+    within_open_files,
+)
 from workbook.classroom.protocol import Connection
 from workbook.classroom.students import (
     FIXTURE_HEADER,
@@ -82,12 +91,25 @@ def utf8(header: str) -> str:
 
 
 def parse_json(raw: bytes):
-    """The body as JSON. json.loads holds the interpreter for the whole parse (about 150 ms for a
-    17 MB body of small blocks here), and every other student's thread waits; a hook written in
-    Python, called for each object, lets the interpreter switch threads as it goes."""
+    """The body as JSON the API takes (see parse_measured)."""
+    return parse_measured(raw)[0]
+
+
+def parse_measured(raw: bytes) -> tuple[object, int]:
+    """The body as JSON the API takes (workbook/api/json_text.py: its cost measured on the bytes before
+    it is parsed; NaN and lone surrogates refused). json.loads holds the interpreter for the whole parse
+    (about 150 ms for a 17 MB body of small blocks here), and every other student's thread waits; a
+    hook written in Python, called for each object, lets the interpreter switch threads as it goes."""
+    problem, heap = json_text.measured(raw)
+    if problem:
+        raise json_text.JsonRefused(problem)
     if len(raw) < 256 * 1024:
-        return json.loads(raw)
-    return json.loads(raw, object_pairs_hook=object_in_python)
+        return json_text.parsed(raw), heap
+    try:
+        hooks = dict(object_pairs_hook=object_in_python, parse_constant=json_text.refuse_constant)
+        return json.loads(raw, **hooks), heap
+    except RecursionError:
+        raise json_text.JsonRefused(f"nested more than {json_text.MAX_DEPTH} levels deep") from None
 
 
 def object_in_python(pairs: list) -> dict:
@@ -119,6 +141,12 @@ async def events(recorded: list):
         yield sse_bytes([event])
 
 
+NO_TABLE = (
+    "the class table is the teacher's (its link is in the server's banner); "
+    "GET /replay/status with your key shows your own row"
+)
+
+
 def too_large(limit: int, detail: str) -> Reply:
     """The API's answer to a request over its limit (32 MB), with what to do about it."""
     most = f"{limit // 2**20} MB" if limit % 2**20 == 0 else f"{limit:,} bytes"
@@ -144,7 +172,10 @@ class ReplayServer:
         limits: Limits | None = None,
         caps: AddressCaps | None = None,
     ):
-        self.limits, self.caps = limits or Limits(), caps or AddressCaps()
+        self.files = open_files()
+        self.limits, self.caps = within_open_files(limits or Limits(), caps or AddressCaps(), self.files.room)
+        self.teacher_token = secrets.token_urlsafe(12)  # the class table's key: students see their own row
+        self.troubles: dict[str, int] = {}  # what asyncio would print as a traceback, by kind: how often
         self.classroom = Classroom(fixtures, out, self.limits.students, self.limits)
         # the listen backlog: a class connecting at once (a backlog of 5 drops most of them)
         self.socket = socket.create_server((host, port), backlog=1024)
@@ -180,6 +211,7 @@ class ReplayServer:
             interface="asgi3",
             proxy_headers=False,  # an X-Forwarded-For header never changes whose address a request is
             server_header=False,
+            backlog=self.files.burst,  # what asyncio accepts at one go: within the open-file limit
             timeout_keep_alive=limits.idle,  # a kept-alive connection, idle this long, is closed
             timeout_graceful_shutdown=3,
             # a request while this many connections (or requests) are open is a 503: `opened` keeps them
@@ -198,10 +230,21 @@ class ReplayServer:
 
     async def serve(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.loop.set_exception_handler(self.trouble)
         self.loop_thread, self.classroom.flush = threading.get_ident(), self.flush_log_soon
         self.uvicorn = uvicorn.Server(self.config())
         self.ready.set()
         await self.uvicorn.serve(sockets=[self.socket])
+
+    def trouble(self, loop, context: dict) -> None:
+        """What asyncio would print as a traceback (accept() out of descriptors, a callback's error):
+        one line for each kind, said again at its 10th, 100th, 1,000th ... time, never a traceback."""
+        error = context.get("exception")
+        words = f"{type(error).__name__}: {error}" if error else ""
+        kind = " ".join(f"{context.get('message', 'event loop trouble')} ({words})".split())[:160]
+        count = self.troubles[kind] = self.troubles.get(kind, 0) + 1
+        if count == 10 ** (len(str(count)) - 1):  # 1, 10, 100, ...
+            self.classroom.log("?", "-", "", f"{count:,} so far: {kind}")
 
     def flush_log_soon(self) -> None:
         """The teacher's log flushed once per turn of the event loop, after every line that turn wrote
@@ -325,10 +368,10 @@ class ReplayServer:
                 "anthropic-version: header is required — send `anthropic-version: 2023-06-01`",
             )
         try:
-            body = parse_json(raw)
+            body, heap = parse_measured(raw)  # heap: what it costs once parsed, for the caps on memory
         # ValueError: not JSON, not UTF-8, or a number longer than Python reads (4,300 digits)
         except (ValueError, RecursionError) as err:
-            self.classroom.log(student, "-", "", "400 body is not JSON")
+            self.classroom.log(student, "-", "", f"400 body is not JSON as the API takes it: {err}"[:160])
             return api_error(400, "invalid_request_error", f"the request body is not valid JSON ({err})")
         chosen = headers.get(FIXTURE_HEADER)
         if looks_like_a_key(chosen, body):  # never logged, never echoed
@@ -341,7 +384,7 @@ class ReplayServer:
             )
         if count:
             return self.classroom.count_tokens(student, body, chosen, headers)
-        return self.classroom.answer(student, body, chosen, headers=headers, size=len(raw))
+        return self.classroom.answer(student, body, chosen, headers=headers, size=heap)
 
     def start_over(self, body: bytearray, headers: dict, student: str) -> Reply:
         return Reply(200, {}, {"reset": student, "fixtures": self.classroom.reset(student)})
@@ -370,7 +413,19 @@ class ReplayServer:
         )
 
     async def status(self, request: Request) -> Response:
-        return as_response(Reply(200, {}, self.classroom.status()))
+        """The class as JSON: every student's row for the teacher (the token printed at start), else only
+        the caller's own. A key is a student's only identity: listed to all, anyone could be anyone."""
+        status = self.classroom.status()
+        if not self.teachers(request):
+            caller = self.student(header_dict(request))
+            mine = [row for row in status["students"] if row["student"] == caller]
+            status |= {"students": mine, "others": len(status["students"]) - len(mine)}
+        return as_response(Reply(200, {}, status))
+
+    def teachers(self, request: Request) -> bool:
+        """Whether the request carries the teacher's token (`?token=`, printed in the banner)."""
+        given = request.query_params.get("token", "")
+        return secrets.compare_digest(given.encode(), self.teacher_token.encode())
 
     async def front_page(self, request: Request) -> Response:
         """How to connect, then the class table: HTML for a browser (every name escaped), text for curl."""
@@ -390,7 +445,7 @@ class ReplayServer:
             + "\n"
             + textwrap.fill(NOT_REACTING, 100)
             + "\n\n"
-            + self.classroom.table(self.limits.listed)
+            + (self.classroom.table(self.limits.listed) if self.teachers(request) else NO_TABLE)
             + "\n"
         )
         headers = {"x-content-type-options": "nosniff"}
@@ -449,47 +504,6 @@ def load_fixtures(paths: list[str]) -> dict[str, dict]:
             raise FixtureError(f"two fixtures are named {name}: serve only one of them")
         fixtures[name] = load_fixture(path)
     return fixtures
-
-
-def banner(server: ReplayServer, host: str) -> str:
-    """What the teacher's terminal shows first; its first line holds the URL (a test reads it)."""
-    if host == LOOPBACK:
-        reach = "loopback only: this machine alone; --host 0.0.0.0 opens it to the classroom"
-    else:
-        reach = f"OPEN to the network on {host}: anyone who can reach this machine can use it"
-    fixtures = [f"{name} ({len(f['exchanges'])} turns)" for name, f in server.classroom.fixtures.items()]
-    return "\n".join(
-        [
-            f"replay server listening on {server.url}  ({reach})",
-            f"fixtures: {', '.join(fixtures)}; the first is the default",
-            f"students: ANTHROPIC_BASE_URL={server.url}  ANTHROPIC_API_KEY=<their name>",
-            f'          another fixture: model "replay:NAME" or header {FIXTURE_HEADER}: NAME',
-            f"teacher:  {server.url}/ or {server.url}/replay/status for the class table; "
-            + ("Enter prints it here; " if interactive() else "")
-            + "Ctrl-C stops",
-            *caps(server),
-        ]
-    )
-
-
-def caps(server: ReplayServer) -> list[str]:
-    """The caps that keep one student or one machine from holding the class, and how they are decided."""
-    limits, per, mb = server.limits, server.caps, 2**20
-    return [
-        f"caps:     in all {limits.students} names, {limits.connections} connections, "
-        f"{TOTAL_BYTES // mb} MB of threads",
-        f"          per name (API key): one request judged at a time, "
-        f"{PER_STUDENT_BYTES // mb} MB of threads",
-        f"          per client address: {per.connections} connections, {per.names} names, "
-        f"{per.held_bytes // mb} MB unanswered",
-        f"          a name counts for its address until it is quiet {QUIET // 60} min; when",
-        "          the class is full, the name quiet longest gives up its place, and the",
-        "          connection waiting longest, of the address holding most, is closed",
-    ]
-
-
-def interactive() -> bool:
-    return bool(sys.stdin and sys.stdin.isatty())
 
 
 def print_table_on_enter(classroom: Classroom) -> None:

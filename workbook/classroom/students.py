@@ -68,9 +68,10 @@ class Limits:
     write: float = 30.0  # seconds to take one reply, for a student who stopped reading
     linger: float = 2.0  # seconds to drain a refused body before closing, so the client reads the refusal
     # A student's last request is kept, so that their next is judged on what it adds (a long conversation
-    # stays linear), while its body is at most `remembered` bytes and the class's together `remembered_all`
-    remembered: int = 1024 * 1024
-    remembered_all: int = 32 * 1024 * 1024
+    # stays linear), while it costs at most `remembered` bytes of heap, and the class's together
+    # `remembered_all`: memory as parsed (json_text.measured), not the body's length, which was 18 times less
+    remembered: int = 16 * 1024 * 1024
+    remembered_all: int = 128 * 1024 * 1024
 
 
 class Mistake(Exception):
@@ -146,6 +147,7 @@ class Classroom:
         self.fixtures = fixtures  # name -> fixture, in command-line order; the first is the default
         self.cursors: dict[tuple[str, str], Cursor] = {}  # (student, fixture name) -> cursor
         self.desks: dict[str, threading.Lock] = {}  # student -> the lock their own requests take
+        self.answered: set[str] = set()  # students a request of whose was answered: they hold a place
         self.lock = threading.Lock()  # guards the two dicts above and `remembered` only, never a check
         self.max_students = max_students
         self.limits = limits or Limits()
@@ -183,6 +185,7 @@ class Classroom:
                 name = self.pick(body, chosen)
             except Mistake as mistake:
                 self.log(student, "-", "", f"{mistake.status} {mistake}")
+                self.unseat_if_never_answered(student)
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
             cursor = self.cursor(student, name)
             try:
@@ -194,7 +197,9 @@ class Classroom:
                 cursor.last = f"{mistake.status} {mistake}"
                 self.log(student, name, self.turn(name, cursor.served + 1), cursor.last)
                 self.observe(student, name, cursor.served + 1, body, None, mistake, headers)
+                self.unseat_if_never_answered(student)
                 return api_error(mistake.status, mistake.kind, str(mistake), mistake.details)
+            self.answered.add(student)
             self.remember(cursor, size)
             cursor.sides += reply.side
             cursor.requests += not reply.side
@@ -231,8 +236,9 @@ class Classroom:
             return cursor
 
     def remember(self, cursor: Cursor, size: int | None) -> None:
-        """Whether the student's player keeps the request it just judged (it did): only while the body
-        is small and the class's remembered requests together fit (Limits.remembered, remembered_all)."""
+        """Whether the student's player keeps the request it just judged (it did): only while what it
+        costs on the heap (`size`) is small and the class's remembered requests together fit
+        (Limits.remembered, remembered_all)."""
         with self.lock:
             self.remembered -= cursor.remembered
             keep = size is not None and size <= self.limits.remembered
@@ -333,11 +339,19 @@ class Classroom:
         self.log(student, ", ".join(names) or "-", "", "reset")
         return names
 
+    def unseat_if_never_answered(self, student: str) -> None:
+        """A name whose every request was refused holds no place: 300 refused requests, each with a new
+        name, filled an address's names for 10 minutes and locked its next student out (red team five).
+        The teacher's log still has a line for each."""
+        if student not in self.answered:
+            self.forget(student)
+
     def forget(self, student: str) -> None:
         """Take a student off the roll, with their place in every fixture (the server makes room this
         way for a new name when the class is full and this one has been quiet the longest)."""
         with self.lock:
             self.desks.pop(student, None)
+            self.answered.discard(student)
             for key in [key for key in self.cursors if key[0] == student]:
                 self.remembered -= self.cursors.pop(key).remembered
 
