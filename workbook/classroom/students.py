@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from pathlib import Path
 from workbook.api import contract, threads
 from workbook.api.compare import Match
 from workbook.api.wire import client_headers, events_to_message, message_to_events, stop_reason
+from workbook.classroom.columns import Labels, cut_at_word, table_row
 from workbook.replay.player import Differs, Ended, Player, Refused
 
 LOOPBACK = "127.0.0.1"
@@ -411,64 +411,6 @@ class Classroom:
 
 STUDENT_COLUMN, FIXTURE_COLUMN = 12, 24  # the log's and the table's name columns
 LOG_LINE = 150  # the most a log line holds: a terminal wraps it, but one line stays one event
-TABLE_WIDTH = 80  # the class table's columns
-MOST_LABELS = 10_000  # names a Labels remembers; past it, it starts afresh (a class keeps 500 at most)
-
-
-def table_row(row: tuple, widths: list[int]) -> str:
-    """One row of the class table in 80 columns: its last result at the end when it fits, else wrapped
-    at words on the lines below it, indented."""
-    start = "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  "
-    if len(start) + len(row[-1]) <= TABLE_WIDTH:
-        return start + row[-1]
-    return (
-        start.rstrip()
-        + "\n"
-        + textwrap.fill(row[-1], TABLE_WIDTH, initial_indent="    ", subsequent_indent="    ")
-    )
-
-
-def cut_middle(text: str, width: int) -> str:
-    """Text in at most `width` characters, a cut one marked "…" in its middle: names that share a
-    beginning differ at their end (js-ts_runner-pinned, js-ts_runner-latest), and both ends stay."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
-
-
-def cut_at_word(text: str, width: int) -> str:
-    """Text in at most `width` characters, a cut one ended at a word, marked "…"."""
-    if len(text) <= width:
-        return text
-    kept = text[: width - 1]
-    space = kept.rfind(" ")
-    return (kept[:space] if space > width // 2 else kept).rstrip(" ,;:") + "…"
-
-
-class Labels:
-    """Names as a column of `width` shows them: cut in the middle (cut_middle), and two names never shown
-    alike: a name whose cut is another's gets a number too ("js-ts…ned~2"). Each name keeps its label, so
-    the log and the table show a student alike from line to line."""
-
-    def __init__(self, width: int):
-        self.width = width
-        self.labels: dict[str, str] = {}  # name -> label
-        self.names: dict[str, str] = {}  # label -> name
-
-    def __call__(self, name: str) -> str:
-        label = self.labels.get(name)
-        if label is not None:
-            return label
-        if len(self.labels) >= MOST_LABELS:
-            self.labels.clear()
-            self.names.clear()
-        label, n = cut_middle(name, self.width), 1
-        while label in self.names:
-            n += 1
-            label = cut_middle(name, self.width - len(f"~{n}")) + f"~{n}"
-        self.labels[name], self.names[label] = label, name
-        return label
 
 
 _clock = [0, ""]  # the second, and the time of day it reads as: formatted once a second, not once a line
