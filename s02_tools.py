@@ -33,6 +33,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Self
 
@@ -122,6 +123,7 @@ def constitution(workspace: Path, facts: dict | None) -> str:
 
 MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
 MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
+MAX_GLOB_PATHS = 20_000  # paths a glob may yield before it is refused as too broad
 GREP_CPU_SECONDS = 5.0  # a pattern can backtrack for ever (ReDoS): the search stops after this
 MAX_MATCHES = 500  # grep's lines, at most
 
@@ -145,10 +147,14 @@ def matching(workspace: Path, glob: str) -> list[Path]:
     """The files a glob matches that really are in the workspace (symlinks out are left out)."""
     if Path(glob).is_absolute() or ".." in Path(glob).parts:
         raise ToolError(f"glob {glob!r} must be relative to the workspace, without ..")
+    if Path(glob).parts.count("**") > 1:  # each ** walks the tree below the last: minutes on a deep one
+        raise ToolError(f"glob {glob!r} repeats **; one ** already reaches every depth: narrow it to one")
     try:  # pathlib rejects some patterns ("", ".", "a**") with assorted exceptions
-        found = list(workspace.glob(glob))
+        found = list(islice(workspace.glob(glob), MAX_GLOB_PATHS + 1))
     except (ValueError, IndexError, AttributeError, NotImplementedError):
         raise ToolError(f"glob {glob!r} is not a pattern pathlib accepts; try **/* or *.py") from None
+    if len(found) > MAX_GLOB_PATHS:
+        raise ToolError(f"glob {glob!r} matches over {MAX_GLOB_PATHS:,} paths; narrow it")
     return sorted(p for p in found if p.is_file() and p.resolve().is_relative_to(workspace))
 
 

@@ -112,3 +112,17 @@ def test_writing_or_editing_something_that_is_not_a_file_is_refused(ws):
     os.mkfifo(ws / "pipe")
     assert call("write_file", {"path": "pipe", "content": "x"}, ws)[1] is True
     assert call("edit_file", {"path": "pipe", "old_text": "a", "new_text": "b"}, ws)[1] is True
+
+
+def test_a_glob_repeating_star_star_over_a_deep_tree_is_refused_in_one_line(ws):
+    """After one write to a 40-deep path, `**/**/**/**/**/*` ran past 30 s (red team five): each ** walks
+    the whole tree below the one before. One ** reaches every depth, so more are refused."""
+    deep = ws.joinpath(*[f"d{n}" for n in range(40)])
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_text("x\n")
+    for tool in ("list_files", "grep"):
+        given = {"glob": "**/**/**/**/**/*"} | ({"pattern": "x"} if tool == "grep" else {})
+        output, is_error = call(tool, given, ws)
+        assert is_error and output.count("\n") == 0 and "narrow it" in output
+    output, is_error = call("list_files", {"glob": "**/f.txt"}, ws)  # one **: the same file, found
+    assert not is_error and output == str(deep.relative_to(ws) / "f.txt")
