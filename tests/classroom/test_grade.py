@@ -506,7 +506,7 @@ def test_a_students_markup_and_tables_never_break_or_leak_into_the_report(capsys
 SECRETS = ("ANTHROPIC_CUSTOM_HEADERS", "ANTHROPIC_ADMIN_KEY", "CLAUDE_API_KEY", "AWS_SECRET_ACCESS_KEY")
 
 
-@pytest.mark.parametrize("sandbox", ["auto", "off"])
+@pytest.mark.parametrize("sandbox", [pytest.param("auto", marks=needs_bwrap), "off"])
 def test_the_program_sees_only_the_allowlisted_environment(sandbox, capsys, monkeypatch):
     for name in (*SECRETS, "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"):
         monkeypatch.setenv(name, "sk-ant-teacher-secret")
@@ -559,7 +559,7 @@ LEAVES_SLEEPERS = (
 )
 
 
-@pytest.mark.parametrize("sandbox", ["auto", "off"])
+@pytest.mark.parametrize("sandbox", [pytest.param("auto", marks=needs_bwrap), "off"])
 @pytest.mark.parametrize("ending", ["exit", "hang"])
 def test_no_child_outlives_its_rung(sandbox, ending, tmp_path, capsys):
     marker = str(900000 + os.getpid() % 1000 * 100 + len(sandbox) * 10 + len(ending))
