@@ -149,6 +149,22 @@ def load_step(name: str) -> Step:
     return Step(name)
 
 
+@pytest.fixture
+def script(step, monkeypatch):
+    """The `step` under test (each module's own fixture) run as a reader runs it, offline: its main() in
+    this process, as `script(*argv)` -> (exit code, what it printed)."""
+    for name in KEY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(ROOT)
+
+    def run(*argv):
+        out = io.StringIO()
+        monkeypatch.setattr(step, "console", Console(file=out, width=200))
+        return step.main(list(argv)), out.getvalue()
+
+    return run
+
+
 def offline_env(**extra) -> dict:
     """The environment of a reader with no API key (so scripts replay), plus `extra`."""
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}

@@ -350,21 +350,6 @@ def test_live_a_model_writing_a_file_back_and_forth_is_held_back(step, tmp_path,
 # -- the script, as a reader runs it ---------------------------------------------------------------
 
 
-@pytest.fixture
-def script(step, monkeypatch):
-    """Run the step's main() offline, in this process: (exit code, what it printed)."""
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(ROOT)
-
-    def run(*argv):
-        out = io.StringIO()
-        monkeypatch.setattr(step, "console", Console(file=out, width=200))
-        return step.main(list(argv)), out.getvalue()
-
-    return run
-
-
 REPLAYED_BY_S05 = sorted(  # the recordings whose `script` is s05's
     p.stem for p in FIXTURES.glob("s0*.json") if fixtures.load_fixture(p)["script"] == "s05_budget"
 )

@@ -789,21 +789,6 @@ def replay_streamed(step, name: str, tmp_path=None):
     return turns, settings.budget, transport
 
 
-@pytest.fixture
-def script(step, monkeypatch):
-    """Run the step's main() offline, in this process: (exit code, what it printed)."""
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(ROOT)
-
-    def run(*argv):
-        out = io.StringIO()
-        monkeypatch.setattr(step, "console", Console(file=out, width=200))
-        return step.main(list(argv)), out.getvalue()
-
-    return run
-
-
 @pytest.mark.parametrize("name", STREAMED)
 def test_a_streamed_reply_is_the_same_message_as_its_json_body(name):
     """Each recorded stream, parsed by the SDK's own SSE code, equals the Message it adds up to."""

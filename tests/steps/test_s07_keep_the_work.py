@@ -449,21 +449,6 @@ def test_a_bad_handoff_file_is_one_line(script, tmp_path):
 # -- the script, as a reader runs it ---------------------------------------------------------------
 
 
-@pytest.fixture
-def script(step, monkeypatch):
-    """Run the step's main() offline, in this process: (exit code, what it printed)."""
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(ROOT)
-
-    def run(*argv):
-        out = io.StringIO()
-        monkeypatch.setattr(step, "console", Console(file=out, width=200))
-        return step.main(list(argv)), out.getvalue()
-
-    return run
-
-
 REPLAYS = {  # fixture -> how the run ends
     "s05_resume": "stopped: the model ended its turn (stop_reason end_turn)",
     "s05_handoff": "stopped: the model ended its turn (stop_reason end_turn)",
