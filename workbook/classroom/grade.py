@@ -121,7 +121,7 @@ RUNGS = [
         "parallel",
         "s04",
         "grade_s04_parallel",
-        "4 tool_use blocks in one turn: 4 tool_results in one message, in order",
+        "4 tool_use blocks in one turn: 4 tool_results, one per id, all in the next user message",
     ),
     Rung(
         "repeat-brake",
