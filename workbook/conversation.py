@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbook.api.compare import normalize_messages
 from workbook.api.contract import api_rule_problems, messages_problems
-from workbook.display import say
 from workbook.errors import WorkbookError
 from workbook.files import read_json, write_json
 from workbook.paths import ROOT
@@ -45,17 +43,6 @@ def repo_path(name: str) -> Path:
     """A file the reader named: as given, or else from the repo root (where the fixtures live)."""
     path = Path(name)
     return path if path.exists() or not (ROOT / name).exists() else ROOT / name
-
-
-def replay_leniently_unless_recorded(run, messages: list) -> list:
-    """A resumed conversation in a replay (`run`, a launch.Run): what was saved depends on when Ctrl-C
-    came, so unless it is the one the fixture was recorded from, check each request against the API's
-    rules only."""
-    recorded = run.fixture["exchanges"][0]["request"]["messages"] if run.fixture else None
-    if recorded and normalize_messages(recorded) != normalize_messages(plain(messages)):
-        run.transport.player.match = None  # the contract only: no comparison with the recording
-        say("note: not the conversation this fixture was recorded from; replaying leniently", "yellow")
-    return messages
 
 
 def load_conversation(path: Path) -> list:
