@@ -1,21 +1,18 @@
 """s06_recovery.py — Recovery: a named next move for every way a turn ends.
 
 Adds over s05: each iteration ends in a named transition. A reply cut short
-never has its tool calls run; the same request is sent again with room to
-finish (streamed: a 64k reply must be). "Prompt is too long": collapse old
-tool results, then compact older history into a summary. --stop-hook CMD must
-pass before the loop may stop.
+by max_tokens never has its tool calls run; the same request is sent again
+with room to finish (streamed: a 64k reply must be). A paused turn is sent
+back as it is. --stop-hook CMD must pass before the loop may stop.
 
     +------------+ stop_reason +=============================================+
     | call model | ----------> | next_transition() (new): name the next move |
-    +-^-^-^-^-^-^+             +=============================================+
-      | | | | | +-- next_turn         <- tool_use: run the tools, send results
-      | | | | +---- escalate|continue <- max_tokens: 64k once, then <= 3 more
-      | | | +------ collapse|compact  <- prompt too long: each once a turn
-      | | +-------- make_room         <- window full: keep the cut reply
-      | +---------- resume_pause      <- pause_turn: send it back as it is
-      +------------ hook_retry        <- end_turn, but the stop hook fails
-                    done | fail       <- end_turn, refusal | out of tries
+    +-^-^-^-^----+             +=============================================+
+      | | | +-- next_turn          <- tool_use: run the tools, send results
+      | | +---- escalate|continue  <- max_tokens: 64k once, then <= 3 more
+      | +------ resume_pause       <- pause_turn: send it back as it is
+      +-------- hook_retry         <- end_turn, but the stop hook fails
+                done | fail        <- end_turn, refusal | out of tries
 
 Run: python s06_recovery.py   replay: a reply cut at 8000 tokens, sent again
      python s06_recovery.py --replay fixtures/s06_truncated_tool_use.json
@@ -29,7 +26,6 @@ from functools import partial
 from typing import NamedTuple, Self
 
 from workbook import conversation, display, launch, prices, step_cli
-from workbook.conversation import blocks, context_chars, json_chars, result_text  # blocks, sizes
 
 import anthropic
 from anthropic.types import Message
@@ -39,7 +35,7 @@ import s03_errors as s03
 import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
-from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
+from s03_errors import CLIENT_OPTIONS, FATAL, call_model, stop_cleanly
 from s05_budget import RepeatBrake, run_tools, stopped
 
 DEFAULT_FIXTURE = "fixtures/s06_escalation.json"
@@ -75,41 +71,25 @@ ESCALATED_MAX_TOKENS = 64_000  # max_tokens, first answer: the same request with
 MAX_CONTINUATIONS = 3  # max_tokens again: "go on where you stopped", at most this often per turn
 MAX_PAUSES = 5  # pause_turn resumed at most this often per turn
 STOP_HOOK_RETRIES = 2  # default of --stop-hook-retries: a failing hook is fed back at most this often
-KEEP_RECENT_RESULTS = 1  # collapse leaves the newest tool_result messages whole
-COLLAPSE_MIN_CHARS = 200  # a tool_result shorter than this is left alone: its placeholder saves nothing
 SERVER_TOOLS = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}]  # --web-search
 CONTINUE_PROMPT = (
     "Your last reply was cut off by the output token limit. Continue exactly where it stopped, "
     "with no apology and no recap. If a tool call was cut off, make it again in full."
 )
-ROOM_PROMPT = (
-    "Your last reply stopped because the context window was full; older tool results were shortened to "
-    "make room. Continue exactly where it stopped, no recap. If a tool call was cut off, make it again."
-)
-GO_ON = {"max_tokens": CONTINUE_PROMPT, "model_context_window_exceeded": ROOM_PROMPT}  # by what cut it
 TRUNCATED_CALL = "error: not run — your reply was cut off ({}) before this call was complete. Call again."
-NO_TOOLS = {"type": "none"}  # compaction's tool_choice: a summary in prose, no tool call
-SUMMARY_PROMPT = (
-    "The conversation has grown too long for the context window. Summarize everything above that is "
-    "needed to carry on: the task, what was done and found, which files changed, what remains to do. "
-    "Plain prose, no tool calls."
-)
 TRANSITIONS = {  # every iteration ends in exactly one of these; Claude Code's query.ts name after the |
     "next_turn": "tool_use: run the tools, send their results | next_turn",
     "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
     "continue": "max_tokens again: keep the cut reply, ask the model to go on | max-output-tokens recovery",
-    "collapse": "prompt too long (400): old tool results become placeholders, retry | collapse_drain_retry",
-    "compact": "still too long: the older history becomes a summary, retry | reactive_compact_retry",
-    "make_room": "context window full (a reply): keep it, collapse or compact, go on | (not in the article)",
     "resume_pause": "pause_turn: send the paused turn back unchanged, no new user message | (server tools)",
     "hook_retry": "end_turn, but the stop hook failed: its output goes to the model | stop_hook_blocking",
     "done": "end_turn (the hook passed), stop_sequence or refusal: stop | Terminal (completed)",
     "fail": "a cap was reached or nothing can be recovered: stop, saying why | Terminal (error)",
 }
-KEEPS_REPLY = ("next_turn", "continue", "make_room", "resume_pause", "hook_retry", "done")  # others drop it
+KEEPS_REPLY = ("next_turn", "continue", "resume_pause", "hook_retry", "done")  # escalate and fail drop it
+SENT_AGAIN = ("escalate", "resume_pause")  # the next call is this turn's again, not a new turn
 
 
-# The recovery chain's state, and the stop hook's result.
 @dataclass
 class Recovery:
     """What the recovery chain may still try in this turn, what it has tried (reset when tools run), and
@@ -119,11 +99,7 @@ class Recovery:
     max_tokens: int = MAX_TOKENS
     continuations: int = 0
     pauses: int = 0
-    collapsed: bool = False
-    compacted: bool = False
     hook_failures: int = 0  # for the whole run, not per turn
-    too_long: dict | None = None  # the last call's 400 "prompt is too long", its status and body
-    summarized: list | None = None  # the messages compaction last asked the model to summarize
     log: list = field(default_factory=list)  # (transition, why) of every iteration, in order
 
     def new_turn(self) -> None:
@@ -131,8 +107,6 @@ class Recovery:
         self.max_tokens = MAX_TOKENS
         self.continuations = 0
         self.pauses = 0
-        self.collapsed = False
-        self.compacted = False
 
 
 class HookResult(NamedTuple):
@@ -142,39 +116,17 @@ class HookResult(NamedTuple):
     output: str
 
 
-# 0. The limits: s05's, but after recovery made room the next request is judged by what it holds.
-@dataclass
+# 0. The limits: s05's, and the API's web searches priced too.
 class Budget(s05.Budget):
-    """Unlike s05's: web searches are priced too; and after recovery made room for a reply that filled
-    the window, the input limit judges the next request by an estimate of what it holds, not by the last
-    request, which held more."""
-
-    estimate: int | None = None  # the next request's input tokens, from made_room()
+    """Unlike s05's: web searches (--web-search) are priced too, at the API's price a search."""
 
     def price(self, response: Message) -> float:
-        """s05's price, and the API's web searches (--web-search) at theirs."""
         used = response.usage.server_tool_use
         searches = (used.web_search_requests or 0) if used else 0
         return super().price(response) + searches * prices.WEB_SEARCH
 
-    def made_room(self, before: int, after: int) -> None:
-        """The request shrank from `before` to `after` characters of JSON: its tokens did, roughly, too."""
-        self.estimate = round(self.rows[-1].tokens_in * after / before)
 
-    def input_limit(self) -> str:
-        estimate = self.estimate
-        self.estimate = None  # the estimate judges the next request only; later ones, their own count
-        if estimate is None:
-            return super().input_limit()
-        if estimate < self.max_input_tokens:
-            return ""
-        return (
-            f"input limit: after making room the next request still holds about {estimate:,} input tokens "
-            f"(--max-input-tokens {self.max_input_tokens:,})"
-        )
-
-
-# 1. The call: recovery's max_tokens and tools; a prompt too long is an outcome, not a crash.
+# 1. The call, with the max_tokens recovery asks for, streamed when it must be.
 def shared_request(settings: "Settings") -> dict:
     """What every request of the run shares: the model, the system prompt, the tools (s02's, and with
     --web-search the API's own search tool, the usual cause of pause_turn)."""
@@ -182,28 +134,25 @@ def shared_request(settings: "Settings") -> dict:
     return dict(model=settings.model, system=settings.system, tools=tools)
 
 
-def call_unless_too_long(client, messages: list, settings: "Settings", streamed: bool) -> Message | None:
-    """s05's model call, with the max_tokens recovery asks for. A 400 "prompt is too long" is not
-    raised: the reply is None, and the error is kept in recovery.too_long, for the loop to recover."""
-    state = settings.recovery
-    state.too_long = None
+def call(client: anthropic.Anthropic, messages: list, settings: "Settings", streamed: bool) -> Message:
+    """s05's model call, with the max_tokens recovery asks for, streamed or whole."""
     send = partial(stream_reply, client) if streamed else client.messages.create
-    request = shared_request(settings) | {"max_tokens": state.max_tokens}
-    try:
-        return call_model(send, settings.retry, messages=messages, **request)
-    except anthropic.BadRequestError as err:
-        if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
-            raise
-        display.say(f"400 {api_message(err)}", "yellow")
-        state.too_long = {"status": 400, "body": err.body}
-        return None
+    request = shared_request(settings) | {"max_tokens": settings.recovery.max_tokens}
+    return call_model(send, settings.retry, messages=messages, **request)
+
+
+def count_turn(turns: list, response: Message, budget: Budget, label, streamed: bool = False) -> None:
+    """A reply is a step, as s05's loop counts one: kept, shown, and its tokens and cost spent."""
+    turns.append(response)
+    display.show_turn(label, response, streamed)
+    display.show_spend(budget, budget.spend(response))
 
 
 # 2. The transition: how the call ended, what recovery has tried, what the stop hook said.
-def run_stop_hook(settings: "Settings", response) -> HookResult | None:
+def run_stop_hook(settings: "Settings", response: Message) -> HookResult | None:
     """Once the model has ended its turn, run the stop hook (if there is one) in the workspace, as s02
     runs bash: whether it passed, and what it printed. None: no hook, or the turn did not end."""
-    if not settings.stop_hook or response is None or response.stop_reason != "end_turn":
+    if not settings.stop_hook or response.stop_reason != "end_turn":
         return None
     try:
         output = truncate(bash(settings.workspace, settings.stop_hook))
@@ -214,19 +163,10 @@ def run_stop_hook(settings: "Settings", response) -> HookResult | None:
     return hook
 
 
-def next_transition(response, state: Recovery, messages: list, hook: HookResult | None) -> tuple[str, str]:
+def next_transition(response: Message, state: Recovery, hook: HookResult | None) -> tuple[str, str]:
     """(transition, why): what the loop does next, from how the call ended and what was tried already.
-    `response` is None when the request was too long; `hook` is the stop hook's result, if it ran."""
-    stop = response.stop_reason if response is not None else "prompt_too_long"
-    if stop in ("prompt_too_long", "model_context_window_exceeded"):  # the second is a reply: kept
-        room = "make_room" if stop == "model_context_window_exceeded" else None
-        if not state.collapsed and collapsible(messages):
-            return room or "collapse", f"{stop}: {collapsible(messages)} old tool results can be collapsed"
-        if not state.compacted and split_point(messages) is not None:
-            return room or "compact", f"{stop}: collapsing is not enough; summarize the older history"
-        collapse = "already collapsed once" if state.collapsed else "no old tool result to collapse"
-        compact = "already compacted once" if state.compacted else "no earlier turn to summarize"
-        return "fail", f"{stop}, and this turn: {collapse}, {compact}: giving up"
+    `hook` is the stop hook's result, if it ran."""
+    stop = response.stop_reason
     if stop == "tool_use":
         return "next_turn", "tool_use"
     if stop == "max_tokens" and state.max_tokens < ESCALATED_MAX_TOKENS:
@@ -250,31 +190,20 @@ def next_transition(response, state: Recovery, messages: list, hook: HookResult 
     return "done", stop + (" and the stop hook passed" if hook else "")
 
 
-# 3. The reply, kept or dropped.
-def count_turn(turns: list, response: Message, budget: Budget, streamed: bool = False) -> None:
-    """A reply is a turn, as s05's loop counts one: kept, shown, and its tokens and cost spent on the
-    budget (a compaction's summary is a reply too)."""
-    turns.append(response)
-    display.show_turn(len(turns), response, streamed)
-    display.show_spend(budget, budget.spend(response))
-
-
 def log_transition(transition: str, why: str, settings: "Settings") -> None:
     """The transition an iteration ends in: kept in the run's record, and shown."""
     settings.recovery.log.append((transition, why))
     display.show_transition(transition, why)
 
 
-def append_reply(messages: list, response, transition: str) -> None:
-    """Append the reply verbatim if the transition keeps it (KEEPS_REPLY); after a pause it continues the
-    paused turn, so it joins that message."""
-    if transition not in KEEPS_REPLY:
-        return
-    content = response.content  # as the SDK returns it, as s01 appends it
+# 3. The reply, appended verbatim when the transition keeps it.
+def append_reply(messages: list, response: Message) -> None:
+    """Append the reply as the SDK returns it, as s01 does; after a pause it continues the paused turn,
+    so it joins that message."""
     if messages and messages[-1]["role"] == "assistant":
-        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *content]}
+        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *response.content]}
     else:
-        messages.append({"role": "assistant", "content": content})
+        messages.append({"role": "assistant", "content": response.content})
 
 
 # 4. Recovering: each transition's repair of the conversation, before it is sent again.
@@ -285,48 +214,28 @@ def ended_because(transition: str, why: str, response) -> str:
     return f"recovery gave up: {why}"
 
 
-def recover(transition: str, messages: list, response, hook, client, settings: "Settings") -> Message | None:
-    """Carry out a recovery transition on the conversation, which is then sent again. Returns the reply
-    of compaction's request for a summary (a model call of its own), else None."""
+def recover(transition: str, messages: list, response: Message, hook, settings: "Settings") -> None:
+    """Carry out a recovery transition on the conversation, which is then sent again."""
     state = settings.recovery
     if transition == "escalate":
         state.max_tokens = ESCALATED_MAX_TOKENS
     elif transition == "continue":
         state.continuations += 1
-        continue_cut(messages, response)
+        continue_cut(messages, response, CONTINUE_PROMPT)
     elif transition == "resume_pause":
-        state.pauses += 1
+        state.pauses += 1  # nothing to add: the paused turn goes back as it is
     elif transition == "hook_retry":
         hook_feedback(messages, settings, hook)
-    elif transition == "make_room":  # the kept reply's cut calls answered; then collapse, else compact
-        continue_cut(messages, response)
-        transition = "collapse" if not state.collapsed and collapsible(messages) else "compact"
-    if transition not in ("collapse", "compact"):
-        return None
-    before = context_chars(messages)
-    summary = None
-    if transition == "collapse":
-        state.collapsed = True
-        collapse(messages)
-    else:
-        state.compacted = True
-        summary = compact(client, messages, settings)
-    display.show_context(before, context_chars(messages))
-    if response is not None:  # make_room: the reply that filled the window was counted; its input tokens
-        fixed = json_chars(shared_request(settings))  # now overstate the next request, which holds less
-        settings.budget.made_room(before + fixed, context_chars(messages) + fixed)
-    return summary
 
 
-def continue_cut(messages: list, response) -> None:
+def continue_cut(messages: list, response: Message, go_on: str) -> None:
     """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
-    the model to go on. Answering keeps the reply verbatim and tells the model exactly what happened."""
-    cut_by = response.stop_reason  # max_tokens, or model_context_window_exceeded
-    answer = TRUNCATED_CALL.format(cut_by)
+    the model to `go_on`. Answering keeps the reply verbatim and tells the model exactly what happened."""
+    answer = TRUNCATED_CALL.format(response.stop_reason)
     calls = [block for block in response.content if block.type == "tool_use"]
     results = [conversation.tool_result(block.id, answer, True) for block in calls]
     display.show_tools(calls, results, [])  # each cut call, and the error that answers it
-    messages.append({"role": "user", "content": [*results, {"type": "text", "text": GO_ON[cut_by]}]})
+    messages.append({"role": "user", "content": [*results, {"type": "text", "text": go_on}]})
 
 
 def hook_feedback(messages: list, settings: "Settings", hook: HookResult) -> None:
@@ -334,58 +243,6 @@ def hook_feedback(messages: list, settings: "Settings", hook: HookResult) -> Non
     settings.recovery.hook_failures += 1
     text = f"The stop hook `{settings.stop_hook}` failed, so the task is not finished yet. Its output:\n"
     messages.append({"role": "user", "content": text + hook.output + "\nFix what it reports, then finish."})
-
-
-def old_results(messages: list, keep: int = KEEP_RECENT_RESULTS) -> list[int]:
-    """Indexes of the messages holding tool results, but the newest `keep` of them."""
-    holders = [i for i, m in enumerate(messages) if any(b["type"] == "tool_result" for b in blocks(m))]
-    return holders[: len(holders) - keep]
-
-
-def collapsible(messages: list) -> int:
-    """How many tool_results collapse() would shorten."""
-    long = [b for i in old_results(messages) for b in blocks(messages[i]) if b["type"] == "tool_result"]
-    return sum(len(result_text(b)) >= COLLAPSE_MIN_CHARS for b in long)
-
-
-def collapse(messages: list) -> None:
-    """Replace long old tool_result contents with a placeholder; ids, and so every pair, stay whole."""
-    names = {b["id"]: b["name"] for m in messages for b in blocks(m) if b["type"] == "tool_use"}
-    for i in old_results(messages):
-        content = blocks(messages[i])
-        for n, b in enumerate(content):
-            if b["type"] == "tool_result" and len(result_text(b)) >= COLLAPSE_MIN_CHARS:
-                what = f"{len(result_text(b))} characters of {names.get(b['tool_use_id'], 'tool')} output"
-                content[n] = b | {"content": f"[collapsed: {what}; call it again if needed]"}
-        messages[i] = {"role": "user", "content": content}
-
-
-def split_point(messages: list) -> int | None:
-    """Where compaction cuts: the last assistant message, so it stays with the results that answer it."""
-    return next((i for i in range(len(messages) - 1, 0, -1) if messages[i]["role"] == "assistant"), None)
-
-
-def summary_ask(messages: list) -> list:
-    """What compaction sends: the history before the last turn, and the request for its summary."""
-    older = messages[: split_point(messages)]
-    last = {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
-    return older[:-1] + [last]
-
-
-def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -> Message:
-    """Ask the model to summarize the history before the last turn; keep summary + last turn only. The
-    summary's request is a model call of its own: its reply is returned, to be counted."""
-    recent = messages[split_point(messages) :]
-    request = shared_request(settings) | {"max_tokens": MAX_TOKENS, "tool_choice": NO_TOOLS}
-    settings.recovery.summarized = summary_ask(messages)
-    response = call_model(
-        client.messages.create, settings.retry, messages=settings.recovery.summarized, **request
-    )
-    summary = "".join(b.text for b in response.content if b.type == "text").strip()
-    task = messages[0]["content"] if isinstance(messages[0]["content"], str) else "(see the summary)"
-    opening = f"{task}\n\n[The earlier part of this session was compacted into this summary:]\n{summary}"
-    messages[:] = [{"role": "user", "content": opening}, *recent]
-    return response
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -424,6 +281,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
+    turn, transition = 0, None  # the model's turn; a request sent again is that turn's, not a new one
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -431,29 +289,30 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             stopped(settings, reason)
             return turns
 
-        # 1. Send the whole history. (new in s06) Recovery sets max_tokens; too long is no crash.
-        streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
-        with display.waiting(len(turns) + 1, streamed):
-            response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
-        if response is not None:
-            count_turn(turns, response, budget, streamed)
+        # 1. Send the whole history. (new in s06) Recovery sets max_tokens; a 64k reply must stream.
+        again = transition in SENT_AGAIN
+        turn += 0 if again else 1
+        label = f"{turn}, sent again ({transition})" if again else turn
+        streamed = settings.stream or state.max_tokens > MAX_TOKENS
+        with display.waiting(label, streamed):
+            response = call(client, messages, settings, streamed)
+        count_turn(turns, response, budget, label, streamed)
 
         # 2. (new in s06) Name the transition: how the call ended, what recovery tried, the stop hook.
         hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
-        transition, why = next_transition(response, state, messages, hook)
+        transition, why = next_transition(response, state, hook)
         log_transition(transition, why, settings)
 
         # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        append_reply(messages, response, transition)
+        if transition in KEEPS_REPLY:
+            append_reply(messages, response)
 
         # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
         if transition in ("done", "fail"):
             stopped(settings, ended_because(transition, why, response))
             return turns
         if transition != "next_turn":
-            summary = recover(transition, messages, response, hook, client, settings)
-            if summary is not None:  # a compaction's summary is a model call: it costs a step
-                count_turn(turns, summary, budget)
+            recover(transition, messages, response, hook, settings)
             continue
 
         # 5. Run the tool calls as s05 does: reads side by side, the repeat brake.

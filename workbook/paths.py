@@ -17,7 +17,8 @@ STEPS = (
     "s04_parallel",
     "s05_budget",
     "s06_recovery",
-    "s07_keep_the_work",
+    "s07_full_context",
+    "s08_keep_the_work",
 )
 
 

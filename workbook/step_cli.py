@@ -64,7 +64,7 @@ def run_line_parts(line: str, width: int) -> list[str]:
 
 def make_parser(doc: str, default_fixture: str, script: str) -> argparse.ArgumentParser:
     """The parser of step `script`: the flags every step shares (launch's), and those of the steps before
-    it (s02's --permission, s04's --read-latency, s05's limits, s06's recovery flags, s07's files),
+    it (s02's --permission, s04's --read-latency, s05's limits, s06's recovery flags, s08's files),
     with a --help that fits the terminal. The step adds its own."""
     parser = make_shared_parser(doc, default_fixture)
     parser.formatter_class = LessonHelp
@@ -115,9 +115,9 @@ def run_step(
 
 
 def prepared(args: argparse.Namespace) -> argparse.Namespace:
-    """What the flags mean before the run starts. With --resume or --handoff FILE (s07): offline, the
+    """What the flags mean before the run starts. With --resume or --handoff FILE (s08): offline, the
     recording that goes on from that very conversation replays (recording_from); live with no new
-    instruction, RESUME_INSTRUCTION or HANDOFF_INSTRUCTION is sent. A step that writes traces (s07 on)
+    instruction, RESUME_INSTRUCTION or HANDOFF_INSTRUCTION is sent. A step that writes traces (s08 on)
     replays one as a fixture: --replay run.jsonl, converted first."""
     if getattr(args, "resume", None) and getattr(args, "handoff", None):
         raise WorkbookError("--resume goes on from a saved conversation, --handoff starts afresh: give one")
@@ -275,7 +275,7 @@ def add_limit_flags(parser) -> None:
 
 
 def add_keep_flags(parser) -> None:
-    """s07's flags: --resume, --handoff, and where the conversation goes."""
+    """s08's flags: --resume, --handoff, and where the conversation goes."""
     add = parser.add_argument
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
     add("--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did")
@@ -292,7 +292,7 @@ def limits(args) -> dict:
 
 def add_recovery_flags(parser, hook_retries: int = 2) -> None:
     """s06's flags: the stop hook, the server-side search tool, --no-stream, and where the trace goes
-    (s07's trace: the flag comes with the steps that write one)."""
+    (s08's trace: the flag comes with the steps that write one)."""
     add = parser.add_argument
     add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s05 do")
     add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
@@ -327,7 +327,7 @@ def count(text: str) -> int:
 
 
 def run_line(run: Run, args) -> dict:
-    """s07's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
+    """s08's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
     the task, the workspace, and the flags that change what the loop does (the limits set, the stop
     hook, web search) or what it starts from (a --resume or --handoff of a saved conversation, named
     from the repo root, as a fixture names one)."""
@@ -401,5 +401,5 @@ STEP_FLAGS = (
     (4, add_latency_flag),
     (5, add_limit_flags),
     (6, add_recovery_flags),
-    (7, add_keep_flags),
+    (8, add_keep_flags),
 )

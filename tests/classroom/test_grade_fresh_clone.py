@@ -20,7 +20,7 @@ LEFT_BY_USE = shutil.ignore_patterns(".git", "runs", "node_modules", "__pycache_
 # s06 declares the API's web search only under --web-search (docs/teaching.md, Grading, says why), and
 # the pause-turn rung's recorded reply uses it.
 FLAGS = {"s06_recovery": ["--web-search"]}
-GRADED = [step for step in STEPS if step < "s07"]  # s07 has no rung of its own (test_grade_ladder.py)
+GRADED = [step for step in STEPS if step < "s08"]  # s08 has no rung of its own (test_grade_ladder.py)
 
 
 @pytest.fixture(scope="module")

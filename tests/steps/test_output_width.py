@@ -130,10 +130,10 @@ def test_an_abridged_fixture_says_so_in_its_banner(outputs):
 
 
 def test_the_resume_hint_is_a_live_command_when_no_recording_goes_on_from_the_run(outputs):
-    text = outputs["s07_keep_the_work", "run"]
+    text = outputs["s08_keep_the_work", "run"]
     hint = text.split("continue it live with a new instruction (set ANTHROPIC_API_KEY first):", 1)[1]
     command = hint.replace("\\\n", " ").split()
-    assert command[:3] == ["python", "s07_keep_the_work.py", "--resume"]
+    assert command[:3] == ["python", "s08_keep_the_work.py", "--resume"]
     assert command[3].endswith("conversation.json") and command[4] == '"new' and "or offline" not in text
 
 
@@ -196,8 +196,20 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
         "   group 2: edit_file inventory/__init__.py, alone",
     ],
     "s05_budget": ["stopped: max steps: 3 model calls made (--max-steps 3)", "conversation saved:"],
-    "s06_recovery": ["→ escalate  cut at 8000 tokens: reply dropped, sent again with 64000", "→ done"],
-    "s07_keep_the_work": ["their last turn:", "  error: interrupted by the user", "→ done"],
+    "s06_recovery": [
+        "→ escalate  cut at 8000 tokens: reply dropped, sent again with 64000",
+        "turn 1, sent again (escalate)",
+        "→ done",
+    ],
+    "s07_full_context": [
+        "400 prompt is too long: 214560 tokens > 200000 maximum",
+        "→ collapse  prompt_too_long: 2 old tool results can be collapsed",
+        "→ compact  prompt_too_long: still too long; summarize the older history",
+        "turn 5, its summary",
+        "turn 5, sent again (compact)",
+        "→ done",
+    ],
+    "s08_keep_the_work": ["their last turn:", "  error: interrupted by the user", "→ done"],
 }
 
 

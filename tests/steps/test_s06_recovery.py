@@ -17,8 +17,10 @@ from rich.console import Console
 from standin import Reply, StandIn, api_error, message, text, tool_use
 
 STEPS_FROM = [s for s in STEPS if s >= "s06"]  # every step that has the recovery chain
-# The trace (s07's) of a run that recovers: these tests run on the steps that keep one.
-TRACED = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s07"], indirect=True)
+# Making room when the context is full (s07's): these tests run on the steps that make it.
+ROOM = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s07"], indirect=True)
+# The trace (s08's) of a run that recovers: these tests run on the steps that keep one.
+TRACED = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s08"], indirect=True)
 FIXTURES = ROOT / "fixtures"
 
 # fixture -> the transitions its replay must go through, in order
@@ -33,6 +35,13 @@ PATHS = {
     "stop_hook": ["next_turn", "hook_retry", "next_turn", "done"],
     "window_full_after_history": ["next_turn"] * 3 + ["make_room", "done"],
 }
+MAKES_ROOM = ("prompt_too_long_collapse", "collapse_then_compact", "window_full_after_history")  # s07 on
+# (step, fixture name): each path on every step that has its transitions
+STEP_PATHS = pytest.mark.parametrize(
+    "step,name",
+    [(s, name) for s in STEPS_FROM for name in PATHS if s >= "s07" or name not in MAKES_ROOM],
+    indirect=["step"],
+)
 
 
 @pytest.fixture(params=STEPS_FROM)
@@ -44,7 +53,7 @@ def step(request, monkeypatch):
 
 
 def keeps(step, **settings) -> dict:
-    """Those of `settings` the step's Settings has (the trace is s07's)."""
+    """Those of `settings` the step's Settings has (the trace is s08's)."""
     return {name: value for name, value in settings.items() if name in step.Settings.__dataclass_fields__}
 
 
@@ -134,14 +143,14 @@ def assert_every_request_valid(transport):
 # -- each path on its fixture ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", PATHS)
+@STEP_PATHS
 def test_each_fixture_replays_through_its_transitions(step, name):
     transitions, transport, _, _, _ = replay_path(step, name)
     assert transitions == PATHS[name]
     assert transport.cursor == len(transport.fixture["exchanges"])  # every recorded exchange was used
 
 
-@pytest.mark.parametrize("name", PATHS)
+@STEP_PATHS
 def test_no_request_ever_has_an_unanswered_tool_use_or_a_split_pair(step, name):
     _, transport, messages, _, _ = replay_path(step, name)
     assert_every_request_valid(transport)
@@ -217,6 +226,7 @@ def test_a_normal_turn_after_escalation_is_back_to_the_normal_limit(step):
 # -- prompt too long: collapse, then compact once -------------------------------------------------
 
 
+@ROOM
 def test_collapse_keeps_every_pair_and_the_newest_results(step):
     _, transport, _, _, _ = replay_path(step, "prompt_too_long_collapse")
     before, after = transport.seen[2]["messages"], transport.seen[3]["messages"]
@@ -227,6 +237,7 @@ def test_collapse_keeps_every_pair_and_the_newest_results(step):
     assert new == before[4]["content"][0]  # the newest results stay whole
 
 
+@ROOM
 def test_collapse_shrinks_the_context(step):
     _, transport, _, _, _ = replay_path(step, "prompt_too_long_collapse")
     assert (
@@ -235,6 +246,7 @@ def test_collapse_shrinks_the_context(step):
     )
 
 
+@ROOM
 def test_compaction_asks_for_a_summary_and_continues_from_it(step):
     _, transport, messages, _, _ = replay_path(step, "collapse_then_compact")
     ask, after = transport.seen[6], transport.seen[7]
@@ -250,6 +262,7 @@ def test_compaction_asks_for_a_summary_and_continues_from_it(step):
     assert after["messages"][1:] == transport.seen[5]["messages"][-2:] and last_call["role"] == "assistant"
 
 
+@ROOM
 def test_at_most_one_compaction_per_turn_no_death_spiral(step):
     big = "x" * 3000
     replies = [
@@ -266,6 +279,7 @@ def test_at_most_one_compaction_per_turn_no_death_spiral(step):
     assert_every_request_valid(transport)
 
 
+@ROOM
 def test_a_reply_cut_by_the_context_window_is_kept_its_calls_answered_not_run(step, tmp_path):
     big = "y" * 3000
     cut = tool_use("toolu_3", "bash", {"command": f"touch {tmp_path}/ran"})
@@ -295,6 +309,7 @@ def counted(step, input_tokens: int):
     return budget
 
 
+@ROOM
 def test_after_making_room_the_input_limit_judges_what_the_next_request_holds(step):
     budget = counted(step, 190_000)
     assert budget.exceeded().startswith("input limit: the last request sent 190,000 input tokens")
@@ -303,6 +318,7 @@ def test_after_making_room_the_input_limit_judges_what_the_next_request_holds(st
     assert budget.exceeded().startswith("input limit: the last request sent")  # it judged one request
 
 
+@ROOM
 def test_room_made_but_not_enough_is_an_input_limit_that_says_so(step):
     budget = counted(step, 190_000)
     budget.made_room(100, 90)
@@ -312,6 +328,7 @@ def test_room_made_but_not_enough_is_an_input_limit_that_says_so(step):
     )
 
 
+@ROOM
 def test_the_window_full_after_history_fixture_goes_on_under_the_default_input_limit(step, run_main):
     code, out = run_main(step.__name__, "--replay", "fixtures/s06_window_full_after_history.json")
     assert code == 0 and "Traceback" not in out, out
@@ -319,6 +336,7 @@ def test_the_window_full_after_history_fixture_goes_on_under_the_default_input_l
     assert "stopped: the model ended its turn (stop_reason end_turn)" in out
 
 
+@ROOM
 def test_with_nothing_to_collapse_or_compact_the_reason_says_so(step):
     state = step.Recovery()
     full = anthropic.types.Message.model_validate(message([text("x")], "model_context_window_exceeded"))
@@ -348,6 +366,7 @@ def test_a_bad_request_that_is_not_about_length_is_not_retried(step):
         generated(step, [bad, body([text("never")], "end_turn")])
 
 
+@ROOM
 @pytest.mark.parametrize("shape", [1, 2, 3, 5, 8])
 def test_compaction_never_splits_a_tool_use_from_its_result(step, shape):
     messages = [{"role": "user", "content": "task"}]
@@ -498,7 +517,7 @@ def test_main_writes_a_trace_and_replays_it(step, tmp_path):
     assert arrows == PATHS["stop_hook"]
 
 
-@pytest.mark.parametrize("step_name", ["s06_recovery"])  # s07's default shows its own idea
+@pytest.mark.parametrize("step_name", ["s06_recovery"])  # s08's default shows its own idea
 def test_with_no_key_it_replays_its_default_fixture(step_name, run_main):
     code, out = run_main(step_name)  # `python s06_recovery.py`, its main() in-process
     assert code == 0, out
@@ -525,6 +544,7 @@ def size(body_) -> int:
     return len(json.dumps(body_["messages"]))
 
 
+@ROOM
 def test_live_truncation_overflow_and_pauses_keep_every_request_valid(step, tmp_path):
     """Reads two big files, is cut inside a write twice, overflows until the context shrinks, pauses."""
     (tmp_path / "a.txt").write_text("a" * 4000)
@@ -621,6 +641,7 @@ def test_live_a_tool_use_cut_three_ways_is_never_run_and_always_answered(step, t
     assert not (tmp_path / "cut.txt").exists() and (tmp_path / "ok.txt").exists()
 
 
+@ROOM
 def test_live_prompt_too_long_until_the_context_shrinks(step, tmp_path):
     for name in "abc":
         (tmp_path / f"{name}.txt").write_text(name * 3000)
@@ -735,6 +756,7 @@ def live_main(step, tmp_path, monkeypatch, brain, *flags):
     return code, api.requests, shown.getvalue()
 
 
+@ROOM
 def test_live_a_window_that_fills_after_history_makes_room_and_goes_on(step, tmp_path, monkeypatch):
     """Every limit at its default: 190,000 input tokens fill the window, the old reads collapse, and the
     next request is sent, judged by what it holds, not by the 190,000 the last one sent."""
@@ -746,6 +768,7 @@ def test_live_a_window_that_fills_after_history_makes_room_and_goes_on(step, tmp
     )
 
 
+@ROOM
 def test_live_room_made_but_not_enough_stops_at_the_input_limit(step, tmp_path, monkeypatch):
     code, requests, out = live_main(
         step, tmp_path, monkeypatch, fills_after_history(190_000), "--max-input-tokens", "1000"
@@ -756,6 +779,7 @@ def test_live_room_made_but_not_enough_stops_at_the_input_limit(step, tmp_path, 
     )
 
 
+@ROOM
 def test_live_a_window_full_on_the_first_reply_gives_the_true_reason(step, tmp_path, monkeypatch):
     full = message([text("Reading")], "model_context_window_exceeded", 190_000, 5)
     code, requests, out = live_main(step, tmp_path, monkeypatch, lambda req, n: full)

@@ -76,8 +76,8 @@ FIXTURE_FLAGS = {
     "--web-search": (6, None),
     "--stop-hook": (6, _command),  # a shell command: from an untrusted fixture, it meets the gate (s06)
     "--stop-hook-retries": (6, _whole(0)),
-    "--resume": (7, _conversation),
-    "--handoff": (7, _conversation),
+    "--resume": (8, _conversation),
+    "--handoff": (8, _conversation),
 }
 
 

@@ -1,6 +1,6 @@
-"""s07_keep_the_work.py — Never losing the work.
+"""s08_keep_the_work.py — Never losing the work.
 
-Adds over s06: a trace, one line per step written as it happens, that replays
+Adds over s07: a trace, one line per step written as it happens, that replays
 as a fixture (--replay run.jsonl). A first Ctrl-C lets this turn's tools
 finish, answers every call, saves and stops; a second cuts short the calls
 still open. However the run ends, the conversation is saved: --resume FILE
@@ -10,7 +10,7 @@ what it did.
     user task, --resume FILE + a new instruction, or --handoff FILE
         v
     +--------------------+  done | fail | a limit  +=========================+
-    | s06's loop, every  | ---------------------> | saved: the conversation |
+    | s07's loop, every  | ---------------------> | saved: the conversation |
     | step in the trace  |                        | and how to --resume it  |
     +--------------------+                        +=========================+
         ^      | tool_use                                 ^ Ctrl-C while the
@@ -20,10 +20,10 @@ what it did.
            | first Ctrl-C waits for the turn      |
            +======================================+
 
-Run: python s07_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
-     python s07_keep_the_work.py --replay fixtures/s05_interrupt.json
+Run: python s08_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
+     python s08_keep_the_work.py --replay fixtures/s05_interrupt.json
      (press Ctrl-C while ./slow_check.sh runs: once, or twice)
-     python s07_keep_the_work.py --handoff FILE   a fresh session from FILE,
+     python s08_keep_the_work.py --handoff FILE   a fresh session from FILE,
      such as fixtures/conversations/s05_drifted.json (a run that drifted)
 """
 
@@ -44,24 +44,17 @@ import anthropic
 import s04_parallel as s04
 import s05_budget as s05
 import s06_recovery as s06
+import s07_full_context as s07
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
 from s05_budget import RepeatBrake
-from s06_recovery import (
-    NO_TOOLS,
-    append_reply,
-    call_unless_too_long,
-    count_turn,
-    ended_because,
-    next_transition,
-    run_stop_hook,
-    shared_request,
-)
+from s06_recovery import append_reply, count_turn, ended_because, run_stop_hook, shared_request
+from s07_full_context import KEEPS_REPLY, NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
 
 
-# -- new in s07: a Ctrl-C keeps the work — the turn's tools finish, every call is answered ------------
+# -- new in s08: a Ctrl-C keeps the work — the turn's tools finish, every call is answered ------------
 
 INTERRUPTED = "error: interrupted by the user"  # how every answer to a call cut short by Ctrl-C begins
 STILL_OPEN = f"{INTERRUPTED}: stopped before it had a result"  # the answer to a call that had not ended
@@ -136,7 +129,7 @@ def interrupted(messages: list, settings: "Settings") -> None:
     stopped(settings, f"interrupted by the user ({where})")
 
 
-# -- new in s07: --resume — a saved conversation, and a new instruction after it ----------------------
+# -- new in s08: --resume — a saved conversation, and a new instruction after it ----------------------
 
 
 def first_messages(run: launch.Run, args) -> list:
@@ -173,7 +166,7 @@ def continued(messages: list, instruction: str) -> list:
     return messages + [{"role": "user", "content": instruction}]
 
 
-# -- new in s07: --handoff — a run that drifted starts afresh, from its task and what it did ------------
+# -- new in s08: --handoff — a run that drifted starts afresh, from its task and what it did ------------
 
 HANDOFF = (
     "[A fresh session. An earlier session on this task drifted and was stopped. What it did, as "
@@ -192,7 +185,7 @@ def handed_off(run: launch.Run, path: str) -> list:
     return [{"role": "user", "content": opening}]
 
 
-# -- new in s07: the trace — every step written down as it happens, so that a run replays -------------
+# -- new in s08: the trace — every step written down as it happens, so that a run replays -------------
 
 
 def stopped(settings: "Settings", reason: str) -> None:
@@ -216,10 +209,10 @@ def log_transition(transition: str, why: str, settings: "Settings") -> None:
 
 
 def recover(transition: str, messages: list, response, hook, client, settings: "Settings"):
-    """s06's recover, written to the trace: what collapse or compaction made of the context, and the
+    """s07's recover, written to the trace: what collapse or compaction made of the context, and the
     compaction's own request and reply (a trace that replays must hold every request)."""
     before = context_chars(messages)
-    summary = s06.recover(transition, messages, response, hook, client, settings)
+    summary = s07.recover(transition, messages, response, hook, client, settings)
     if context_chars(messages) != before:
         settings.trace.write("context", transition=transition, before=before, after=context_chars(messages))
     if summary is not None:
@@ -231,15 +224,15 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
 
 
 @dataclass
-class Settings(s06.Settings):
-    """s06's settings, and what s07 adds: the trace (and --resume, --handoff and --save, which decide
+class Settings(s07.Settings):
+    """s07's settings, and what s08 adds: the trace (and --resume, --handoff and --save, which decide
     what the loop starts from and where its work is kept)."""
 
     trace: tracing.Trace = field(default_factory=tracing.Trace)  # Trace(None): no trace file
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s06's, and the trace (--trace, or in the run's folder), opened with its `run` line: what a
+        """s07's, and the trace (--trace, or in the run's folder), opened with its `run` line: what a
         replay of the trace needs besides its requests."""
         settings = super().for_run(run, args)
         trace_file = args.trace or step_cli.run_files(run) / "trace.jsonl"
@@ -249,13 +242,14 @@ class Settings(s06.Settings):
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
-    """s06's loop, every step written to the trace; and a Ctrl-C keeps the work: a first one lets the
+    """s07's loop, every step written to the trace; and a Ctrl-C keeps the work: a first one lets the
     turn's tools finish and stops after them; during a model call, or a second one, raises
     KeyboardInterrupt, and run_task keeps what there is."""
     turns = []  # every response, in order
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
+    turn, transition = 0, None  # the model's turn; a request sent again is that turn's, not a new one
     settings.trace.start(shared_request(settings), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
     while True:
         # 0. Before paying for another call, check every limit (s05).
@@ -264,24 +258,28 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             stopped(settings, reason)
             return turns
 
-        # 1. Send the whole history; recovery sets max_tokens, and too long is no crash (s06).
-        started = time.monotonic()  # (new in s07) the trace's line for the call says how long it took
+        # 1. Send the whole history (s06); too long is no crash (s07).
+        started = time.monotonic()  # (new in s08) the trace's line for the call says how long it took
+        again = transition in SENT_AGAIN
+        turn += 0 if again else 1
+        label = f"{turn}, sent again ({transition})" if again else turn
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
-        with display.waiting(len(turns) + 1, streamed):
+        with display.waiting(label, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
-            count_turn(turns, response, budget, streamed)
+            count_turn(turns, response, budget, label, streamed)
         outcome = response or state.too_long  # the reply, or the 400 that took its place
         sent = {"max_tokens": state.max_tokens, "stream": streamed}  # the trace logs them if escalated
-        settings.trace.call(len(turns), messages, outcome, started, budget, **sent)  # (new in s07)
+        settings.trace.call(len(turns), messages, outcome, started, budget, **sent)  # (new in s08)
 
         # 2. Name the transition: how the call ended, what recovery tried, the stop hook (s06).
-        hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
+        hook = run_stop_hook(settings, response) if response is not None else None
         transition, why = next_transition(response, state, messages, hook)
         log_transition(transition, why, settings)
 
         # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        append_reply(messages, response, transition)
+        if transition in KEEPS_REPLY:
+            append_reply(messages, response)
 
         # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
         if transition in ("done", "fail"):
@@ -290,10 +288,10 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # a compaction's summary is a model call: it costs a step
-                count_turn(turns, summary, budget)
+                count_turn(turns, summary, budget, f"{turn}, its summary")
             continue
 
-        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake. (new in s07) A first
+        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake. (new in s08) A first
         #    Ctrl-C lets every call of this turn run to its end, then stops; a second cuts them short.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
@@ -303,7 +301,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         brake.remember(results)
         display.show_tools(calls, results, timeline)
         state.new_turn()  # tools ran: the next call starts a turn with fresh recovery caps (s06)
-        stop = ctrl_c or brake.stop  # (new in s07) a Ctrl-C, or s05's repeat brake
+        stop = ctrl_c or brake.stop  # (new in s08) a Ctrl-C, or s05's repeat brake
         settings.trace.tools(len(turns), calls, results, started, stop)
         if stop:
             stopped(settings, stop)
@@ -312,8 +310,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
 def main(argv: list[str] | None = None) -> int:
     """Replay the default fixture, or run a task live (--help: the flags)."""
-    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s07_keep_the_work")  # every earlier step's
-    step_cli.add_keep_flags(parser)  # s07's own: --resume, --handoff, --save
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s08_keep_the_work")  # every earlier step's
+    step_cli.add_keep_flags(parser)  # s08's own: --resume, --handoff, --save
     return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 

@@ -1,0 +1,314 @@
+"""s07_full_context.py — When the context is full: make room, and go on.
+
+Adds over s06: a request the API refuses as too long ("prompt is too long",
+a 400) is not a crash. Old tool results are collapsed to placeholders and the
+request is sent again; if that is not enough, the older history is compacted
+into a summary the model writes. A reply that filled the window is kept, and
+room is made after it.
+
+    +------------+  400: too long   +=======================================+
+    | call model | ---------------> | next_transition() (new): make room    |
+    +-^-^-^------+                  +=======================================+
+      | | +-- collapse   <- old tool results become placeholders, once a turn
+      | +---- compact    <- still too long: a summary of the older history
+      +------ make_room  <- a reply filled the window: keep it, then collapse
+              fail       <- nothing left to shrink: stop, saying why
+      (and every transition of s06: escalate, continue, resume_pause, ...)
+
+Run: python s07_full_context.py   replay: too long twice: collapsed, compacted
+     python s07_full_context.py --replay FIXTURE, for FIXTURE one of
+     fixtures/s06_prompt_too_long_collapse.json   (collapsing is enough)
+     fixtures/s06_window_full_after_history.json  (a reply fills the window)
+"""
+
+import sys
+from dataclasses import dataclass, field
+from typing import Self
+
+from workbook import conversation, display, launch, step_cli
+from workbook.conversation import blocks, context_chars, json_chars, result_text  # blocks, sizes
+
+import anthropic
+from anthropic.types import Message
+
+import s06_recovery as s06
+from s01_agent_loop import MAX_TOKENS, MODEL
+from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
+from s05_budget import RepeatBrake, run_tools, stopped
+from s06_recovery import append_reply, count_turn, ended_because, log_transition, run_stop_hook
+
+DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
+
+
+# -- new in s07: making room — collapse old results, then compact the older history -----------------
+
+KEEP_RECENT_RESULTS = 1  # collapse leaves the newest tool_result messages whole
+COLLAPSE_MIN_CHARS = 200  # a tool_result shorter than this is left alone: its placeholder saves nothing
+ROOM_PROMPT = (
+    "Your last reply stopped because the context window was full; older tool results were shortened to "
+    "make room. Continue exactly where it stopped, no recap. If a tool call was cut off, make it again."
+)
+NO_TOOLS = {"type": "none"}  # compaction's tool_choice: a summary in prose, no tool call
+SUMMARY_PROMPT = (
+    "The conversation has grown too long for the context window. Summarize everything above that is "
+    "needed to carry on: the task, what was done and found, which files changed, what remains to do. "
+    "Plain prose, no tool calls."
+)
+TRANSITIONS = s06.TRANSITIONS | {  # s06's, and three more; Claude Code's query.ts name after the |
+    "collapse": "prompt too long (400): old tool results become placeholders, retry | collapse_drain_retry",
+    "compact": "still too long: the older history becomes a summary, retry | reactive_compact_retry",
+    "make_room": "context window full (a reply): keep it, collapse or compact, go on | (not in the article)",
+}
+KEEPS_REPLY = (*s06.KEEPS_REPLY, "make_room")  # the reply that filled the window is kept
+SENT_AGAIN = (*s06.SENT_AGAIN, "collapse", "compact")  # the same turn, sent again shorter
+
+
+@dataclass
+class Recovery(s06.Recovery):
+    """s06's, and whether this turn has collapsed or compacted already (each once a turn), with a record
+    of the last refusal as too long and of what compaction asked the model to summarize."""
+
+    collapsed: bool = False
+    compacted: bool = False
+    too_long: dict | None = None  # the last call's 400 "prompt is too long", its status and body
+    summarized: list | None = None  # the messages compaction last asked the model to summarize
+
+    def new_turn(self) -> None:
+        super().new_turn()
+        self.collapsed = False
+        self.compacted = False
+
+
+# 0. The limits: after making room, the next request is judged by what it holds.
+@dataclass
+class Budget(s06.Budget):
+    """Unlike s06's: after making room for a reply that filled the window, the input limit judges the
+    next request by an estimate of what it holds, not by the last request, which held more."""
+
+    estimate: int | None = None  # the next request's input tokens, from made_room()
+
+    def made_room(self, before: int, after: int) -> None:
+        """The request shrank from `before` to `after` characters of JSON: its tokens did, roughly, too."""
+        self.estimate = round(self.rows[-1].tokens_in * after / before)
+
+    def input_limit(self) -> str:
+        estimate, self.estimate = self.estimate, None  # it judges the next request only
+        if estimate is None:
+            return super().input_limit()
+        if estimate < self.max_input_tokens:
+            return ""
+        return (
+            f"input limit: after making room the next request still holds about {estimate:,} input tokens "
+            f"(--max-input-tokens {self.max_input_tokens:,})"
+        )
+
+
+# 1. The call: a prompt too long is an outcome, not a crash.
+def call_unless_too_long(client, messages: list, settings: "Settings", streamed: bool) -> Message | None:
+    """s06's call. A 400 "prompt is too long" is not raised: the reply is None, and the error is kept in
+    recovery.too_long, for the loop to recover."""
+    state = settings.recovery
+    state.too_long = None
+    try:
+        return s06.call(client, messages, settings, streamed)
+    except anthropic.BadRequestError as err:
+        if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
+            raise
+        display.say(f"400 {api_message(err)}", "yellow")
+        state.too_long = {"status": 400, "body": err.body}
+        return None
+
+
+# 2. The transition: too long first; anything else as s06 names it.
+def next_transition(response, state: Recovery, messages: list, hook) -> tuple[str, str]:
+    """(transition, why). `response` is None when the request was too long; a reply that stopped with
+    model_context_window_exceeded filled the window. Either way, collapse first, then compact, each
+    once a turn; else s06 decides."""
+    stop = response.stop_reason if response is not None else "prompt_too_long"
+    if stop not in ("prompt_too_long", "model_context_window_exceeded"):
+        return s06.next_transition(response, state, hook)
+    room = "make_room" if response is not None else None  # the reply is kept, and room made after it
+    if not state.collapsed and collapsible(messages):
+        return room or "collapse", f"{stop}: {collapsible(messages)} old tool results can be collapsed"
+    if not state.compacted and split_point(messages) is not None:
+        return room or "compact", f"{stop}: still too long; summarize the older history"
+    collapse = "already collapsed once" if state.collapsed else "no old tool result to collapse"
+    compact = "already compacted once" if state.compacted else "no earlier turn to summarize"
+    return "fail", f"{stop}, and this turn: {collapse}, {compact}: giving up"
+
+
+# 3. Making room: collapse, or compact (a model call of its own), then send again.
+def recover(transition: str, messages: list, response, hook, client, settings: "Settings") -> Message | None:
+    """s06's recover, and making room. Returns the reply of compaction's request for a summary (a model
+    call of its own, to be counted), else None."""
+    state = settings.recovery
+    if transition == "make_room":  # the kept reply's cut calls answered; then collapse, else compact
+        s06.continue_cut(messages, response, ROOM_PROMPT)
+        transition = "collapse" if not state.collapsed and collapsible(messages) else "compact"
+    if transition not in ("collapse", "compact"):
+        return s06.recover(transition, messages, response, hook, settings)
+    before = context_chars(messages)
+    summary = None
+    if transition == "collapse":
+        state.collapsed = True
+        collapse(messages)
+    else:
+        state.compacted = True
+        summary = compact(client, messages, settings)
+    display.show_context(before, context_chars(messages))
+    if response is not None:  # make_room: the reply that filled the window was counted; its input tokens
+        fixed = json_chars(s06.shared_request(settings))  # now overstate the next request, which holds less
+        settings.budget.made_room(before + fixed, context_chars(messages) + fixed)
+    return summary
+
+
+def old_results(messages: list, keep: int = KEEP_RECENT_RESULTS) -> list[int]:
+    """Indexes of the messages holding tool results, but the newest `keep` of them."""
+    holders = [i for i, m in enumerate(messages) if any(b["type"] == "tool_result" for b in blocks(m))]
+    return holders[: len(holders) - keep]
+
+
+def collapsible(messages: list) -> int:
+    """How many tool_results collapse() would shorten."""
+    long = [b for i in old_results(messages) for b in blocks(messages[i]) if b["type"] == "tool_result"]
+    return sum(len(result_text(b)) >= COLLAPSE_MIN_CHARS for b in long)
+
+
+def collapse(messages: list) -> None:
+    """Replace long old tool_result contents with a placeholder; ids, and so every pair, stay whole."""
+    names = {b["id"]: b["name"] for m in messages for b in blocks(m) if b["type"] == "tool_use"}
+    for i in old_results(messages):
+        content = blocks(messages[i])
+        for n, b in enumerate(content):
+            if b["type"] == "tool_result" and len(result_text(b)) >= COLLAPSE_MIN_CHARS:
+                what = f"{len(result_text(b))} characters of {names.get(b['tool_use_id'], 'tool')} output"
+                content[n] = b | {"content": f"[collapsed: {what}; call it again if needed]"}
+        messages[i] = {"role": "user", "content": content}
+
+
+def split_point(messages: list) -> int | None:
+    """Where compaction cuts: the last assistant message, so it stays with the results that answer it."""
+    return next((i for i in range(len(messages) - 1, 0, -1) if messages[i]["role"] == "assistant"), None)
+
+
+def summary_ask(messages: list) -> list:
+    """What compaction sends: the history before the last turn, and the request for its summary."""
+    older = messages[: split_point(messages)]
+    last = {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
+    return older[:-1] + [last]
+
+
+def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -> Message:
+    """Ask the model to summarize the history before the last turn; keep the task, the summary and the
+    last turn only. The summary's request is a model call of its own: its reply is returned."""
+    recent = messages[split_point(messages) :]
+    request = s06.shared_request(settings) | {"max_tokens": MAX_TOKENS, "tool_choice": NO_TOOLS}
+    settings.recovery.summarized = summary_ask(messages)
+    response = call_model(
+        client.messages.create, settings.retry, messages=settings.recovery.summarized, **request
+    )
+    summary = "".join(b.text for b in response.content if b.type == "text").strip()
+    task = messages[0]["content"] if isinstance(messages[0]["content"], str) else "(see the summary)"
+    opening = f"{task}\n\n[The earlier part of this session was compacted into this summary:]\n{summary}"
+    messages[:] = [{"role": "user", "content": opening}, *recent]
+    return response
+
+
+# -- the loop --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings(s06.Settings):
+    """s06's settings, with s07's recovery state and budget."""
+
+    recovery: Recovery = field(default_factory=Recovery)
+    budget: Budget = field(default_factory=Budget)
+
+    @classmethod
+    def for_run(cls, run: launch.Run, args) -> Self:
+        """s06's, with s07's budget and recovery state."""
+        settings = super().for_run(run, args)
+        settings.budget = Budget(**step_cli.limits(args))
+        settings.recovery = Recovery(hook_retries=args.stop_hook_retries)
+        return settings
+
+
+def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
+    """s06's loop; (new in s07) a request too long, or a reply that filled the window, makes room."""
+    turns = []  # every response, in order
+    brake = RepeatBrake()  # s05's
+    budget = settings.budget
+    state = settings.recovery  # what recovery has tried, and its record
+    turn, transition = 0, None  # the model's turn; a request sent again is that turn's, not a new one
+    while True:
+        # 0. Before paying for another call, check every limit (s05).
+        reason = budget.exceeded()
+        if reason:
+            stopped(settings, reason)
+            return turns
+
+        # 1. Send the whole history (s06). (new in s07) Too long is no crash: the response is None.
+        again = transition in SENT_AGAIN
+        turn += 0 if again else 1
+        label = f"{turn}, sent again ({transition})" if again else turn
+        streamed = settings.stream or state.max_tokens > MAX_TOKENS
+        with display.waiting(label, streamed):
+            response = call_unless_too_long(client, messages, settings, streamed)
+        if response is not None:
+            count_turn(turns, response, budget, label, streamed)
+
+        # 2. Name the transition (s06); (new in s07) too long first.
+        hook = run_stop_hook(settings, response) if response is not None else None
+        transition, why = next_transition(response, state, messages, hook)
+        log_transition(transition, why, settings)
+
+        # 3. Append the reply verbatim, unless the transition throws it away.
+        if transition in KEEPS_REPLY:
+            append_reply(messages, response)
+
+        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
+        if transition in ("done", "fail"):
+            stopped(settings, ended_because(transition, why, response))
+            return turns
+        if transition != "next_turn":
+            summary = recover(transition, messages, response, hook, client, settings)
+            if summary is not None:  # (new in s07) a compaction's summary is a model call: a step
+                count_turn(turns, summary, budget, f"{turn}, its summary")
+            continue
+
+        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake.
+        calls = [block for block in response.content if block.type == "tool_use"]
+        held = brake.hold_back(calls)
+        results, timeline = run_tools(calls, settings, held)
+        messages.append({"role": "user", "content": results})
+        brake.remember(results)
+        display.show_tools(calls, results, timeline)
+        state.new_turn()  # tools ran: the next call starts a turn with fresh recovery caps (s06)
+        if brake.stop:
+            stopped(settings, brake.stop)
+            return turns
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Replay the default fixture, or run a task live (--help: the flags)."""
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s07_full_context")  # every earlier step's
+    return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
+
+
+def run_task(run: launch.Run, args) -> int:
+    """s06's run, with this step's loop and settings; recovery giving up is exit 1."""
+    settings = Settings.for_run(run, args)
+    messages = [{"role": "user", "content": run.task}]
+    saved = step_cli.run_files(run) / "conversation.json"
+    try:
+        agent_loop(run.client, messages, settings)
+    except FATAL as err:  # s03: what retrying cannot fix
+        return stop_cleanly(err, messages, saved)
+    display.show_budget(settings.budget)
+    conversation.save_conversation(messages, saved)
+    display.say(f"audit log: {settings.audit}\nconversation saved: {saved}")
+    return 1 if settings.budget.reason.startswith("recovery gave up") else 0  # the last transition: fail
+
+
+if __name__ == "__main__":
+    sys.exit(main())
