@@ -141,6 +141,12 @@ def call(client: anthropic.Anthropic, messages: list, settings: "Settings", stre
     return call_model(send, settings.retry, messages=messages, **request)
 
 
+def numbered(turn: int, resent_by: str | None) -> tuple[int, str]:
+    """The next call's turn number, and its label: a request that recovery sends again (`resent_by`,
+    the transition that did) is that turn's retry, not a new turn."""
+    return (turn, f"{turn}, sent again ({resent_by})") if resent_by else (turn + 1, str(turn + 1))
+
+
 def count_turn(turns: list, response: Message, budget: Budget, label, streamed: bool = False) -> None:
     """A reply is a step, as s05's loop counts one: kept, shown, and its tokens and cost spent."""
     turns.append(response)
@@ -281,7 +287,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    turn, transition = 0, None  # the model's turn; a request sent again is that turn's, not a new one
+    turn, transition = 0, None  # the model's turn, and how the last call ended
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -290,9 +296,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history. (new in s06) Recovery sets max_tokens; a 64k reply must stream.
-        again = transition in SENT_AGAIN
-        turn += 0 if again else 1
-        label = f"{turn}, sent again ({transition})" if again else turn
+        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS
         with display.waiting(label, streamed):
             response = call(client, messages, settings, streamed)

@@ -35,7 +35,7 @@ import s06_recovery as s06
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
 from s05_budget import RepeatBrake, run_tools, stopped
-from s06_recovery import append_reply, count_turn, ended_because, log_transition, run_stop_hook
+from s06_recovery import append_reply, count_turn, ended_because, log_transition, numbered, run_stop_hook
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 
@@ -239,7 +239,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    turn, transition = 0, None  # the model's turn; a request sent again is that turn's, not a new one
+    turn, transition = 0, None  # the model's turn, and how the last call ended
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -248,9 +248,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history (s06). (new in s07) Too long is no crash: the response is None.
-        again = transition in SENT_AGAIN
-        turn += 0 if again else 1
-        label = f"{turn}, sent again ({transition})" if again else turn
+        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS
         with display.waiting(label, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)

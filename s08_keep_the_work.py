@@ -48,7 +48,7 @@ import s07_full_context as s07
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
 from s05_budget import RepeatBrake
-from s06_recovery import append_reply, count_turn, ended_because, run_stop_hook, shared_request
+from s06_recovery import append_reply, count_turn, ended_because, numbered, run_stop_hook, shared_request
 from s07_full_context import KEEPS_REPLY, NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
@@ -202,6 +202,14 @@ def failed(settings: "Settings", err: Exception) -> None:
     settings.trace.stop(settings.budget.reason, settings.budget)
 
 
+def trace_call(settings: "Settings", step: int, messages: list, response, started: float, streamed: bool):
+    """A model call's line in the trace: what was sent, and the reply or the 400 that took its place
+    (max_tokens and stream are logged when they differ from the run's: an escalation)."""
+    outcome = response or settings.recovery.too_long
+    sent = {"max_tokens": settings.recovery.max_tokens, "stream": streamed}
+    settings.trace.call(step, messages, outcome, started, settings.budget, **sent)
+
+
 def log_transition(transition: str, why: str, settings: "Settings") -> None:
     """Unlike s06's: the transition is written to the trace too."""
     s06.log_transition(transition, why, settings)
@@ -242,14 +250,13 @@ class Settings(s07.Settings):
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
-    """s07's loop, every step written to the trace; and a Ctrl-C keeps the work: a first one lets the
-    turn's tools finish and stops after them; during a model call, or a second one, raises
-    KeyboardInterrupt, and run_task keeps what there is."""
+    """s07's loop, every step written to the trace. A first Ctrl-C lets the turn's tools finish, then
+    stops; one during a model call, or a second, raises KeyboardInterrupt: run_task keeps the work."""
     turns = []  # every response, in order
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    turn, transition = 0, None  # the model's turn; a request sent again is that turn's, not a new one
+    turn, transition = 0, None  # the model's turn, and how the last call ended
     settings.trace.start(shared_request(settings), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
     while True:
         # 0. Before paying for another call, check every limit (s05).
@@ -260,17 +267,13 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 1. Send the whole history (s06); too long is no crash (s07).
         started = time.monotonic()  # (new in s08) the trace's line for the call says how long it took
-        again = transition in SENT_AGAIN
-        turn += 0 if again else 1
-        label = f"{turn}, sent again ({transition})" if again else turn
+        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
         with display.waiting(label, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
             count_turn(turns, response, budget, label, streamed)
-        outcome = response or state.too_long  # the reply, or the 400 that took its place
-        sent = {"max_tokens": state.max_tokens, "stream": streamed}  # the trace logs them if escalated
-        settings.trace.call(len(turns), messages, outcome, started, budget, **sent)  # (new in s08)
+        trace_call(settings, len(turns), messages, response, started, streamed)  # (new in s08)
 
         # 2. Name the transition: how the call ended, what recovery tried, the stop hook (s06).
         hook = run_stop_hook(settings, response) if response is not None else None
