@@ -34,6 +34,7 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import NamedTuple, Self
 
 from workbook import conversation, display, launch, prices, step_cli
@@ -41,6 +42,7 @@ from workbook import conversation, display, launch, prices, step_cli
 import anthropic
 from anthropic.types import Message
 
+import s02_tools as s02
 import s04_parallel as s04
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS
@@ -170,14 +172,17 @@ class Asked:
 class RepeatBrake:
     """The brake on a model going round in circles. It sees every call in the order asked, and holds one
     back (answers it with an error asking for another approach) when the REPEAT_LIMIT - 1 calls just
-    before it were the same tool with the same input and gave one same result, or when it redoes a change
-    to a file already undone (edits A→B, B→A, A→B; writes A, B, A, B). Asking again for a call held back
-    stops the run."""
+    before it were the same tool with the same input and gave one same result, or when it changes a file
+    back to what an undone change made it (A, B, A, now B again: by edits, writes, or both). Asking
+    again for a call held back stops the run."""
 
+    workspace: Path | None = (
+        None  # where the files are (None: their content before a first change is unknown)
+    )
     recent: deque = field(default_factory=partial(deque, maxlen=REPEAT_LIMIT - 1))  # the latest Askeds
     turn: list = field(default_factory=list)  # this turn's calls, as Askeds, in tool_use order
-    changes: dict = field(default_factory=dict)  # (tool, path) -> the (before, after) changes asked, in order
-    written: dict = field(default_factory=dict)  # path -> the content last written there (None: not yet)
+    files: dict = field(default_factory=dict)  # path -> its text as the changes let through leave it
+    changes: dict = field(default_factory=dict)  # path -> the (before, after) of each change, as hashes
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
 
     def hold_back(self, calls: list) -> dict[str, str]:
@@ -212,28 +217,44 @@ class RepeatBrake:
         return None
 
     def flips_back(self, block) -> bool:
-        """Whether this call redoes a change to a file after its undo: an edit A→B, B→A, then A→B again;
-        or a file written A, B, A, then B again (a write changes what was last written there)."""
+        """Whether this edit or write redoes a change to a file after its undo: the file went A to B,
+        back to A, and this call would make it B again. A call held back changes nothing."""
         given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
-        path = str(given.get("path"))
-        if block.name == "edit_file":
-            change = (given.get("old_text"), given.get("new_text"))
-        elif block.name == "write_file":
-            change = (self.written.get(path), given.get("content"))
-            self.written[path] = given.get("content")
-        else:
+        path = given.get("path")
+        if block.name not in ("edit_file", "write_file") or not isinstance(path, str):
             return False
-        undo = change[::-1]  # a change to the same content (A→A) undoes nothing
-        done = self.changes.setdefault((block.name, path), [])
-        circle = change in done and change != undo and undo in done[done.index(change) :]
+        before = self.files[path] if path in self.files else self.on_disk(path)
+        after = given.get("content") if block.name == "write_file" else edited(before, given)
+        if not isinstance(after, str) or after == before:
+            return False  # an edit that will fail, or a change to the same text: no circle
+        change = (hash(before), hash(after))
+        done = self.changes.setdefault(path, [])
+        if change in done and change[::-1] in done[done.index(change) :]:
+            return True
         done.append(change)
-        return circle
+        self.files[path] = after
+        return False
+
+    def on_disk(self, path: str) -> str | None:
+        """The file's text before the run changed it, if it is a text file in the workspace."""
+        try:
+            return s02.inside(self.workspace, path).read_text() if self.workspace else None
+        except (s02.ToolError, OSError, ValueError):
+            return None
 
     def remember(self, results: list[dict]) -> None:
         """What this turn's calls gave, in tool_use order: what the next calls are compared with."""
         for asked, result in zip(self.turn, results):
             if asked.result is None:
                 asked.result = json.dumps([result["content"], result["is_error"]])
+
+
+def edited(text: str | None, given: dict) -> str | None:
+    """The text an edit_file call would leave, or None if it will fail (old_text not there exactly once)."""
+    old, new = given.get("old_text"), given.get("new_text")
+    if not (isinstance(text, str) and isinstance(old, str) and isinstance(new, str)) or text.count(old) != 1:
+        return None
+    return text.replace(old, new)
 
 
 def run_tools(calls: list, settings: "Settings", held: dict[str, str] | None = None) -> tuple[list, list]:
@@ -270,7 +291,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or a
     limit or the repeat brake stops it (settings.budget.reason says which)."""
     turns = []  # every response, in order
-    brake = RepeatBrake()  # (new in s05) it holds back a call the model keeps repeating
+    brake = RepeatBrake(settings.workspace)  # (new in s05) it holds back a call the model keeps repeating
     budget = settings.budget
     while True:
         # 0. (new in s05) Before paying for another call, check every limit: the first one reached

@@ -236,7 +236,7 @@ class Settings(s06.Settings):
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """s06's loop; (new in s07) a request too long, or a reply that filled the window, makes room."""
     turns = []  # every response, in order
-    brake = RepeatBrake()  # s05's
+    brake = RepeatBrake(settings.workspace)  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     turn, transition = 0, None  # the model's turn, and how the last call ended

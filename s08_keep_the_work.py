@@ -253,7 +253,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     """s07's loop, every step written to the trace. A first Ctrl-C lets the turn's tools finish, then
     stops; one during a model call, or a second, raises KeyboardInterrupt: run_task keeps the work."""
     turns = []  # every response, in order
-    brake = RepeatBrake()  # s05's
+    brake = RepeatBrake(settings.workspace)  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     turn, transition = 0, None  # the model's turn, and how the last call ended

@@ -267,8 +267,9 @@ def call(name: str, tool_id: str, **tool_input):
     return anthropic.types.ToolUseBlock(type="tool_use", id=tool_id, name=name, input=tool_input)
 
 
-def test_an_edit_that_flips_a_file_back_again_is_refused(step):
-    brake = step.RepeatBrake()
+def test_an_edit_that_flips_a_file_back_again_is_refused(step, tmp_path):
+    (tmp_path / "a.py").write_text("x = A\n")
+    brake = step.RepeatBrake(tmp_path)  # it reads the file: an edit is judged by the text it leaves
 
     def edit(old, new):
         return call("edit_file", f"toolu_{old}{new}", path="a.py", old_text=old, new_text=new)
@@ -280,6 +281,41 @@ def test_an_edit_that_flips_a_file_back_again_is_refused(step):
     assert held(edit("B", "A")) is None  # one undo is a change of mind, allowed
     assert "going in circles" in held(edit("A", "B"))
     assert held(edit("A", "A")) is None  # a no-op edit undoes nothing
+
+
+def test_an_edit_of_a_file_it_cannot_read_is_never_held_back(step):
+    brake = step.RepeatBrake()  # no workspace: the text before a first edit is unknown
+    edits = [
+        call("edit_file", f"toolu_{n}", path="a.py", old_text=o, new_text=n) for o, n in ("AB", "BA", "AB")
+    ]
+    assert [brake.hold_back([asked]).get(asked.id) for asked in edits] == [None] * 3
+
+
+def test_writes_back_and_forth_over_a_file_already_there_are_held_back(step, tmp_path):
+    (tmp_path / "a.txt").write_text("A")  # B, A, B over an A on disk: A, B, A, B
+    brake = step.RepeatBrake(tmp_path)
+    writes = [call("write_file", f"toolu_w{n}", path="a.txt", content=c) for n, c in enumerate("BAB")]
+    said = [brake.hold_back([asked]).get(asked.id) for asked in writes]
+    assert said[:2] == [None, None] and "going in circles" in said[2]
+
+
+def test_edits_and_writes_of_one_file_share_its_history(step, tmp_path):
+    (tmp_path / "a.txt").write_text("x = A")
+    brake = step.RepeatBrake(tmp_path)
+    calls = [
+        call("edit_file", "toolu_1", path="a.txt", old_text="A", new_text="B"),
+        call("write_file", "toolu_2", path="a.txt", content="x = A"),  # the edit undone by a write
+        call("edit_file", "toolu_3", path="a.txt", old_text="A", new_text="B"),
+    ]
+    said = [brake.hold_back([asked]).get(asked.id) for asked in calls]
+    assert said[:2] == [None, None] and "going in circles" in said[2]
+
+
+def test_a_write_held_back_changes_nothing_so_the_next_write_is_judged_by_the_file_as_it_is(step):
+    brake = step.RepeatBrake()
+    writes = [call("write_file", f"toolu_w{n}", path="a.txt", content=c) for n, c in enumerate("ABABA")]
+    said = [brake.hold_back([asked]).get(asked.id) for asked in writes]
+    assert said[3] and said[4] is None  # the fourth (B) was held back: A is what the file holds, a no-op
 
 
 def test_the_flip_flop_fixture_is_stopped_at_the_third_edit():
