@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import NamedTuple, Self
 
 from workbook import conversation, display, launch, prices, step_cli
+from workbook.workspace_files import regular_file  # a file to read whole, or an error (never a FIFO)
 
 import anthropic
 from anthropic.types import Message
@@ -237,8 +238,11 @@ class RepeatBrake:
 
     def on_disk(self, path: str) -> str | None:
         """The file's text before the run changed it, if it is a text file in the workspace."""
-        try:
-            return s02.inside(self.workspace, path).read_text() if self.workspace else None
+        if self.workspace is None:
+            return None
+        try:  # as edit_file reads it: a regular file of at most MAX_FILE_BYTES (a FIFO would hang)
+            with regular_file(s02.inside(self.workspace, path), path, s02.MAX_FILE_BYTES) as file:
+                return file.read().decode()
         except (s02.ToolError, OSError, ValueError):
             return None
 
