@@ -7,6 +7,7 @@ from workbook.replay import fixtures
 
 import pytest
 from conftest import ROOT
+from student_requests import FIXTURE, IDS, turn2
 
 
 def good():
@@ -121,3 +122,19 @@ def test_the_recorded_task_is_quoted_on_one_printable_line_and_shortened():
     quoted = diff.split("send ", 1)[1].split(" as the task")[0]
     assert quoted.startswith('"list\\x1b[2J the files\\nxxx') and quoted.endswith('…" (219 characters)')
     assert quoted.isprintable() and len(quoted) < 130
+
+
+def test_conversation_only_ignores_what_a_student_writes_but_not_the_ids():
+    recorded = FIXTURE["exchanges"][1]["request"]
+    theirs = {"model": "x", "max_tokens": 5, "stream": True, "system": "mine", "messages": turn2()}
+    spaced = {"type": "text", "text": f"  {FIXTURE['task']}\n"}  # the recorded task, with its own spacing
+    theirs["messages"][0] = {"role": "user", "content": [spaced]}
+    assert compare.request_diff(recorded, theirs, compare.Match.CONVERSATION) is None
+    assert compare.request_diff(recorded, theirs, compare.Match.STRUCTURE).startswith(
+        "max_tokens"
+    )  # unchanged
+    swapped = turn2([IDS[1], IDS[0], IDS[2]])  # the API pairs results by id: any order is the same turn
+    assert compare.request_diff(recorded, {"messages": swapped}, compare.Match.CONVERSATION) is None
+    wrong = turn2([IDS[0], IDS[1], "toolu_other"])
+    problem = compare.request_diff(recorded, {"messages": wrong}, compare.Match.CONVERSATION)
+    assert problem == f'messages[2].content[2]: tool_use_id expected "{IDS[2]}", got "toolu_other"'

@@ -67,3 +67,21 @@ def test_deep_nesting_is_named_as_such_however_many_brackets():
     for raw in (b"[" * 100_000, b"[" * 80 + b"1" + b"]" * 80):
         with pytest.raises(json_text.JsonRefused, match="nested more than 64 levels deep"):
             json_text.loads(raw)
+
+
+def test_a_big_text_parses_to_the_same_json_as_json_loads():
+    """Past SHARED_PARSE_BYTES, each object is made by a hook in Python (other threads run meanwhile)."""
+    padded = {"messages": [{"role": "user", "content": "hi"}], "padding": [{"text": "x" * 100}] * 5000}
+    big = json.dumps(padded).encode()
+    assert len(big) > json_text.SHARED_PARSE_BYTES
+    assert json_text.loads(big) == json.loads(big)
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 7, 64])
+def test_strings_cut_by_a_window_are_read_whole(monkeypatch, window):
+    """outside_strings reads a window at a time: a string a window cuts, escaped quotes in it, must be
+    counted as one string and its brackets never as the text's."""
+    text = json.dumps([{"a": 'q"[{', "b": ["\\", '\\"]', {"c": []}], "d": "é"}] * 3).encode()
+    whole = json_text.JSON_STRING.subn(b"", text)
+    monkeypatch.setattr(json_text, "WINDOW", window)
+    assert json_text.outside_strings(text) == (whole[0].translate(None, json_text.NOT_BRACKETS), whole[1])

@@ -287,7 +287,44 @@ def test_a_continue_is_checked_as_the_whole_conversation(client_for):
         continue_from(client, first.id, one_answer_missing)
     # The request carried one message; the problem is named where it sits in the whole conversation.
     assert "turn 2" in str(caught.value) and "messages[2]" in str(caught.value)
-    assert continue_from(client, first.id, answers_to(first)).stop_reason == "end_turn"  # still held
+
+
+def test_a_refused_continue_lets_its_thread_go_so_sending_it_again_costs_a_lookup(client_for, monkeypatch):
+    """Red team five: after one 16-21 MB thread, each ~170-byte continue was expanded for 3-5 s, and a
+    refused one kept its thread to be sent again and again."""
+    opened = []
+    monkeypatch.setattr(threads.Held, "open", counted(threads.Held.open, opened))
+    client = client_for()
+    first = start_thread(client)
+    one_answer_missing = answers_to(first)
+    one_answer_missing[0]["content"].pop()
+    with pytest.raises((anthropic.BadRequestError, replay.ReplayMismatch)):
+        continue_from(client, first.id, one_answer_missing)
+    assert len(opened) == 1
+    for messages in (one_answer_missing, answers_to(first)):  # the same again, or corrected: a 404
+        with pytest.raises(anthropic.NotFoundError) as caught:
+            continue_from(client, first.id, messages)
+        assert caught.value.error_code == "thread_not_found"
+    assert len(opened) == 1  # neither was expanded (the SDK, told thread_not_found, sends the whole)
+
+
+def counted(function, calls: list):
+    def call(*args, **kwargs):
+        calls.append(args)
+        return function(*args, **kwargs)
+
+    return call
+
+
+def test_a_refused_continue_holds_no_bytes_and_a_refused_create_holds_none():
+    held = threads.Threads(ledger=threads.Ledger())
+    created_thread(held, 1)
+    assert held.bytes > 0 and held.ledger.total == held.bytes
+    held.let_go(continue_of("msg_1")["thread"])
+    assert held.held == {} and held.bytes == 0 and held.ledger.total == 0
+    held.let_go({"type": "create"})  # nothing was held for it
+    held.let_go(None)
+    assert held.held == {} and held.ledger.total == 0
 
 
 def test_a_continue_that_resends_the_system_prompt_is_refused(client_for):

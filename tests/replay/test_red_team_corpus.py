@@ -77,7 +77,9 @@ def test_hostile_fixtures_replay_in_one_line(run_main, tmp_path, step):
         path.write_text(json.dumps(fixture))
         code, out = run_main(step, "--replay", str(path))
         one_line_or_none(out)
-        assert isinstance(code, int), name
+        # refused: exit 1 and one error line, the last (after the banner, for a replay that began)
+        errors = [line for line in out.splitlines() if line.startswith("error:")]
+        assert code == 1 and len(errors) == 1 and out.strip().splitlines()[-1] == errors[0], (name, out)
 
 
 @pytest.mark.parametrize("step", ["s03_errors", "s05_budget", "s06_recovery"])
@@ -140,3 +142,4 @@ def test_contract_causes_are_one_line_too(run_main, tmp_path, cause):
     path.write_text(json.dumps(fixture, ensure_ascii=True))
     code, out = run_main("s05_budget", "--replay", str(path))
     one_line_or_none(out)
+    assert code == 1 and len(out.strip().splitlines()) == 1 and out.startswith("error: "), out

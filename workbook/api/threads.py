@@ -16,8 +16,10 @@ whole history itself.
 
 What is held is bounded: each thread is kept as its compact JSON (about the size of the request that
 made it, where parsed objects took three times that), at most PER_STUDENT_BYTES for one client and
-TOTAL_BYTES for the whole process, the oldest dropped first. A dropped thread, continued later, gets
-the API's 404 `thread_not_found`, and the SDK sends the whole conversation again under a new thread.
+TOTAL_BYTES for the whole process, the oldest dropped first. A continue the replay refuses once its
+thread is opened drops that thread too, so that sending it again costs a lookup, not the thread's
+expansion. A dropped thread, continued later, gets the API's 404 `thread_not_found`, and the SDK sends
+the whole conversation again under a new thread.
 """
 
 from __future__ import annotations
@@ -189,7 +191,7 @@ class Threads:
         """After a reply to a thread request: hold the conversation, reply included, under the reply's id.
 
         `request` is the expanded request (see `expand`); `reply` is the Message served, None for an
-        error, which leaves every thread as it was (the client may send the same request again).
+        error, which holds nothing new (a refused continue lets its thread go: see `let_go`).
         """
         if thread is None or reply is None or not isinstance(reply.get("id"), str):
             return
@@ -207,6 +209,11 @@ class Threads:
             self.drop(next(iter(self.held)))
         if reply_id in self.held:
             self.ledger.add(self, reply_id, len(held.data))
+
+    def let_go(self, thread: dict | None) -> None:
+        """After a refused continue: the thread it named is not kept (a create, or no thread: nothing)."""
+        if thread is not None and thread["type"] == "continue":
+            self.drop(thread["previous_message_id"])
 
     def drop(self, reply_id: str) -> None:
         """Let go of one thread (continued, or the oldest over a cap); a continue of it is then a 404."""

@@ -14,8 +14,10 @@ connections, and starlette routes each request to a handler here. What the workb
     how a full class makes room;
   - here: the routes. A body is read into one buffer up to the API's 32 MB (413 past it, the rest
     dropped unread), counted against its address's share until it is answered; one request per
-    student is judged at a time, in order, a big one on a worker thread so that others are answered
-    meanwhile; names reach the teacher's terminal escaped, and a real API key never reaches it at all.
+    student is judged at a time, in order, on a worker thread (starlette's thread pool), so that the
+    event loop only reads and writes and a costly request (a big body, a long thread to expand) never
+    holds up another student's; names reach the teacher's terminal escaped, and a real API key never
+    reaches it at all.
 docs/teaching.md says which guarantee the library gives and which the workbook adds.
 
 Run: python -m workbook serve fixtures/s01_hello_agent.json [MORE.json ...] [--port 8765] [--host 0.0.0.0]
@@ -28,14 +30,12 @@ import asyncio
 import functools
 import gc
 import html
-import json
 import logging
 import secrets
 import socket
 import sys
 import textwrap
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from workbook.api import json_text
@@ -69,14 +69,13 @@ from workbook.replay.fixtures import load_fixture
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 DEFAULT_PORT = 8765
-OFF_LOOP_BYTES = 64 * 1024  # a body at least this big is parsed and judged on a worker thread
-WORKERS = 4  # worker threads for big bodies: a few students may send one at once
 NOT_RESENT = ("content-type", "content-length", "transfer-encoding", "connection")  # the server's own
 
 
@@ -90,30 +89,7 @@ def utf8(header: str) -> str:
         return header
 
 
-def parse_json(raw: bytes):
-    """The body as JSON the API takes (see parse_measured)."""
-    return parse_measured(raw)[0]
-
-
-def parse_measured(raw: bytes) -> tuple[object, int]:
-    """The body as JSON the API takes (workbook/api/json_text.py: its cost measured on the bytes before
-    it is parsed; NaN and lone surrogates refused). json.loads holds the interpreter for the whole parse
-    (about 150 ms for a 17 MB body of small blocks here), and every other student's thread waits; a
-    hook written in Python, called for each object, lets the interpreter switch threads as it goes."""
-    problem, heap = json_text.measured(raw)
-    if problem:
-        raise json_text.JsonRefused(problem)
-    if len(raw) < 256 * 1024:
-        return json_text.parsed(raw), heap
-    try:
-        hooks = dict(object_pairs_hook=object_in_python, parse_constant=json_text.refuse_constant)
-        return json.loads(raw, **hooks), heap
-    except RecursionError:
-        raise json_text.JsonRefused(f"nested more than {json_text.MAX_DEPTH} levels deep") from None
-
-
-def object_in_python(pairs: list) -> dict:
-    return dict(pairs)
+parse_json = json_text.loads  # the server's parse, by the name bench/server_load.py measures it
 
 
 def header_dict(request: Request) -> dict[str, str]:
@@ -181,7 +157,6 @@ class ReplayServer:
         self.socket = socket.create_server((host, port), backlog=1024)
         self.server_address = self.socket.getsockname()
         self.admission = Admission(self.classroom, self.limits, self.caps)
-        self.workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="replay-judge")
         self.app = self.routes()
         self.ready, self.stopped = threading.Event(), threading.Event()
         self.uvicorn: uvicorn.Server | None = None
@@ -268,7 +243,6 @@ class ReplayServer:
 
     def server_close(self) -> None:
         self.socket.close()
-        self.workers.shutdown(wait=False)
 
     # -- the routes -------------------------------------------------------------------------------------
 
@@ -301,7 +275,7 @@ class ReplayServer:
             if isinstance(body, Reply):
                 return as_response(body)
             async with seat.turn:  # this student's requests one at a time, in order; others never wait
-                reply = await self.judged(judge, body, headers, student)
+                reply = await run_in_threadpool(judge, body, headers, student)  # never on the loop
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is there to read it
         finally:
@@ -342,14 +316,6 @@ class ReplayServer:
             return refused
         return body
 
-    async def judged(self, judge, body: bytearray, headers: dict, student: str) -> Reply:
-        """The answer: judged here on the event loop when small; when big, or when the student's desk is
-        taken by someone else (waiting here would stop all), on a worker thread."""
-        desk = self.classroom.desks.get(student)
-        if len(body) >= OFF_LOOP_BYTES or (desk is not None and desk.locked()):
-            return await self.loop.run_in_executor(self.workers, judge, body, headers, student)
-        return judge(body, headers, student)
-
     def judge(self, body: bytearray, headers: dict, student: str, count: bool = False) -> Reply:
         """Whether the API would even read the request, then the classroom's answer (no 500 escapes);
         `count`: a POST /v1/messages/count_tokens."""
@@ -368,7 +334,7 @@ class ReplayServer:
                 "anthropic-version: header is required — send `anthropic-version: 2023-06-01`",
             )
         try:
-            body, heap = parse_measured(raw)  # heap: what it costs once parsed, for the caps on memory
+            body, heap = json_text.loads_measured(raw)  # heap: its cost once parsed, for the caps on memory
         # ValueError: not JSON, not UTF-8, or a number longer than Python reads (4,300 digits)
         except (ValueError, RecursionError) as err:
             self.classroom.log(student, "-", "", f"400 body is not JSON as the API takes it: {err}"[:160])

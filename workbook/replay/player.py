@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from workbook.api import compaction, contract, server_tools
 from workbook.api.compare import Match, request_diff
-from workbook.api.threads import Threads
+from workbook.api.threads import Refusal, Threads
 from workbook.api.wire import recorded_message
 
 
@@ -170,6 +170,17 @@ class Player:
             if side_request(body, recorded) and not requests.rule_problems(body["messages"], betas):
                 return Played(self.served, side_message(body), body.get("stream") is True, side=True)
         body, thread = self.threads.expand(body)  # a thread's request, whole again (or threads.Refusal)
+        try:
+            return self.answered(body, thread, requests, betas)
+        except (NotPlayed, Refusal):
+            # A continue refused once its thread was opened lets the thread go: sent again, it is a 404
+            # thread_not_found that costs a lookup (the SDK then sends the whole conversation), never the
+            # same expansion again and again (red team five: 3-5 s each, for a 170-byte request)
+            self.threads.let_go(thread)
+            raise
+
+    def answered(self, body: dict, thread: dict | None, requests: contract.Requests, betas) -> Played:
+        """`play`, once a thread's request is whole again."""
         if compaction.is_request(body) and not self.recorded_compaction():
             return self.compacted(body, thread, requests, betas)
         body = self.uncompacted(body, betas)  # a compaction block of ours, back as what it stands for
