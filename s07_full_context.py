@@ -72,6 +72,7 @@ class Recovery(s06.Recovery):
     compacted: bool = False
     too_long: dict | None = None  # the last call's 400 "prompt is too long", its status and body
     summarized: list | None = None  # the messages compaction last asked the model to summarize
+    summary_too_long: bool = False  # compaction's own request was refused as too long: nothing left
 
     def new_turn(self) -> None:
         super().new_turn()
@@ -134,6 +135,7 @@ def next_transition(response, state: Recovery, messages: list, hook) -> tuple[st
         return room or "compact", f"{stop}: still too long; summarize the older history"
     collapse = "already collapsed once" if state.collapsed else "no old tool result to collapse"
     compact = "already compacted once" if state.compacted else "no earlier turn to summarize"
+    compact = "even the summary's request was too long" if state.summary_too_long else compact
     return "fail", f"{stop}, and this turn: {collapse}, {compact}: giving up"
 
 
@@ -174,10 +176,10 @@ def collapsible(messages: list) -> int:
     return sum(len(result_text(b)) >= COLLAPSE_MIN_CHARS for b in long)
 
 
-def collapse(messages: list) -> None:
+def collapse(messages: list, keep: int = KEEP_RECENT_RESULTS) -> None:
     """Replace long old tool_result contents with a placeholder; ids, and so every pair, stay whole."""
     names = {b["id"]: b["name"] for m in messages for b in blocks(m) if b["type"] == "tool_use"}
-    for i in old_results(messages):
+    for i in old_results(messages, keep):
         content = blocks(messages[i])
         for n, b in enumerate(content):
             if b["type"] == "tool_result" and len(result_text(b)) >= COLLAPSE_MIN_CHARS:
@@ -192,21 +194,31 @@ def split_point(messages: list) -> int | None:
 
 
 def summary_ask(messages: list) -> list:
-    """What compaction sends: the history before the last turn, and the request for its summary."""
-    older = messages[: split_point(messages)]
+    """What compaction sends: the history before the last turn, its old tool results collapsed (it must
+    fit where the whole history did not), and the request for its summary."""
+    older = [dict(m) for m in messages[: split_point(messages)]]
+    collapse(older, keep=0)
     last = {"role": "user", "content": blocks(older[-1]) + [{"type": "text", "text": SUMMARY_PROMPT}]}
     return older[:-1] + [last]
 
 
-def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -> Message:
+def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -> Message | None:
     """Ask the model to summarize the history before the last turn; keep the task, the summary and the
-    last turn only. The summary's request is a model call of its own: its reply is returned."""
+    last turn only. The summary's request is a model call of its own: its reply is returned. If even
+    that request is too long, nothing changes, and None says so (the next call fails, saying why)."""
     recent = messages[split_point(messages) :]
     request = s06.shared_request(settings) | {"max_tokens": MAX_TOKENS, "tool_choice": NO_TOOLS}
     settings.recovery.summarized = summary_ask(messages)
-    response = call_model(
-        client.messages.create, settings.retry, messages=settings.recovery.summarized, **request
-    )
+    try:
+        response = call_model(
+            client.messages.create, settings.retry, messages=settings.recovery.summarized, **request
+        )
+    except anthropic.BadRequestError as err:
+        if "prompt is too long" not in api_message(err).lower():
+            raise
+        display.say(f"the summary's request: 400 {api_message(err)}", "yellow")
+        settings.recovery.summary_too_long = True
+        return None
     summary = "".join(b.text for b in response.content if b.type == "text").strip()
     task = messages[0]["content"] if isinstance(messages[0]["content"], str) else "(see the summary)"
     opening = f"{task}\n\n[The earlier part of this session was compacted into this summary:]\n{summary}"

@@ -234,13 +234,13 @@ def show_summary(turns: list) -> None:
 
 
 def show_budget(budget) -> None:
-    """s05's summary: the run's turns (numbered_rows) with their tokens and estimated cost, the totals."""
+    """s05's summary: the run's model calls (numbered_rows) with their tokens and estimated cost, the totals."""
     table = Table(title="summary")
-    for column in ("turn", "stop_reason", "tokens in", "tokens out", "cost (est.)"):
+    for column in ("call", "stop_reason", "tokens in", "tokens out", "cost (est.)"):
         table.add_column(column, justify="left" if column == "stop_reason" else "right")
     for n, row in numbered_rows(budget.rows):
         if n is None:
-            table.add_row("…", f"{row:,} more turns", "", "", "")
+            table.add_row("…", f"{row:,} more calls", "", "", "")
             continue
         stop_reason, tokens_in, tokens_out, dollars = row
         table.add_row(str(n), stop_reason, f"{tokens_in:,}", f"{tokens_out:,}", f"${dollars:.4f}")

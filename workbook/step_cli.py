@@ -275,8 +275,9 @@ def add_limit_flags(parser) -> None:
 
 
 def add_keep_flags(parser) -> None:
-    """s08's flags: --resume, --handoff, and where the conversation goes."""
+    """s08's flags: --resume, --handoff, and where the conversation and the trace go."""
     add = parser.add_argument
+    add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
     add("--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
@@ -291,11 +292,9 @@ def limits(args) -> dict:
 
 
 def add_recovery_flags(parser, hook_retries: int = 2) -> None:
-    """s06's flags: the stop hook, the server-side search tool, --no-stream, and where the trace goes
-    (s08's trace: the flag comes with the steps that write one)."""
+    """s06's flags: the stop hook, the server-side search tool, --no-stream."""
     add = parser.add_argument
     add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s05 do")
-    add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
     add("--stop-hook", metavar="CMD", help="a shell command that must pass before the loop may stop")
     add("--stop-hook-retries", type=count, default=hook_retries, metavar="N", help="default %(default)s")
     add("--web-search", action="store_true", help="offer the API's server-side web search tool")

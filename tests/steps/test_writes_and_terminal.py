@@ -186,5 +186,5 @@ def test_a_long_runs_summary_shows_its_ends_and_counts_the_rest(monkeypatch, sho
     long = table(1000)
     expected = [str(n) for n in range(1, 11)] + ["…"] + [str(n) for n in range(991, 1001)] + ["total"]
     assert turn_column(long) == expected
-    assert "980 more turns" in long
+    assert "980 more calls" in long
     assert ("500,500" if show == "budget" else "500500") in long  # the total is every turn's
