@@ -234,7 +234,7 @@ def show_summary(turns: list) -> None:
 
 
 def show_budget(budget) -> None:
-    """s05's summary: the run's model calls (numbered_rows) with their tokens and estimated cost, the totals."""
+    """s05's summary: the run's model calls (numbered_rows), their tokens and estimated cost, the totals."""
     table = Table(title="summary")
     for column in ("call", "stop_reason", "tokens in", "tokens out", "cost (est.)"):
         table.add_column(column, justify="left" if column == "stop_reason" else "right")
