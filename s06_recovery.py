@@ -1,42 +1,38 @@
-"""s06_recovery.py — Recovery: a named next move for every way a turn ends.
+"""s06_recovery.py — Recovery: a reply cut short is sent again, never run.
 
 Adds over s05: each iteration ends in a named transition. A reply cut short
-by max_tokens never has its tool calls run; the same request is sent again
-with room to finish (streamed: a 64k reply must be). A paused turn is sent
-back as it is. --stop-hook CMD must pass before the loop may stop.
+by max_tokens never has its tool calls run: the same request is sent again
+with room to finish (64k tokens, streamed: a reply that long must be), and if
+it is cut again, the model is asked to go on where it stopped.
 
     +------------+ stop_reason +=============================================+
     | call model | ----------> | next_transition() (new): name the next move |
-    +-^-^-^-^----+             +=============================================+
-      | | | +-- next_turn          <- tool_use: run the tools, send results
-      | | +---- escalate|continue  <- max_tokens: 64k once, then <= 3 more
-      | +------ resume_pause       <- pause_turn: send it back as it is
-      +-------- hook_retry         <- end_turn, but the stop hook fails
-                done | fail        <- end_turn, refusal | out of tries
+    +-^-^--------+             +=============================================+
+      | +-- next_turn          <- tool_use: run the tools, send results
+      +---- escalate|continue  <- max_tokens: 64k once, then <= 3 more
+            done | fail        <- any other stop | still cut off
 
 Run: python s06_recovery.py   replay: a reply cut at 8000 tokens, sent again
      python s06_recovery.py --replay fixtures/s06_truncated_tool_use.json
-     python s06_recovery.py --replay fixtures/s06_stop_hook.json   hook_retry
-     python s06_recovery.py "task" --web-search   live, ANTHROPIC_API_KEY
+     python s06_recovery.py --replay fixtures/s06_overloaded_mid_stream.json
 """
 
 import sys
 from dataclasses import dataclass, field
 from functools import partial
-from typing import NamedTuple, Self
+from typing import Self
 
-from workbook import conversation, display, launch, prices, step_cli
+from workbook import conversation, display, launch, step_cli
 
 import anthropic
 from anthropic.types import Message
 
-import s02_tools as s02
 import s03_errors as s03
 import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s02_tools import TOOLS, ToolError, bash, truncate
+from s02_tools import TOOLS
 from s03_errors import CLIENT_OPTIONS, FATAL, call_model, stop_cleanly
-from s05_budget import RepeatBrake, run_tools, stopped
+from s05_budget import Budget, RepeatBrake, run_tools, stopped
 
 DEFAULT_FIXTURE = "fixtures/s06_escalation.json"
 
@@ -69,9 +65,6 @@ class Retry(s03.Retry):
 
 ESCALATED_MAX_TOKENS = 64_000  # max_tokens, first answer: the same request with room to finish (streamed)
 MAX_CONTINUATIONS = 3  # max_tokens again: "go on where you stopped", at most this often per turn
-MAX_PAUSES = 5  # pause_turn resumed at most this often per turn
-STOP_HOOK_RETRIES = 2  # default of --stop-hook-retries: a failing hook is fed back at most this often
-SERVER_TOOLS = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}]  # --web-search
 CONTINUE_PROMPT = (
     "Your last reply was cut off by the output token limit. Continue exactly where it stopped, "
     "with no apology and no recap. If a tool call was cut off, make it again in full."
@@ -81,13 +74,11 @@ TRANSITIONS = {  # every iteration ends in exactly one of these; Claude Code's q
     "next_turn": "tool_use: run the tools, send their results | next_turn",
     "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
     "continue": "max_tokens again: keep the cut reply, ask the model to go on | max-output-tokens recovery",
-    "resume_pause": "pause_turn: send the paused turn back unchanged, no new user message | (server tools)",
-    "hook_retry": "end_turn, but the stop hook failed: its output goes to the model | stop_hook_blocking",
-    "done": "end_turn (the hook passed), stop_sequence or refusal: stop | Terminal (completed)",
+    "done": "any other stop: end_turn, stop_sequence, refusal | Terminal (completed)",
     "fail": "a cap was reached or nothing can be recovered: stop, saying why | Terminal (error)",
 }
-KEEPS_REPLY = ("next_turn", "continue", "resume_pause", "hook_retry", "done")  # escalate and fail drop it
-SENT_AGAIN = ("escalate", "resume_pause")  # the next call is this turn's again, not a new turn
+KEEPS_REPLY = ("next_turn", "continue", "done")  # escalate and fail drop it
+SENT_AGAIN = ("escalate",)  # the next call is this turn's again, not a new turn
 
 
 @dataclass
@@ -95,49 +86,21 @@ class Recovery:
     """What the recovery chain may still try in this turn, what it has tried (reset when tools run), and
     the run's record of transitions."""
 
-    hook_retries: int = STOP_HOOK_RETRIES  # --stop-hook-retries: a failing hook is fed back this often
     max_tokens: int = MAX_TOKENS
     continuations: int = 0
-    pauses: int = 0
-    hook_failures: int = 0  # for the whole run, not per turn
     log: list = field(default_factory=list)  # (transition, why) of every iteration, in order
 
     def new_turn(self) -> None:
         """Tools ran: the next model call starts with a clean slate and the normal max_tokens."""
         self.max_tokens = MAX_TOKENS
         self.continuations = 0
-        self.pauses = 0
-
-
-class HookResult(NamedTuple):
-    """What the stop hook said: whether it passed, and its output (the model reads it if not)."""
-
-    passed: bool
-    output: str
-
-
-# 0. The limits: s05's, and the API's web searches priced too.
-class Budget(s05.Budget):
-    """Unlike s05's: web searches (--web-search) are priced too, at the API's price a search."""
-
-    def price(self, response: Message) -> float:
-        used = response.usage.server_tool_use
-        searches = (used.web_search_requests or 0) if used else 0
-        return super().price(response) + searches * prices.WEB_SEARCH
 
 
 # 1. The call, with the max_tokens recovery asks for, streamed when it must be.
-def shared_request(settings: "Settings") -> dict:
-    """What every request of the run shares: the model, the system prompt, the tools (s02's, and with
-    --web-search the API's own search tool, the usual cause of pause_turn)."""
-    tools = TOOLS + SERVER_TOOLS if settings.web_search else TOOLS
-    return dict(model=settings.model, system=settings.system, tools=tools)
-
-
 def call(client: anthropic.Anthropic, messages: list, settings: "Settings", streamed: bool) -> Message:
     """s05's model call, with the max_tokens recovery asks for, streamed or whole."""
     send = partial(stream_reply, client) if streamed else client.messages.create
-    request = shared_request(settings) | {"max_tokens": settings.recovery.max_tokens}
+    request = settings.shared_request() | {"max_tokens": settings.recovery.max_tokens}
     return call_model(send, settings.retry, messages=messages, **request)
 
 
@@ -154,24 +117,9 @@ def count_turn(turns: list, response: Message, budget: Budget, label, streamed: 
     display.show_spend(budget, budget.spend(response))
 
 
-# 2. The transition: how the call ended, what recovery has tried, what the stop hook said.
-def run_stop_hook(settings: "Settings", response: Message) -> HookResult | None:
-    """Once the model has ended its turn, run the stop hook (if there is one) in the workspace, as s02
-    runs bash: whether it passed, and what it printed. None: no hook, or the turn did not end."""
-    if not settings.stop_hook or response.stop_reason != "end_turn":
-        return None
-    try:
-        output = truncate(bash(settings.workspace, settings.stop_hook))
-    except ToolError as err:
-        output = f"the stop hook: {err}"
-    hook = HookResult(output.endswith("[exit code 0]"), output)
-    display.show_hook(settings.stop_hook, output, hook.passed)
-    return hook
-
-
-def next_transition(response: Message, state: Recovery, hook: HookResult | None) -> tuple[str, str]:
-    """(transition, why): what the loop does next, from how the call ended and what was tried already.
-    `hook` is the stop hook's result, if it ran."""
+# 2. The transition: how the call ended, and what recovery has tried.
+def next_transition(response: Message, state: Recovery) -> tuple[str, str]:
+    """(transition, why): what the loop does next, from how the call ended and what was tried already."""
     stop = response.stop_reason
     if stop == "tool_use":
         return "next_turn", "tool_use"
@@ -182,18 +130,7 @@ def next_transition(response: Message, state: Recovery, hook: HookResult | None)
         return "continue", f"cut off again; continuation {state.continuations + 1} of {MAX_CONTINUATIONS}"
     if stop == "max_tokens":
         return "fail", f"still cut off after {MAX_CONTINUATIONS} continuations: stopping to save tokens"
-    if stop == "pause_turn" and state.pauses < MAX_PAUSES:
-        return "resume_pause", f"pause {state.pauses + 1} of at most {MAX_PAUSES}"
-    if stop == "pause_turn":
-        return "fail", f"paused {MAX_PAUSES} times in a row: stopping"
-    if stop == "refusal":  # stop_details (SDK): the category and explanation, when the API gives them
-        said = conversation.refusal_reason(conversation.plain(getattr(response, "stop_details", None)))
-        return "done", f"refusal{said}: the model declined to go on, so the loop stops here"
-    if hook and not hook.passed and state.hook_failures < state.hook_retries:
-        return "hook_retry", f"stop hook failed ({state.hook_failures + 1} of {state.hook_retries} retries)"
-    if hook and not hook.passed:
-        return "fail", f"the stop hook still fails after {state.hook_retries} retries"
-    return "done", stop + (" and the stop hook passed" if hook else "")
+    return "done", stop
 
 
 def log_transition(transition: str, why: str, settings: "Settings") -> None:
@@ -204,12 +141,8 @@ def log_transition(transition: str, why: str, settings: "Settings") -> None:
 
 # 3. The reply, appended verbatim when the transition keeps it.
 def append_reply(messages: list, response: Message) -> None:
-    """Append the reply as the SDK returns it, as s01 does; after a pause it continues the paused turn,
-    so it joins that message."""
-    if messages and messages[-1]["role"] == "assistant":
-        messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *response.content]}
-    else:
-        messages.append({"role": "assistant", "content": response.content})
+    """Append the reply as the SDK returns it, as s01 does."""
+    messages.append({"role": "assistant", "content": response.content})
 
 
 # 4. Recovering: each transition's repair of the conversation, before it is sent again.
@@ -220,18 +153,14 @@ def ended_because(transition: str, why: str, response) -> str:
     return f"recovery gave up: {why}"
 
 
-def recover(transition: str, messages: list, response: Message, hook, settings: "Settings") -> None:
+def recover(transition: str, messages: list, response: Message, settings: "Settings") -> None:
     """Carry out a recovery transition on the conversation, which is then sent again."""
     state = settings.recovery
     if transition == "escalate":
-        state.max_tokens = ESCALATED_MAX_TOKENS
+        state.max_tokens = ESCALATED_MAX_TOKENS  # nothing else changes: the same request, more room
     elif transition == "continue":
         state.continuations += 1
         continue_cut(messages, response, CONTINUE_PROMPT)
-    elif transition == "resume_pause":
-        state.pauses += 1  # nothing to add: the paused turn goes back as it is
-    elif transition == "hook_retry":
-        hook_feedback(messages, settings, hook)
 
 
 def continue_cut(messages: list, response: Message, go_on: str) -> None:
@@ -244,41 +173,29 @@ def continue_cut(messages: list, response: Message, go_on: str) -> None:
     messages.append({"role": "user", "content": [*results, {"type": "text", "text": go_on}]})
 
 
-def hook_feedback(messages: list, settings: "Settings", hook: HookResult) -> None:
-    """The stop hook's failure, as the next user message: the model reads it and fixes what it says."""
-    settings.recovery.hook_failures += 1
-    text = f"The stop hook `{settings.stop_hook}` failed, so the task is not finished yet. Its output:\n"
-    messages.append({"role": "user", "content": text + hook.output + "\nFix what it reports, then finish."})
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
 @dataclass
 class Settings(s05.Settings):
-    """s05's settings, and what s06 adds: streaming and its retry layer, a stop hook that must pass
-    before the loop may stop, the API's web search, and the recovery chain's state."""
+    """s05's settings, and what s06 adds: streaming and its retry layer, and the recovery chain's state."""
 
     retry: Retry = field(default_factory=Retry)
-    budget: Budget = field(default_factory=Budget)
     stream: bool = True  # False: wait for each reply whole, as s01-s05 do (--no-stream)
-    stop_hook: str | None = None  # --stop-hook: a shell command run in the workspace
-    web_search: bool = False  # --web-search: the API's server-side search tool
     recovery: Recovery = field(default_factory=Recovery)
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s05's, with streaming (unless --no-stream, or a replayed fixture was recorded without it),
-        --stop-hook (a fixture's own hook meets s02's gate first, as a bash call would),
-        --stop-hook-retries and --web-search."""
+        """s05's, with streaming (unless --no-stream, or a replayed fixture was recorded without it)."""
         settings = super().for_run(run, args)
         settings.retry = Retry.for_run(run)
-        settings.budget = Budget(**step_cli.limits(args))
         settings.stream = step_cli.streaming(args, run)
-        settings.stop_hook = step_cli.stop_hook(run, args, s02.gate, s02.REGISTRY["bash"])
-        settings.web_search = args.web_search
-        settings.recovery = Recovery(hook_retries=args.stop_hook_retries)
+        settings.recovery = Recovery()
         return settings
+
+    def shared_request(self) -> dict:
+        """What every request of the run shares: the model, the system prompt, the tools."""
+        return dict(model=self.model, system=self.system, tools=TOOLS)
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
@@ -302,9 +219,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             response = call(client, messages, settings, streamed)
         count_turn(turns, response, budget, label, streamed)
 
-        # 2. (new in s06) Name the transition: how the call ended, what recovery tried, the stop hook.
-        hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
-        transition, why = next_transition(response, state, hook)
+        # 2. (new in s06) Name the transition: how the call ended, and what recovery tried.
+        transition, why = next_transition(response, state)
         log_transition(transition, why, settings)
 
         # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
@@ -316,7 +232,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             stopped(settings, ended_because(transition, why, response))
             return turns
         if transition != "next_turn":
-            recover(transition, messages, response, hook, settings)
+            recover(transition, messages, response, settings)
             continue
 
         # 5. Run the tool calls as s05 does: reads side by side, the repeat brake.
@@ -335,7 +251,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 def main(argv: list[str] | None = None) -> int:
     """Replay the default fixture, or run a task live (--help: the flags)."""
     parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s06_recovery")  # s02's, s04's and s05's too
-    step_cli.add_recovery_flags(parser, STOP_HOOK_RETRIES)  # s06's own: --stop-hook, --web-search
+    step_cli.add_stream_flag(parser)  # s06's own: --no-stream
     return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 

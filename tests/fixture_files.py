@@ -15,7 +15,7 @@ from conftest import ROOT
 
 HELLO = ROOT / "fixtures" / "s01_hello_agent.json"
 BUDGET = ROOT / "fixtures" / "s05_max_steps.json"
-KEEP = ROOT / "fixtures" / "s05_resume.json"  # s08_keep_the_work's: its flags include --resume
+KEEP = ROOT / "fixtures" / "s05_resume.json"  # s09_keep_the_work's: its flags include --resume
 STOP_HOOK = ROOT / "fixtures" / "s06_stop_hook.json"
 
 

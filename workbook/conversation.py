@@ -34,7 +34,7 @@ def plain(value):
 
 
 def save_conversation(messages: list, path: Path) -> Path:
-    """The messages list as plain JSON, to read after a stop (and, from s08 on, to resume): written
+    """The messages list as plain JSON, to read after a stop (and, from s09 on, to resume): written
     whole or not at all (a temp file renamed over the old one), the API key scrubbed."""
     return write_json(path, plain(messages))
 
@@ -80,7 +80,7 @@ def result_text(block: dict) -> str:
     return "\n".join(c.get("text", f"[{c.get('type')}]") for c in content or [])
 
 
-REFUSED = "refused"  # s08 marks a refused assistant turn with this key (its stop_details); never sent
+REFUSED = "refused"  # s09 marks a refused assistant turn with this key (its stop_details); never sent
 
 
 def refusal_note(messages: list) -> str | None:
@@ -99,12 +99,12 @@ def refusal_reason(details: dict | None) -> str:
 
 
 def resumable(messages: list) -> tuple[list, str | None]:
-    """A saved conversation as the API takes it (s08's refusal mark removed: the API refuses unknown
+    """A saved conversation as the API takes it (s09's refusal mark removed: the API refuses unknown
     keys), and what --resume should say about a refused turn it ends on (None if it does not)."""
     return [{k: v for k, v in m.items() if k != REFUSED} for m in messages], refusal_note(messages)
 
 
-# -- s08's --handoff: a saved conversation read back as what it did, for a fresh session ----------------
+# -- s09's --handoff: a saved conversation read back as what it did, for a fresh session ----------------
 
 WRITES = ("write_file", "edit_file")  # the workbook's tools that change a file (s02's)
 LISTED = 8  # of commands and failures, the last this many are listed; the rest are counted

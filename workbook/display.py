@@ -383,7 +383,7 @@ def show_context(before: int, after: int) -> None:
 
 
 def show_resumed(messages: list) -> None:
-    """s08's --resume: where the saved conversation stopped, its last turn's calls each with the answer
+    """s09's --resume: where the saved conversation stopped, its last turn's calls each with the answer
     saved for it (a call a Ctrl-C cut short says so)."""
     asked = messages[-2] if len(messages) > 1 and messages[-1]["role"] == "user" else {}
     answers = [b for b in messages[-1]["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
@@ -408,7 +408,7 @@ def screenful(text: str) -> str:
 
 
 def show_handoff(source: str, saved: int, opening: str) -> None:
-    """s08's --handoff: which saved conversation a fresh session starts from, and a screenful of its one
+    """s09's --handoff: which saved conversation a fresh session starts from, and a screenful of its one
     message, wrapped (the model reads every word of it; the reader sees where it goes)."""
     say(f"fresh session: the {saved} messages saved in\n  {source}\nhand over one message:", "bold")
     console.print(escape(screenful(printable(opening))), style="dim", highlight=False)

@@ -17,8 +17,9 @@ STEPS = (
     "s04_parallel",
     "s05_budget",
     "s06_recovery",
-    "s07_full_context",
-    "s08_keep_the_work",
+    "s07_really_done",
+    "s08_full_context",
+    "s09_keep_the_work",
 )
 
 

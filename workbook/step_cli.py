@@ -64,8 +64,8 @@ def run_line_parts(line: str, width: int) -> list[str]:
 
 def make_parser(doc: str, default_fixture: str, script: str) -> argparse.ArgumentParser:
     """The parser of step `script`: the flags every step shares (launch's), and those of the steps before
-    it (s02's --permission, s04's --read-latency, s05's limits, s06's recovery flags, s08's files),
-    with a --help that fits the terminal. The step adds its own."""
+    it (s02's --permission, s04's --read-latency, s05's limits, s06's --no-stream, s07's stop hook,
+    s09's files), with a --help that fits the terminal. The step adds its own."""
     parser = make_shared_parser(doc, default_fixture)
     parser.formatter_class = LessonHelp
     parser.set_defaults(script=script)
@@ -115,9 +115,9 @@ def run_step(
 
 
 def prepared(args: argparse.Namespace) -> argparse.Namespace:
-    """What the flags mean before the run starts. With --resume or --handoff FILE (s08): offline, the
+    """What the flags mean before the run starts. With --resume or --handoff FILE (s09): offline, the
     recording that goes on from that very conversation replays (recording_from); live with no new
-    instruction, RESUME_INSTRUCTION or HANDOFF_INSTRUCTION is sent. A step that writes traces (s08 on)
+    instruction, RESUME_INSTRUCTION or HANDOFF_INSTRUCTION is sent. A step that writes traces (s09 on)
     replays one as a fixture: --replay run.jsonl, converted first."""
     if getattr(args, "resume", None) and getattr(args, "handoff", None):
         raise WorkbookError("--resume goes on from a saved conversation, --handoff starts afresh: give one")
@@ -275,7 +275,7 @@ def add_limit_flags(parser) -> None:
 
 
 def add_keep_flags(parser) -> None:
-    """s08's flags: --resume, --handoff, and where the conversation and the trace go."""
+    """s09's flags: --resume, --handoff, and where the conversation and the trace go."""
     add = parser.add_argument
     add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
@@ -291,10 +291,14 @@ def limits(args) -> dict:
     return {name: getattr(args, name) for name in LIMITS if getattr(args, name) is not None}
 
 
-def add_recovery_flags(parser, hook_retries: int = 2) -> None:
-    """s06's flags: the stop hook, the server-side search tool, --no-stream."""
+def add_stream_flag(parser) -> None:
+    """s06's flag: --no-stream."""
+    parser.add_argument("--no-stream", action="store_true", help="wait for each reply whole, as s01-s05 do")
+
+
+def add_hook_flags(parser, hook_retries: int = 2) -> None:
+    """s07's flags: the stop hook, and the server-side search tool."""
     add = parser.add_argument
-    add("--no-stream", action="store_true", help="wait for each reply whole, as s01-s05 do")
     add("--stop-hook", metavar="CMD", help="a shell command that must pass before the loop may stop")
     add("--stop-hook-retries", type=count, default=hook_retries, metavar="N", help="default %(default)s")
     add("--web-search", action="store_true", help="offer the API's server-side web search tool")
@@ -326,7 +330,7 @@ def count(text: str) -> int:
 
 
 def run_line(run: Run, args) -> dict:
-    """s08's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
+    """s09's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
     the task, the workspace, and the flags that change what the loop does (the limits set, the stop
     hook, web search) or what it starts from (a --resume or --handoff of a saved conversation, named
     from the repo root, as a fixture names one)."""
@@ -345,7 +349,7 @@ def run_line(run: Run, args) -> dict:
 
 
 def stop_hook(run: Run, args, gate, bash) -> str | None:
-    """s06's --stop-hook. A replayed fixture's own hook is a stranger's command: it meets s02's `gate`,
+    """s07's --stop-hook. A replayed fixture's own hook is a stranger's command: it meets s02's `gate`,
     as a call to `bash` would, before the run starts, and a refusal stops the run in one line. A
     trusted fixture vouches for its own hook (unless it is dangerous); any other asks the run's person."""
     hook = args.stop_hook
@@ -399,6 +403,7 @@ STEP_FLAGS = (
     (2, add_permission_flag),
     (4, add_latency_flag),
     (5, add_limit_flags),
-    (6, add_recovery_flags),
-    (8, add_keep_flags),
+    (6, add_stream_flag),
+    (7, add_hook_flags),
+    (9, add_keep_flags),
 )

@@ -42,7 +42,7 @@ def append_line(path: Path, value) -> None:
 
 
 class Trace:
-    """s08's trace, as a loop writes it: one JSON line per event (the run's start, each model call, each
+    """s09's trace, as a loop writes it: one JSON line per event (the run's start, each model call, each
     turn of tools, the stop), appended as it happens, so a kill -9 loses nothing written before it.
     Trace(None) writes nothing. It remembers the messages its last model_call line sent, so that each
     line logs only what is new."""
@@ -149,7 +149,7 @@ def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
             {"request": request, "response": traced_response(call, request), "match": "structure"}
         )
     if not exchanges:
-        raise FixtureError(f"{path}: no model calls in this trace — was it written by s08 or later?")
+        raise FixtureError(f"{path}: no model calls in this trace — was it written by s09 or later?")
     return {
         "script": script,
         "scenario": Path(path).stem,
@@ -177,7 +177,7 @@ def traced_response(call: dict, request: dict) -> dict:
 
 
 def fixture_file(trace_file: str, script: str) -> str:
-    """s08: convert a trace to a fixture file in a temp folder, for --replay."""
+    """s09: convert a trace to a fixture file in a temp folder, for --replay."""
     target = new_run_folder() / (Path(trace_file).stem + ".json")  # removed with the run's copies
     write_json(target, trace_to_fixture(Path(trace_file), script))
     return str(target)

@@ -252,7 +252,7 @@ def test_a_long_run_resends_its_history_and_collapse_keeps_it_under_the_limit():
     assert len(plain["tokens"]) == 12 and min(steps) > 400  # each request carries every output before it
     assert plain["refused"] == plain["summaries"] == 0
     limit = plain["tokens"][-1] // 2
-    collapsed = view.long_run(12, "s07_full_context", context_limit=limit)
+    collapsed = view.long_run(12, "s08_full_context", context_limit=limit)
     assert max(collapsed["tokens"]) <= limit < max(plain["tokens"]) and collapsed["refused"] >= 1
     assert sum(collapsed["tokens"]) < sum(plain["tokens"])
 
@@ -263,8 +263,8 @@ def test_every_turn_of_a_long_run_really_runs_its_command_in_every_step():
         assert min(b - a for a, b in zip(tokens, tokens[1:])) > 400, step  # ~1.9 kB of output a turn
 
 
-def test_a_tight_limit_makes_s07_compact_as_well():
-    run = view.long_run(40, "s07_full_context", context_limit=3000)
+def test_a_tight_limit_makes_s08_compact_as_well():
+    run = view.long_run(40, "s08_full_context", context_limit=3000)
     assert run["summaries"] >= 1 and run["refused"] > run["summaries"]
     assert max(run["tokens"]) <= 3000
 

@@ -175,7 +175,7 @@ def test_shows_its_fixture_request_by_request_as_the_list_grows(path):
     )
 
 
-@pytest.mark.parametrize("name", ["s05_budget", "s07_full_context"])
+@pytest.mark.parametrize("name", ["s05_budget", "s08_full_context"])
 def test_the_token_charts_are_real_images(name):
     path = ROOT / "notebooks" / f"{name}.ipynb"
     images = [

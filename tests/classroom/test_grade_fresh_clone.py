@@ -17,10 +17,10 @@ from system_tools import needs
 
 # What a fresh clone lacks: files a run, a test or an install left beside the sources.
 LEFT_BY_USE = shutil.ignore_patterns(".git", "runs", "node_modules", "__pycache__", ".ci", ".venv", "*.pyc")
-# s06 declares the API's web search only under --web-search (docs/teaching.md, Grading, says why), and
+# s07 declares the API's web search only under --web-search (docs/teaching.md, Grading, says why), and
 # the pause-turn rung's recorded reply uses it.
-FLAGS = {"s06_recovery": ["--web-search"]}
-GRADED = [step for step in STEPS if step < "s08"]  # s08 has no rung of its own (test_grade_ladder.py)
+FLAGS = {"s07_really_done": ["--web-search"]}
+GRADED = [step for step in STEPS if step < "s08"]  # s08, s09: no rung of their own (test_grade_ladder.py)
 
 
 @pytest.fixture(scope="module")

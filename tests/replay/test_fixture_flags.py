@@ -39,7 +39,7 @@ def test_a_resumed_conversation_must_be_one(tmp_path, monkeypatch):
     monkeypatch.setattr(fixture_flags, "CONVERSATIONS", tmp_path)
     monkeypatch.setattr(fixture_flags, "ROOT", tmp_path.parent)
     (tmp_path / "bad.json").write_text(json.dumps({"messages": "not a list"}))
-    problems = fixture_flags.args_problems(["--resume", f"{tmp_path.name}/bad.json"], "s08_keep_the_work")
+    problems = fixture_flags.args_problems(["--resume", f"{tmp_path.name}/bad.json"], "s09_keep_the_work")
     assert problems and "not a saved conversation" in problems[0]
 
 
@@ -51,8 +51,10 @@ def test_the_projects_own_args_still_pass():
     assert fixture_flags.args_problems(["--max-steps", "3"], "s05_budget") == []
     assert (
         fixture_flags.args_problems(
-            ["--resume", "fixtures/conversations/s05_interrupted.json"], "s08_keep_the_work"
+            ["--resume", "fixtures/conversations/s05_interrupted.json"], "s09_keep_the_work"
         )
         == []
     )
-    assert fixture_flags.args_problems(["--stop-hook", "sh check.sh", "--web-search"], "s06_recovery") == []
+    assert (
+        fixture_flags.args_problems(["--stop-hook", "sh check.sh", "--web-search"], "s07_really_done") == []
+    )

@@ -73,7 +73,7 @@ def test_workspace_names_a_folder_under_fixtures_workspace(tmp_path, workspace):
     refused(tmp_path, fixture(workspace=workspace), "`workspace`")
 
 
-@pytest.mark.parametrize("script", ["../../../tmp/evil", "s08_more", "replay", 3])
+@pytest.mark.parametrize("script", ["../../../tmp/evil", "s09_more", "replay", 3])
 def test_script_names_one_of_the_steps(tmp_path, script):
     refused(tmp_path, fixture(script=script), "`script` must name one of the steps")
 

@@ -141,7 +141,7 @@ def test_an_edited_workspace_file_makes_its_fixture_a_strangers(tmp_path, monkey
 def test_an_edited_stop_hook_script_does_not_run_unasked_in_replay(tmp_path, monkeypatch, run_main):
     marker = tmp_path / "ran"
     edited_workspaces(tmp_path, monkeypatch, marker)
-    code, out = run_main("s06_recovery", "--replay", str(STOP_HOOK))
+    code, out = run_main("s07_really_done", "--replay", str(STOP_HOOK))
     assert code == 1 and "not on the trust list" in out and "Traceback" not in out
     assert not marker.exists()
 
@@ -225,7 +225,7 @@ def test_an_edited_copy_of_a_trusted_fixture_meets_the_gate(run_main, tmp_path, 
 def test_an_untrusted_stop_hook_meets_the_gate(run_main, tmp_path):
     hooked = fixture(STOP_HOOK, args=["--stop-hook", "touch pwned"])
     (tmp_path / "f.json").write_text(json.dumps(hooked))
-    code, out = run_main("s06_recovery", "--replay", str(tmp_path / "f.json"))
+    code, out = run_main("s07_really_done", "--replay", str(tmp_path / "f.json"))
     assert code == 1 and "the fixture's --stop-hook 'touch pwned': not run:" in out
     after_banner = out.split("\ntask:", 1)[1]
     assert len(after_banner.strip().splitlines()) == 2  # the task, then the one line

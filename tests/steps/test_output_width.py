@@ -99,7 +99,11 @@ def test_the_docstring_fits_78_columns_so_help_can_show_it_as_written(step):
 def test_each_tool_call_is_shown_once_on_one_line(outputs, step):
     text = outputs[step, "run"]
     assert "asks for" not in text and "{'" not in text, f"{step}: a call shown as JSON or a Python repr"
-    calls = [line for line in text.splitlines() if line.startswith(("$ ", "read_file ", "write_file "))]
+    calls = [
+        line
+        for line in text.splitlines()
+        if line.startswith(("$ ", "read_file ", "write_file ", "edit_file "))
+    ]
     assert calls, f"{step}: no tool call shown"
 
 
@@ -130,10 +134,10 @@ def test_an_abridged_fixture_says_so_in_its_banner(outputs):
 
 
 def test_the_resume_hint_is_a_live_command_when_no_recording_goes_on_from_the_run(outputs):
-    text = outputs["s08_keep_the_work", "run"]
+    text = outputs["s09_keep_the_work", "run"]
     hint = text.split("continue it live with a new instruction (set ANTHROPIC_API_KEY first):", 1)[1]
     command = hint.replace("\\\n", " ").split()
-    assert command[:3] == ["python", "s08_keep_the_work.py", "--resume"]
+    assert command[:3] == ["python", "s09_keep_the_work.py", "--resume"]
     assert command[3].endswith("conversation.json") and command[4] == '"new' and "or offline" not in text
 
 
@@ -201,7 +205,13 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
         "turn 1, sent again (escalate)",
         "→ done",
     ],
-    "s07_full_context": [
+    "s07_really_done": [
+        "stop hook: $ sh check.sh",
+        "  [exit code 1]",
+        "→ hook_retry  stop hook failed (1 of 2 retries)",
+        "→ done  end_turn and the stop hook passed",
+    ],
+    "s08_full_context": [
         "400 prompt is too long: 214560 tokens > 200000 maximum",
         "→ collapse  prompt_too_long: 2 old tool results can be collapsed",
         "→ compact  prompt_too_long: still too long; summarize the older history",
@@ -209,7 +219,7 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
         "turn 5, sent again (compact)",
         "→ done",
     ],
-    "s08_keep_the_work": ["their last turn:", "  error: interrupted by the user", "→ done"],
+    "s09_keep_the_work": ["their last turn:", "  error: interrupted by the user", "→ done"],
 }
 
 

@@ -17,10 +17,12 @@ from rich.console import Console
 from standin import Reply, StandIn, api_error, message, text, tool_use
 
 STEPS_FROM = [s for s in STEPS if s >= "s06"]  # every step that has the recovery chain
-# Making room when the context is full (s07's): these tests run on the steps that make it.
-ROOM = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s07"], indirect=True)
-# The trace (s08's) of a run that recovers: these tests run on the steps that keep one.
-TRACED = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s08"], indirect=True)
+# A pause, a refusal and a stop hook (s07's): these tests run on the steps that handle them.
+HOOKED = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s07"], indirect=True)
+# Making room when the context is full (s08's): these tests run on the steps that make it.
+ROOM = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s08"], indirect=True)
+# The trace (s09's) of a run that recovers: these tests run on the steps that keep one.
+TRACED = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s09"], indirect=True)
 FIXTURES = ROOT / "fixtures"
 
 # fixture -> the transitions its replay must go through, in order
@@ -35,11 +37,16 @@ PATHS = {
     "stop_hook": ["next_turn", "hook_retry", "next_turn", "done"],
     "window_full_after_history": ["next_turn"] * 3 + ["make_room", "done"],
 }
-MAKES_ROOM = ("prompt_too_long_collapse", "collapse_then_compact", "window_full_after_history")  # s07 on
+FIRST_STEP = {  # the step whose transitions a path needs, when not s06
+    **dict.fromkeys(("pause_turn", "stop_hook"), "s07"),
+    **dict.fromkeys(
+        ("prompt_too_long_collapse", "collapse_then_compact", "window_full_after_history"), "s08"
+    ),
+}
 # (step, fixture name): each path on every step that has its transitions
 STEP_PATHS = pytest.mark.parametrize(
     "step,name",
-    [(s, name) for s in STEPS_FROM for name in PATHS if s >= "s07" or name not in MAKES_ROOM],
+    [(s, name) for s in STEPS_FROM for name in PATHS if s >= FIRST_STEP.get(name, "s06")],
     indirect=["step"],
 )
 
@@ -53,7 +60,7 @@ def step(request, monkeypatch):
 
 
 def keeps(step, **settings) -> dict:
-    """Those of `settings` the step's Settings has (the trace is s08's)."""
+    """Those of `settings` the step's Settings has (the trace is s09's)."""
     return {name: value for name, value in settings.items() if name in step.Settings.__dataclass_fields__}
 
 
@@ -77,7 +84,8 @@ LIMITS = ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")  # s0
 def settings_for(step, workspace, hook_retries=2, attempts=5, **settings):
     """Settings(workspace, **settings), its retries never waiting, with Recovery(hook_retries), and
     the replay's person at the gate (a trusted recording says yes to its own calls)."""
-    recovery = step.Recovery(hook_retries=hook_retries)
+    wanted = {"hook_retries": hook_retries}  # s07's: the stop hook
+    recovery = step.Recovery(**{k: v for k, v in wanted.items() if k in step.Recovery.__dataclass_fields__})
     settings.setdefault("ask", trust.recorded_person(workspace, None))
     return step.Settings(workspace, retry=no_wait(step, attempts), recovery=recovery, **settings)
 
@@ -99,7 +107,7 @@ def replay_path(step, name: str, tmp_path=None, strict: bool = True):
     where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
     trace.write("run", provenance=fixture["provenance"], **where)  # as main() does
     messages = [{"role": "user", "content": fixture["task"]}]
-    settings = settings_for(step, workspace, **keeps(step, trace=trace), **flags_of(step, fixture))
+    settings = settings_for(step, workspace, **keeps(step, trace=trace, **flags_of(step, fixture)))
     turns = step.agent_loop(client, messages, settings)
     return [t for t, _ in settings.recovery.log], transport, messages, workspace, turns
 
@@ -351,6 +359,7 @@ def test_with_nothing_to_collapse_or_compact_the_reason_says_so(step):
     assert "already collapsed once, already compacted once" in why
 
 
+@HOOKED
 def test_a_refusal_shows_its_stop_details(step, run_main):
     code, out = run_main(step.__name__, "--replay", "fixtures/s06_refusal.json")
     assert code == 0 and "refusal (cyber: The request asks for self-spreading malicious code.)" in out, out
@@ -397,6 +406,7 @@ def test_compaction_never_splits_a_tool_use_from_its_result(step, shape):
 # -- pause_turn, refusal ---------------------------------------------------------------------------
 
 
+@HOOKED
 def test_pause_turn_content_goes_back_unchanged_with_no_new_user_message(step):
     _, transport, messages, _, _ = replay_path(step, "pause_turn")
     responses = [reply(transport.fixture, n)["content"] for n in range(3)]
@@ -410,11 +420,13 @@ def test_pause_turn_content_goes_back_unchanged_with_no_new_user_message(step):
     assert any(t["name"] == "web_search" for t in transport.seen[0]["tools"])
 
 
+@HOOKED
 def test_pauses_are_bounded(step):
     state, transport, _ = generated(step, [body([text("searching")], "pause_turn")] * (step.MAX_PAUSES + 1))
     assert [t for t, _ in state.log] == ["resume_pause"] * step.MAX_PAUSES + ["fail"]
 
 
+@HOOKED
 def test_a_refusal_stops_cleanly_and_says_so(step):
     state, transport, _ = generated(step, [body([text("I can't help with that.")], "refusal")])
     assert state.log == [("done", "refusal: the model declined to go on, so the loop stops here")]
@@ -460,6 +472,7 @@ def test_a_midstream_overload_is_retried_at_most_three_times(step):
 # -- the stop hook ---------------------------------------------------------------------------------
 
 
+@HOOKED
 def test_a_failing_stop_hook_goes_back_to_the_model(step):
     _, transport, _, workspace, _ = replay_path(step, "stop_hook")
     feedback = transport.seen[2]["messages"][-1]["content"]
@@ -471,6 +484,7 @@ def test_a_failing_stop_hook_goes_back_to_the_model(step):
     assert hook == step.HookResult(True, "check passed\n[exit code 0]")
 
 
+@HOOKED
 def test_stop_hook_retries_are_capped(step):
     done = body([text("done")], "end_turn")
     state, transport, _ = generated(step, [done] * 3, stop_hook="echo still red; exit 1", hook_retries=2)
@@ -485,7 +499,7 @@ def test_stop_hook_retries_are_capped(step):
 @pytest.mark.parametrize("name", PATHS)
 def test_a_trace_replays_to_the_same_transitions(step, name, tmp_path):
     transitions, *_ = replay_path(step, name, tmp_path)
-    fixture = step.trace_to_fixture(tmp_path / "trace.jsonl")
+    fixture = step.trace_to_fixture(tmp_path / "trace.jsonl", step.__name__)
     assert fixtures.fixture_problems(fixture) == []
     recorded = fixtures.load_fixture(FIXTURES / f"s06_{name}.json")["exchanges"]
     retried = sum(any(e["event"] == "error" for e in x["response"].get("stream", [])) for x in recorded)
@@ -502,7 +516,9 @@ def replay_path_file(step, path):
     workspace = scratch.copy_workspace(fixture["workspace"])
     messages = [{"role": "user", "content": fixture["task"]}]
     # a converted trace is on no trust list: its commands would meet the gate
-    settings = run_loop(step, client, workspace, messages, permission="all", **flags_of(step, fixture))
+    settings = run_loop(
+        step, client, workspace, messages, permission="all", **keeps(step, **flags_of(step, fixture))
+    )
     return [t for t, _ in settings.recovery.log], transport
 
 
@@ -517,7 +533,7 @@ def test_main_writes_a_trace_and_replays_it(step, tmp_path):
     assert arrows == PATHS["stop_hook"]
 
 
-@pytest.mark.parametrize("step_name", ["s06_recovery"])  # s08's default shows its own idea
+@pytest.mark.parametrize("step_name", ["s06_recovery"])  # s09's default shows its own idea
 def test_with_no_key_it_replays_its_default_fixture(step_name, run_main):
     code, out = run_main(step_name)  # `python s06_recovery.py`, its main() in-process
     assert code == 0, out
@@ -667,6 +683,7 @@ def test_live_prompt_too_long_until_the_context_shrinks(step, tmp_path):
     assert sizes[-1] <= limit < max(sizes)  # it went over, and came back under
 
 
+@HOOKED
 def test_live_pause_turn_is_resumed_with_the_content_unchanged(step, tmp_path):
     paused = [
         {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
@@ -703,6 +720,7 @@ def test_a_trace_that_is_not_json_is_one_line(step, tmp_path):
     assert "error:" in shown.getvalue() and "not a JSON-lines trace" in shown.getvalue()
 
 
+@HOOKED
 @pytest.mark.parametrize("bad", ["-1", "two", "1.5"])
 def test_a_bad_hook_retry_count_is_one_line(step, bad, capsys):
     with pytest.raises(SystemExit) as stopped:
@@ -903,6 +921,7 @@ def test_a_fatal_error_is_the_last_layer_named_in_the_trace(script, tmp_path):
     )
 
 
+@HOOKED
 def test_web_searches_cost_ten_dollars_a_thousand_beside_the_tokens(step):
     split = anthropic.types.Usage(
         input_tokens=0,

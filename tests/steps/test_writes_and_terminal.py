@@ -24,7 +24,7 @@ def test_save_and_trace_refuse_what_is_not_a_file_in_one_line(run_main, tmp_path
     (tmp_path / "folder").mkdir()
     target = where if where.startswith("/") else str(tmp_path / where)
     before = sorted(tmp_path.rglob("*"))
-    code, out = run_main("s08_keep_the_work", flag, target)
+    code, out = run_main("s09_keep_the_work", flag, target)
     assert code == 1 and "Traceback" not in out and len(out.strip().splitlines()) == 1, out
     assert target in out
     assert sorted(tmp_path.rglob("*")) == before and not Path("/nonexistent").exists()
@@ -80,7 +80,7 @@ def test_a_killed_saves_temp_file_is_swept_when_the_next_run_starts(run_main, tm
     stray.write_bytes(b"half a conversation")
     # A run that stops before it saves anything (its fixture is missing): the sweep was at the start.
     code, out = run_main(
-        "s08_keep_the_work", "--save", str(saved), "--replay", str(tmp_path / "missing.json")
+        "s09_keep_the_work", "--save", str(saved), "--replay", str(tmp_path / "missing.json")
     )
     assert code == 1 and "no such fixture" in out
     assert not stray.exists() and not saved.exists()
@@ -186,5 +186,5 @@ def test_a_long_runs_summary_shows_its_ends_and_counts_the_rest(monkeypatch, sho
     long = table(1000)
     expected = [str(n) for n in range(1, 11)] + ["…"] + [str(n) for n in range(991, 1001)] + ["total"]
     assert turn_column(long) == expected
-    assert "980 more calls" in long
+    assert ("980 more calls" if show == "budget" else "980 more turns") in long
     assert ("500,500" if show == "budget" else "500500") in long  # the total is every turn's

@@ -13,7 +13,7 @@ from saver import small_program, wait_for_saves
 def test_a_folder_or_a_deep_file_as_resume_is_one_line(run_main, tmp_path):
     (tmp_path / "deep.json").write_text("[" * 50_000 + "]" * 50_000)
     for bad in (tmp_path, tmp_path / "deep.json"):
-        code, out = run_main("s08_keep_the_work", "--resume", str(bad))
+        code, out = run_main("s09_keep_the_work", "--resume", str(bad))
         assert code == 1 and "Traceback" not in out and str(bad) in out.splitlines()[-1], out
 
 

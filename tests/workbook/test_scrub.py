@@ -178,7 +178,7 @@ def test_a_key_in_an_error_body_is_not_printed(secrets, monkeypatch):
 
 
 def test_a_live_run_writes_no_secret_in_any_form_anywhere(tmp_path):
-    """s08 live against a stand-in, in a process of its own (its /proc/PID/environ is what a tool can
+    """s09 live against a stand-in, in a process of its own (its /proc/PID/environ is what a tool can
     read): a tool prints the step's environment in base64, hex and plain, and the model echoes the key
     split across two text blocks. The recording, the trace, the saved conversation, the audit log and
     the terminal hold none of it."""
@@ -196,7 +196,7 @@ def test_a_live_run_writes_no_secret_in_any_form_anywhere(tmp_path):
     runs_before = set((ROOT / "runs").glob("*"))
     with StandIn(brain) as api:
         done = subprocess.run(
-            [sys.executable, "s08_keep_the_work.py", "--record", str(files["recorded.json"]), "--trace"]
+            [sys.executable, "s09_keep_the_work.py", "--record", str(files["recorded.json"]), "--trace"]
             + [str(files["trace.jsonl"]), "--save", str(files["saved.json"]), "--permission", "all"]
             + ["--workspace", str(workspace), "print the environment"],
             cwd=ROOT,

@@ -147,7 +147,7 @@ RUNGS = [
     ),
     Rung(
         "pause-turn",
-        "s06",
+        "s07",
         "grade_s06_pause_turn_web_search",
         "the web_search server tool declared; a pause_turn reply sent back unchanged, no new user message",
     ),

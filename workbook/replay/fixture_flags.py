@@ -73,11 +73,11 @@ FIXTURE_FLAGS = {
     "--max-input-tokens": (5, _whole(1)),
     "--max-cost": (5, _dollars),
     "--no-stream": (6, None),
-    "--web-search": (6, None),
-    "--stop-hook": (6, _command),  # a shell command: from an untrusted fixture, it meets the gate (s06)
-    "--stop-hook-retries": (6, _whole(0)),
-    "--resume": (8, _conversation),
-    "--handoff": (8, _conversation),
+    "--web-search": (7, None),
+    "--stop-hook": (7, _command),  # a shell command: from an untrusted fixture, it meets the gate (s07)
+    "--stop-hook-retries": (7, _whole(0)),
+    "--resume": (9, _conversation),
+    "--handoff": (9, _conversation),
 }
 
 

@@ -1,6 +1,6 @@
-"""s07_full_context.py — When the context is full: make room, and go on.
+"""s08_full_context.py — When the context is full: make room, and go on.
 
-Adds over s06: a request the API refuses as too long ("prompt is too long",
+Adds over s07: a request the API refuses as too long ("prompt is too long",
 a 400) is not a crash. Old tool results are collapsed to placeholders and the
 request is sent again; if that is not enough, the older history is compacted
 into a summary the model writes. A reply that filled the window is kept, and
@@ -13,10 +13,10 @@ room is made after it.
       | +---- compact    <- still too long: a summary of the older history
       +------ make_room  <- a reply filled the window: keep it, then collapse
               fail       <- nothing left to shrink: stop, saying why
-      (and every transition of s06: escalate, continue, resume_pause, ...)
+      (and every transition of s06 and s07: escalate, resume_pause, ...)
 
-Run: python s07_full_context.py   replay: too long twice: collapsed, compacted
-     python s07_full_context.py --replay FIXTURE, for FIXTURE one of
+Run: python s08_full_context.py   replay: too long twice: collapsed, compacted
+     python s08_full_context.py --replay FIXTURE, for FIXTURE one of
      fixtures/s06_prompt_too_long_collapse.json   (collapsing is enough)
      fixtures/s06_window_full_after_history.json  (a reply fills the window)
 """
@@ -32,15 +32,17 @@ import anthropic
 from anthropic.types import Message
 
 import s06_recovery as s06
+import s07_really_done as s07
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
 from s05_budget import RepeatBrake, run_tools, stopped
-from s06_recovery import append_reply, count_turn, ended_because, log_transition, numbered, run_stop_hook
+from s06_recovery import count_turn, ended_because, log_transition, numbered
+from s07_really_done import append_reply, run_stop_hook
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 
 
-# -- new in s07: making room — collapse old results, then compact the older history -----------------
+# -- new in s08: making room — collapse old results, then compact the older history -----------------
 
 KEEP_RECENT_RESULTS = 1  # collapse leaves the newest tool_result messages whole
 COLLAPSE_MIN_CHARS = 200  # a tool_result shorter than this is left alone: its placeholder saves nothing
@@ -54,18 +56,18 @@ SUMMARY_PROMPT = (
     "needed to carry on: the task, what was done and found, which files changed, what remains to do. "
     "Plain prose, no tool calls."
 )
-TRANSITIONS = s06.TRANSITIONS | {  # s06's, and three more; Claude Code's query.ts name after the |
+TRANSITIONS = s07.TRANSITIONS | {  # s07's, and three more; Claude Code's query.ts name after the |
     "collapse": "prompt too long (400): old tool results become placeholders, retry | collapse_drain_retry",
     "compact": "still too long: the older history becomes a summary, retry | reactive_compact_retry",
     "make_room": "context window full (a reply): keep it, collapse or compact, go on | (not in the article)",
 }
-KEEPS_REPLY = (*s06.KEEPS_REPLY, "make_room")  # the reply that filled the window is kept
-SENT_AGAIN = (*s06.SENT_AGAIN, "collapse", "compact")  # the same turn, sent again shorter
+KEEPS_REPLY = (*s07.KEEPS_REPLY, "make_room")  # the reply that filled the window is kept
+SENT_AGAIN = (*s07.SENT_AGAIN, "collapse", "compact")  # the same turn, sent again shorter
 
 
 @dataclass
-class Recovery(s06.Recovery):
-    """s06's, and whether this turn has collapsed or compacted already (each once a turn), with a record
+class Recovery(s07.Recovery):
+    """s07's, and whether this turn has collapsed or compacted already (each once a turn), with a record
     of the last refusal as too long and of what compaction asked the model to summarize."""
 
     collapsed: bool = False
@@ -82,8 +84,8 @@ class Recovery(s06.Recovery):
 
 # 0. The limits: after making room, the next request is judged by what it holds.
 @dataclass
-class Budget(s06.Budget):
-    """Unlike s06's: after making room for a reply that filled the window, the input limit judges the
+class Budget(s07.Budget):
+    """Unlike s07's: after making room for a reply that filled the window, the input limit judges the
     next request by an estimate of what it holds, not by the last request, which held more."""
 
     estimate: int | None = None  # the next request's input tokens, from made_room()
@@ -120,14 +122,14 @@ def call_unless_too_long(client, messages: list, settings: "Settings", streamed:
         return None
 
 
-# 2. The transition: too long first; anything else as s06 names it.
+# 2. The transition: too long first; anything else as s07 names it.
 def next_transition(response, state: Recovery, messages: list, hook) -> tuple[str, str]:
     """(transition, why). `response` is None when the request was too long; a reply that stopped with
     model_context_window_exceeded filled the window. Either way, collapse first, then compact, each
-    once a turn; else s06 decides."""
+    once a turn; else s07 decides."""
     stop = response.stop_reason if response is not None else "prompt_too_long"
     if stop not in ("prompt_too_long", "model_context_window_exceeded"):
-        return s06.next_transition(response, state, hook)
+        return s07.next_transition(response, state, hook)
     room = "make_room" if response is not None else None  # the reply is kept, and room made after it
     if not state.collapsed and collapsible(messages):
         return room or "collapse", f"{stop}: {collapsible(messages)} old tool results can be collapsed"
@@ -141,14 +143,14 @@ def next_transition(response, state: Recovery, messages: list, hook) -> tuple[st
 
 # 3. Making room: collapse, or compact (a model call of its own), then send again.
 def recover(transition: str, messages: list, response, hook, client, settings: "Settings") -> Message | None:
-    """s06's recover, and making room. Returns the reply of compaction's request for a summary (a model
+    """s07's recover, and making room. Returns the reply of compaction's request for a summary (a model
     call of its own, to be counted), else None."""
     state = settings.recovery
     if transition == "make_room":  # the kept reply's cut calls answered; then collapse, else compact
         s06.continue_cut(messages, response, ROOM_PROMPT)
         transition = "collapse" if not state.collapsed and collapsible(messages) else "compact"
     if transition not in ("collapse", "compact"):
-        return s06.recover(transition, messages, response, hook, settings)
+        return s07.recover(transition, messages, response, hook, settings)
     before = context_chars(messages)
     summary = None
     if transition == "collapse":
@@ -159,7 +161,7 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
         summary = compact(client, messages, settings)
     display.show_context(before, context_chars(messages))
     if response is not None:  # make_room: the reply that filled the window was counted; its input tokens
-        fixed = json_chars(s06.shared_request(settings))  # now overstate the next request, which holds less
+        fixed = json_chars(settings.shared_request())  # now overstate the next request, which holds less
         settings.budget.made_room(before + fixed, context_chars(messages) + fixed)
     return summary
 
@@ -207,7 +209,7 @@ def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -
     last turn only. The summary's request is a model call of its own: its reply is returned. If even
     that request is too long, nothing changes, and None says so (the next call fails, saying why)."""
     recent = messages[split_point(messages) :]
-    request = s06.shared_request(settings) | {"max_tokens": MAX_TOKENS, "tool_choice": NO_TOOLS}
+    request = settings.shared_request() | {"max_tokens": MAX_TOKENS, "tool_choice": NO_TOOLS}
     settings.recovery.summarized = summary_ask(messages)
     try:
         response = call_model(
@@ -230,15 +232,15 @@ def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -
 
 
 @dataclass
-class Settings(s06.Settings):
-    """s06's settings, with s07's recovery state and budget."""
+class Settings(s07.Settings):
+    """s07's settings, with s08's recovery state and budget."""
 
     recovery: Recovery = field(default_factory=Recovery)
     budget: Budget = field(default_factory=Budget)
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s06's, with s07's budget and recovery state."""
+        """s07's, with s08's budget and recovery state."""
         settings = super().for_run(run, args)
         settings.budget = Budget(**step_cli.limits(args))
         settings.recovery = Recovery(hook_retries=args.stop_hook_retries)
@@ -246,7 +248,7 @@ class Settings(s06.Settings):
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
-    """s06's loop; (new in s07) a request too long, or a reply that filled the window, makes room."""
+    """s07's loop; (new in s08) a request too long, or a reply that filled the window, makes room."""
     turns = []  # every response, in order
     brake = RepeatBrake(settings.workspace)  # s05's
     budget = settings.budget
@@ -259,7 +261,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             stopped(settings, reason)
             return turns
 
-        # 1. Send the whole history (s06). (new in s07) Too long is no crash: the response is None.
+        # 1. Send the whole history (s06). (new in s08) Too long is no crash: the response is None.
         turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS
         with display.waiting(label, streamed):
@@ -267,7 +269,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if response is not None:
             count_turn(turns, response, budget, label, streamed)
 
-        # 2. Name the transition (s06); (new in s07) too long first.
+        # 2. Name the transition (s06, s07); (new in s08) too long first.
         hook = run_stop_hook(settings, response) if response is not None else None
         transition, why = next_transition(response, state, messages, hook)
         log_transition(transition, why, settings)
@@ -282,7 +284,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
-            if summary is not None:  # (new in s07) a compaction's summary is a model call: a step
+            if summary is not None:  # (new in s08) a compaction's summary is a model call: a step
                 count_turn(turns, summary, budget, f"{turn}, its summary")
             continue
 
@@ -301,12 +303,12 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
 def main(argv: list[str] | None = None) -> int:
     """Replay the default fixture, or run a task live (--help: the flags)."""
-    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s07_full_context")  # every earlier step's
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s08_full_context")  # every earlier step's
     return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
-    """s06's run, with this step's loop and settings; recovery giving up is exit 1."""
+    """s07's run, with this step's loop and settings; recovery giving up is exit 1."""
     settings = Settings.for_run(run, args)
     messages = [{"role": "user", "content": run.task}]
     saved = step_cli.run_files(run) / "conversation.json"

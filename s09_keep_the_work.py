@@ -1,6 +1,6 @@
-"""s08_keep_the_work.py — Never losing the work.
+"""s09_keep_the_work.py — Never losing the work.
 
-Adds over s07: a trace, one line per step written as it happens, that replays
+Adds over s08: a trace, one line per step written as it happens, that replays
 as a fixture (--replay run.jsonl). A first Ctrl-C lets this turn's tools
 finish, answers every call, saves and stops; a second cuts short the calls
 still open. However the run ends, the conversation is saved: --resume FILE
@@ -10,7 +10,7 @@ what it did.
     user task, --resume FILE + a new instruction, or --handoff FILE
         v
     +--------------------+  done | fail | a limit  +=========================+
-    | s07's loop, every  | ---------------------> | saved: the conversation |
+    | s08's loop, every  | ---------------------> | saved: the conversation |
     | step in the trace  |                        | and how to --resume it  |
     +--------------------+                        +=========================+
         ^      | tool_use                                 ^ Ctrl-C while the
@@ -20,10 +20,10 @@ what it did.
            | first Ctrl-C waits for the turn      |
            +======================================+
 
-Run: python s08_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
-     python s08_keep_the_work.py --replay fixtures/s05_interrupt.json
+Run: python s09_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
+     python s09_keep_the_work.py --replay fixtures/s05_interrupt.json
      (press Ctrl-C while ./slow_check.sh runs: once, or twice)
-     python s08_keep_the_work.py --handoff FILE   a fresh session from FILE,
+     python s09_keep_the_work.py --handoff FILE   a fresh session from FILE,
      such as fixtures/conversations/s05_drifted.json (a run that drifted)
 """
 
@@ -44,17 +44,18 @@ import anthropic
 import s04_parallel as s04
 import s05_budget as s05
 import s06_recovery as s06
-import s07_full_context as s07
+import s08_full_context as s08
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
 from s05_budget import RepeatBrake
-from s06_recovery import append_reply, count_turn, ended_because, numbered, run_stop_hook, shared_request
-from s07_full_context import KEEPS_REPLY, NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
+from s06_recovery import count_turn, ended_because, numbered
+from s07_really_done import append_reply, run_stop_hook
+from s08_full_context import KEEPS_REPLY, NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
 
 
-# -- new in s08: a Ctrl-C keeps the work — the turn's tools finish, every call is answered ------------
+# -- new in s09: a Ctrl-C keeps the work — the turn's tools finish, every call is answered ------------
 
 INTERRUPTED = "error: interrupted by the user"  # how every answer to a call cut short by Ctrl-C begins
 STILL_OPEN = f"{INTERRUPTED}: stopped before it had a result"  # the answer to a call that had not ended
@@ -129,7 +130,7 @@ def interrupted(messages: list, settings: "Settings") -> None:
     stopped(settings, f"interrupted by the user ({where})")
 
 
-# -- new in s08: --resume — a saved conversation, and a new instruction after it ----------------------
+# -- new in s09: --resume — a saved conversation, and a new instruction after it ----------------------
 
 
 def first_messages(run: launch.Run, args) -> list:
@@ -166,7 +167,7 @@ def continued(messages: list, instruction: str) -> list:
     return messages + [{"role": "user", "content": instruction}]
 
 
-# -- new in s08: --handoff — a run that drifted starts afresh, from its task and what it did ------------
+# -- new in s09: --handoff — a run that drifted starts afresh, from its task and what it did ------------
 
 HANDOFF = (
     "[A fresh session. An earlier session on this task drifted and was stopped. What it did, as "
@@ -185,7 +186,7 @@ def handed_off(run: launch.Run, path: str) -> list:
     return [{"role": "user", "content": opening}]
 
 
-# -- new in s08: the trace — every step written down as it happens, so that a run replays -------------
+# -- new in s09: the trace — every step written down as it happens, so that a run replays -------------
 
 
 def stopped(settings: "Settings", reason: str) -> None:
@@ -217,10 +218,10 @@ def log_transition(transition: str, why: str, settings: "Settings") -> None:
 
 
 def recover(transition: str, messages: list, response, hook, client, settings: "Settings"):
-    """s07's recover, written to the trace: what collapse or compaction made of the context, and the
+    """s08's recover, written to the trace: what collapse or compaction made of the context, and the
     compaction's own request and reply (a trace that replays must hold every request)."""
     before = context_chars(messages)
-    summary = s07.recover(transition, messages, response, hook, client, settings)
+    summary = s08.recover(transition, messages, response, hook, client, settings)
     if context_chars(messages) != before:
         settings.trace.write("context", transition=transition, before=before, after=context_chars(messages))
     if summary is not None:
@@ -232,15 +233,15 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
 
 
 @dataclass
-class Settings(s07.Settings):
-    """s07's settings, and what s08 adds: the trace (and --resume, --handoff and --save, which decide
+class Settings(s08.Settings):
+    """s08's settings, and what s09 adds: the trace (and --resume, --handoff and --save, which decide
     what the loop starts from and where its work is kept)."""
 
     trace: tracing.Trace = field(default_factory=tracing.Trace)  # Trace(None): no trace file
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s07's, and the trace (--trace, or in the run's folder), opened with its `run` line: what a
+        """s08's, and the trace (--trace, or in the run's folder), opened with its `run` line: what a
         replay of the trace needs besides its requests."""
         settings = super().for_run(run, args)
         trace_file = args.trace or step_cli.run_files(run) / "trace.jsonl"
@@ -250,14 +251,14 @@ class Settings(s07.Settings):
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
-    """s07's loop, every step written to the trace. A first Ctrl-C lets the turn's tools finish, then
+    """s08's loop, every step written to the trace. A first Ctrl-C lets the turn's tools finish, then
     stops; one during a model call, or a second, raises KeyboardInterrupt: run_task keeps the work."""
     turns = []  # every response, in order
     brake = RepeatBrake(settings.workspace)  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     turn, transition = 0, None  # the model's turn, and how the last call ended
-    settings.trace.start(shared_request(settings), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
+    settings.trace.start(settings.shared_request(), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -265,15 +266,15 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             stopped(settings, reason)
             return turns
 
-        # 1. Send the whole history (s06); too long is no crash (s07).
-        started = time.monotonic()  # (new in s08) the trace's line for the call says how long it took
+        # 1. Send the whole history (s06); too long is no crash (s08).
+        started = time.monotonic()  # (new in s09) the trace's line for the call says how long it took
         turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
         with display.waiting(label, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
             count_turn(turns, response, budget, label, streamed)
-        trace_call(settings, len(turns), messages, response, started, streamed)  # (new in s08)
+        trace_call(settings, len(turns), messages, response, started, streamed)  # (new in s09)
 
         # 2. Name the transition: how the call ended, what recovery tried, the stop hook (s06).
         hook = run_stop_hook(settings, response) if response is not None else None
@@ -294,7 +295,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 count_turn(turns, summary, budget, f"{turn}, its summary")
             continue
 
-        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake. (new in s08) A first
+        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake. (new in s09) A first
         #    Ctrl-C lets every call of this turn run to its end, then stops; a second cuts them short.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
@@ -304,7 +305,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         brake.remember(results)
         display.show_tools(calls, results, timeline)
         state.new_turn()  # tools ran: the next call starts a turn with fresh recovery caps (s06)
-        stop = ctrl_c or brake.stop  # (new in s08) a Ctrl-C, or s05's repeat brake
+        stop = ctrl_c or brake.stop  # (new in s09) a Ctrl-C, or s05's repeat brake
         settings.trace.tools(len(turns), calls, results, started, stop)
         if stop:
             stopped(settings, stop)
@@ -313,8 +314,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
 def main(argv: list[str] | None = None) -> int:
     """Replay the default fixture, or run a task live (--help: the flags)."""
-    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s08_keep_the_work")  # every earlier step's
-    step_cli.add_keep_flags(parser)  # s08's own: --resume, --handoff, --save
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s09_keep_the_work")  # every earlier step's
+    step_cli.add_keep_flags(parser)  # s09's own: --resume, --handoff, --save
     return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 

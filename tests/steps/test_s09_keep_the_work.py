@@ -1,8 +1,8 @@
-"""s08: the work is never lost — a first Ctrl-C lets the turn's tools finish, a second keeps what ended,
+"""s09: the work is never lost — a first Ctrl-C lets the turn's tools finish, a second keeps what ended,
 a Ctrl-C during a model call drops only its partial reply; --resume goes on from a saved conversation,
 --handoff starts afresh from what a drifted run did; the trace survives kill -9.
 
-Behaviour tests run against every step from s08 on. The Ctrl-C tests run the script in a subprocess with
+Behaviour tests run against every step from s09 on. The Ctrl-C tests run the script in a subprocess with
 real signals, as a reader would; live tests go over real HTTP to a stand-in for the API.
 """
 
@@ -28,7 +28,7 @@ from processes import children_of
 from rich.console import Console
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
-STEPS_FROM = [s for s in STEPS if s >= "s08"]
+STEPS_FROM = [s for s in STEPS if s >= "s09"]
 FIXTURES = ROOT / "fixtures"
 STILL_OPEN = "error: interrupted by the user: stopped before it had a result"  # a call a Ctrl-C cut short
 SAVED = FIXTURES / "conversations" / "s05_interrupted.json"  # what a second Ctrl-C in ./slow_check.sh leaves
@@ -36,7 +36,7 @@ SAVED = FIXTURES / "conversations" / "s05_interrupted.json"  # what a second Ctr
 
 @pytest.fixture(params=STEPS_FROM)
 def step(request, monkeypatch):
-    """The step module under test, its console made quiet: s08, and every later step."""
+    """The step module under test, its console made quiet: s09, and every later step."""
     module = load_step(request.param)
     monkeypatch.setattr(module, "console", Console(file=io.StringIO(), width=100))
     return module
@@ -47,7 +47,7 @@ def step(request, monkeypatch):
 
 def start_script(*args, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     trace = tmp_path / "trace.jsonl"
-    command = [sys.executable, "s08_keep_the_work.py", *args, "--trace", str(trace)]
+    command = [sys.executable, "s09_keep_the_work.py", *args, "--trace", str(trace)]
     env = offline_env(PYTHONUNBUFFERED="1")  # each line as it is printed: tests wait on them
     proc = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -160,7 +160,7 @@ def interrupt_during_a_model_call(tmp_path) -> tuple[str, int, list]:
         env = offline_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=api.url)
         command = [
             sys.executable,
-            "s08_keep_the_work.py",
+            "s09_keep_the_work.py",
             "say hi",
             "--workspace",
             str(tmp_path),
@@ -431,7 +431,7 @@ def test_a_handoff_of_a_handoff_keeps_the_first_task(step, monkeypatch, tmp_path
 
 def offline_run(tmp_path, task: str):
     """A launch.Run with no fixture (as live), for handed_off()."""
-    return launch.Run(None, "live", task, tmp_path, "m", "", script="s08_keep_the_work")
+    return launch.Run(None, "live", task, tmp_path, "m", "", script="s09_keep_the_work")
 
 
 def test_resume_and_handoff_together_are_one_line(script):
@@ -457,9 +457,9 @@ REPLAYS = {  # fixture -> how the run ends
 INTERRUPTED_RUNS = ["s05_interrupt", "s05_interrupt_keeps_what_ended"]  # replayed above, with real Ctrl-Cs
 
 
-def test_every_fixture_of_s08_has_a_replay_test():
+def test_every_fixture_of_s09_has_a_replay_test():
     own = [
-        p.stem for p in FIXTURES.glob("*.json") if fixtures.load_fixture(p)["script"] == "s08_keep_the_work"
+        p.stem for p in FIXTURES.glob("*.json") if fixtures.load_fixture(p)["script"] == "s09_keep_the_work"
     ]
     assert sorted([*REPLAYS, *INTERRUPTED_RUNS]) == sorted(own)
 
