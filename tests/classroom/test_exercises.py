@@ -147,7 +147,9 @@ def test_the_command_lists_every_exercise_in_both_languages(capsys, tmp_path, mo
         assert f"0/{len(EXERCISES)}" in out
 
 
-def test_hints_come_one_at_a_time_each_more_specific_and_are_kept_in_a_plain_file(capsys, tmp_path, monkeypatch):
+def test_hints_come_one_at_a_time_each_more_specific_and_are_kept_in_a_plain_file(
+    capsys, tmp_path, monkeypatch
+):
     monkeypatch.setattr(exercise, "PROGRESS", tmp_path / "progress.txt")
     ex = EXERCISES[5]
     for n in range(3):
@@ -168,7 +170,9 @@ def test_reset_restores_the_starting_file_and_keeps_the_students(tmp_path, monke
     assert (tmp_path / (authoring.file_name(ex) + ".bak")).read_text() == "mine"
 
 
-@pytest.mark.parametrize(("env", "lang"), [({"LANG": "zh_CN.UTF-8"}, "zh-CN"), ({"LANG": "en_GB.UTF-8"}, "en")])
+@pytest.mark.parametrize(
+    ("env", "lang"), [({"LANG": "zh_CN.UTF-8"}, "zh-CN"), ({"LANG": "en_GB.UTF-8"}, "en")]
+)
 def test_the_language_defaults_from_the_locale(monkeypatch, env, lang):
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
         monkeypatch.delenv(name, raising=False)
@@ -184,7 +188,9 @@ def test_a_grader_rung_named_by_an_exercise_exists():
 
 
 def test_the_chinese_texts_use_the_glossarys_names():
-    from test_glossary import banned
+    import runpy
+
+    banned = runpy.run_path(str(ROOT / "tests" / "authoring" / "test_glossary.py"))["banned"]
 
     texts = [
         text

@@ -26,6 +26,10 @@ from workbook.classroom.exercises import EXERCISES, Exercise
 
 FOLDER = paths.ROOT / "exercises"
 TODO = "# TODO"
+MAIN = """if __name__ == "__main__":
+    from workbook.classroom import exercise
+
+    sys.exit(exercise.check_here(__file__))"""
 LINE_LENGTH = 110  # pyproject.toml's, as ruff formats
 STAGE = re.compile(r"^\s*# (\d+\.|\(new in s\d\d\))")  # a loop's numbered stage comment: "# 1. Send ..."
 
@@ -123,9 +127,8 @@ def todo_body(lines: list[str], function: ast.FunctionDef, exercise: Exercise) -
     if stages:
         out.append(f"{indent}#   The step's stages, in order (one comment each in its code):")
         out += [f"{indent}#   {stage[2:]}" for stage in stages]
-    out.append(
-        f'{indent}raise NotImplementedError("exercise {exercise.number}: {function.name}() is not written yet")'
-    )
+    said = f"exercise {exercise.number}: {function.name}() is not written yet"
+    out.append(f'{indent}raise NotImplementedError("{said}")')
     return out
 
 
@@ -156,11 +159,13 @@ def build(exercise: Exercise, source: str | None = None) -> str:
         "",
         f"{exercise.about['en'][:1].upper()}{exercise.about['en'][1:]}.",
         "",
-        f"Write the body of {exercise.piece}() below: the piece {exercise.step[:3]} is about. The rest of the",
+        f"Write the body of {exercise.piece}() below: the piece {exercise.step[:3]} is about. The rest of "
+        "the",
         f"program is {exercise.step}.py itself, which runs with your {exercise.piece}() in its place.",
         "",
         f"Check it:     python -m workbook exercise        (or: python exercises/{file_name(exercise)})",
-        f"A hint:       python -m workbook exercise hint {exercise.number}   (up to three, each more specific)",
+        f"A hint:       python -m workbook exercise hint {exercise.number}"
+        "   (up to three, each more specific)",
         f"Start over:   python -m workbook exercise reset {exercise.number}",
         f"The answer is {exercise.step}.py: read it once yours passes.",
         "",
@@ -174,7 +179,7 @@ def build(exercise: Exercise, source: str | None = None) -> str:
         "sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the steps, one folder up",
         *imports,
         "\n".join(head + todo_body(lines, function, exercise)),
-        'if __name__ == "__main__":\n    from workbook.classroom import exercise\n\n    sys.exit(exercise.check_here(__file__))',
+        MAIN,
     ]
     return "\n\n".join(parts[:-2]) + f"\n\n\n{parts[-2]}\n\n\n{parts[-1]}\n"
 

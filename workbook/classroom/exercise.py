@@ -208,7 +208,9 @@ def check(file: Path, exercise: Exercise, lang: str = "en", sandbox=None, server
         try:
             for rung in rungs:
                 server = servers.of(rung)
-                result = grade.judged(rung, server, grade.run_rung(server, command(file, exercise), options), options)
+                result = grade.judged(
+                    rung, server, grade.run_rung(server, command(file, exercise), options), options
+                )
                 if not result.passed:
                     reason = result.reason
                     break
@@ -263,8 +265,9 @@ def verdict(exercise: Exercise, reason: str | None, lang: str) -> Verdict:
 # -- progress: a plain file the student can read ------------------------------------------------------
 
 
-def read_progress(path: Path = PROGRESS) -> dict[int, dict]:
+def read_progress(path: Path | None = None) -> dict[int, dict]:
     """number -> {"solved": bool, "hints": n}; an exercise not in the file is not started."""
+    path = path or PROGRESS
     progress = {e.number: {"solved": False, "hints": 0} for e in EXERCISES}
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -277,7 +280,8 @@ def read_progress(path: Path = PROGRESS) -> dict[int, dict]:
     return progress
 
 
-def write_progress(progress: dict[int, dict], path: Path = PROGRESS) -> None:
+def write_progress(progress: dict[int, dict], path: Path | None = None) -> None:
+    path = path or PROGRESS
     lines = ["# python -m workbook exercise keeps your progress here: read it, or delete it to start over"]
     for e in EXERCISES:
         p = progress[e.number]
