@@ -206,3 +206,20 @@ def test_an_exercise_file_is_a_plain_path_away(tmp_path):
     """exercise_of refuses a file not named as an exercise is."""
     with pytest.raises(Exception, match="not an exercise file"):
         exercise.exercise_of(Path(tmp_path / "my_loop.py"))
+
+
+def test_a_teacher_sees_who_solved_which_without_collecting_files(capsys, tmp_path, monkeypatch):
+    """grade --exercises FOLDER: one folder a student, each file checked as the student's check does."""
+    monkeypatch.setattr(grade_sandbox, "run_program", run_here)
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "bob").mkdir()
+    plan = by_number(4)
+    (tmp_path / "alice" / authoring.file_name(plan)).write_text(authoring.answered(plan))
+    (tmp_path / "bob" / authoring.file_name(plan)).write_text(authoring.answered(plan, plan.wrong[1].edits))
+    assert grade.main(["--exercises", str(tmp_path), "--sandbox", "off"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["alice", "-", "-", "-", "x", "-", "-", "1/6"]
+    assert out[2].split() == ["bob", "-", "-", "-", "o", "-", "-", "0/6"]
+    assert out[-1].startswith(
+        "bob 04: plan([read_file, write_file, read_file, grep]) returned [[0, 1], [2, 3]]"
+    )

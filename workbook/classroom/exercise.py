@@ -442,6 +442,48 @@ def next_unsolved(lang: str) -> int:
     return 0 if passed else 1
 
 
+# -- for a class: who solved which -----------------------------------------------------------------
+
+
+def class_table(folder: Path, sandbox) -> tuple[list[str], dict[str, dict[int, Verdict]]]:
+    """Each student's exercise files under `folder` (one folder a student, the files in it or below it,
+    named as in exercises/), each checked as the student's own check does: (students, their verdicts)."""
+    from workbook.classroom import grade
+
+    found: dict[str, dict[int, Verdict]] = {}
+    with grade.Servers() as servers:
+        for file in sorted(folder.rglob("[0-9][0-9]_*.py")):
+            student = file.relative_to(folder).parts[0] if file.parent != folder else folder.name
+            try:
+                exercise = exercise_of(file)
+            except errors.WorkbookError:
+                continue
+            found.setdefault(student, {})[exercise.number] = check(file, exercise, "en", sandbox, servers)
+    return sorted(found), found
+
+
+def show_class(folder: Path, sandbox) -> int:
+    """`grade --exercises FOLDER`: a table, one row a student, one column an exercise: solved (x), tried
+    but not yet (the first mistake's first words), or no file (-)."""
+    students, found = class_table(folder, sandbox)
+    if not students:
+        print(f"no exercise files (NN_<piece>.py) under {folder}")
+        return 1
+    print("student".ljust(16) + "".join(f"{e.number:02d}".ljust(4) for e in EXERCISES) + "solved")
+    for student in students:
+        mine = found[student]
+        row = [("x" if mine[e.number].passed else "o") if e.number in mine else "-" for e in EXERCISES]
+        print(
+            student[:15].ljust(16) + "".join(m.ljust(4) for m in row) + f"{row.count('x')}/{len(EXERCISES)}"
+        )
+    print("x solved, o tried and not yet, - no file")
+    for student in students:
+        for number, verdict in sorted(found[student].items()):
+            if not verdict.passed:
+                print(f"{student} {number:02d}: {verdict.reason[:160]}")
+    return 0
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m workbook exercise",
