@@ -1,12 +1,12 @@
 """exercise.py — `python -m workbook exercise`: one step's piece at a time, written by you, checked offline.
 
-    python -m workbook exercise              the next exercise not yet solved: what to write, then its check
-    python -m workbook exercise list         every exercise, and which you have solved
-    python -m workbook exercise check N      check exercise N (exercises/NN_*.py)
-    python -m workbook exercise watch [N]    check again every time you save the file (Ctrl-C to stop)
-    python -m workbook exercise hint N       the next hint for N: three, each more specific
-    python -m workbook exercise reset N      exercise N as it started (your version is kept as .bak)
-    --lang en|zh-CN                          the language (default: from the locale)
+  python -m workbook exercise            the next exercise not solved: its check
+  python -m workbook exercise list       every exercise, and which you solved
+  python -m workbook exercise check N    check exercise N (exercises/NN_*.py)
+  python -m workbook exercise watch [N]  check again on each save (Ctrl-C stops)
+  python -m workbook exercise hint N     the next of N's three hints
+  python -m workbook exercise reset N    N as it started (yours kept as .bak)
+  --lang en|zh-CN                        the language (default: the locale's)
 
 The check is the grader's (workbook/classroom/grade.py), not a second judge: the step itself runs with
 your piece in its place, up the grader's rungs for that step, each recording served by the replay
@@ -489,7 +489,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         prog="python -m workbook exercise",
         description=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="%(prog)s [list | check N | watch [N] | hint N | reset N] [--lang en|zh-CN]",
+        usage="%(prog)s\n       [list | check N | watch [N] | hint N | reset N]\n       [--lang en|zh-CN]",
     )
     parser.add_argument(
         "action", nargs="?", default="next", choices=["next", "list", "check", "watch", "hint", "reset"]
