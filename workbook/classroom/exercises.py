@@ -360,7 +360,7 @@ EXERCISES = [
         hints={
             "en": [
                 "Return (transition, why), one of TRANSITIONS. tool_use -> next_turn; end_turn -> done. "
-                "The TODO's table (python -m workbook exercise hint 6 shows it again) lists every case.",
+                "Each hint shows the truth table your function is held to: every case, and its transition.",
                 "max_tokens: escalate while state.max_tokens < ESCALATED_MAX_TOKENS, then continue while "
                 "state.continuations < MAX_CONTINUATIONS, then fail. A cut tool_use is never next_turn.",
                 "pause_turn: resume_pause while state.pauses < MAX_PAUSES, then fail. end_turn with a failed "
