@@ -1,4 +1,4 @@
-"""The command line: python -m workbook check|trust|rebuild|serve|grade|stepdiff.
+"""The command line: python -m workbook check|trust|rebuild|serve|grade|stepdiff|exercise.
 
 Each command's module loads only when that command runs: `python -m workbook --help` and
 `stepdiff` need no SDK, so they start at once. Every help text fits 80 columns, the width a
@@ -17,6 +17,7 @@ COMMANDS = {  # name -> what it does, as `python -m workbook` lists them (each l
     "serve": "the classroom replay server, one cursor per student",
     "grade": "grade any agent loop, in any language, up the workbook's ladder",
     "stepdiff": "how agent_loop changed between steps: stepdiff s05 | --stat",
+    "exercise": "write each step's piece yourself, checked offline: list | hint N",
 }
 USAGE = "usage: python -m workbook COMMAND [ARGS...]"
 FIXTURE_COMMANDS = ("check", "trust", "rebuild")
@@ -55,6 +56,10 @@ def run_command(command: str, rest: list[str]) -> int:
         from workbook.classroom import grade
 
         return grade.main(rest)
+    if command == "exercise":
+        from workbook.classroom import exercise
+
+        return exercise.main(rest)
     if command == "stepdiff":
         from workbook.authoring import stepdiff
 

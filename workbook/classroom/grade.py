@@ -385,6 +385,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         action="store_true",
         help='accept the SDK\'s own retries; the JSON shows such a rung as passed_by "library"',
     )
+    parser.add_argument(
+        "--exercises",
+        metavar="FOLDER",
+        help="for a class: who solved which exercise (FOLDER: a folder a student, with their exercise files)",
+    )
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
@@ -423,8 +428,14 @@ def main(argv: list[str]) -> int:
     ended; 0 only if all pass, 1 if one fails, 2 for bad input."""
     try:
         args, command = parse(argv)
-        rungs, command = pick_rungs(args.only), resolve(command)
         sandbox = grade_sandbox.choose(args.sandbox)
+        if args.exercises:
+            from workbook.classroom import exercise
+
+            if sandbox.kind == "none":
+                grade_sandbox.hide_from_programs()
+            return exercise.show_class(Path(args.exercises), sandbox)
+        rungs, command = pick_rungs(args.only), resolve(command)
     except errors.WorkbookError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,0 +1,406 @@
+"""exercises.py — the exercises, one entry a step: which piece of the step the student writes, how it is
+checked, its hints, and the classic wrong answers, each with the hint that fits it.
+
+An entry holds no code of the step's. Its piece is named by function: the authoring tool
+(workbook/authoring/exercises.py) cuts it out of the step to write exercises/NN_<piece>.py, and the
+checker (workbook/classroom/exercise.py) runs the step with the student's piece in its place, up the
+grader's rungs, then through any unit check the idea needs. A classic wrong answer is made from the
+step's own piece by a few edits (old text -> new text), so the tests can show each fails with its own
+hint, whatever the step looks like today.
+
+Every text comes in English and in Chinese ("zh-CN"); the Chinese follows docs/glossary.zh-CN.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LANGS = ("en", "zh-CN")
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """A classic wrong answer: how it is made from the step's piece, and how its failure is told apart."""
+
+    what: dict  # lang -> what the wrong answer does, in a few words
+    edits: tuple  # (old, new) pairs, applied in turn to the step's piece (each `old` must be there)
+    says: str  # a regular expression the first mistake's reason matches when it is this wrong answer
+    hint: dict  # lang -> the hint for it
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: the step's piece the student writes, and how it is checked."""
+
+    number: int
+    step: str  # the step's module, e.g. "s06_recovery"
+    piece: str  # the step's function the student writes (cut out by name: no marker in the step)
+    about: dict  # lang -> the step's idea, one line
+    rungs: tuple = ()  # the grader's rungs (workbook/classroom/grade.py) the step runs up, piece swapped
+    args: tuple = ()  # flags the step is started with on the rungs
+    replays: tuple = ()  # the step's own fixtures, replayed with the piece swapped (its --replay)
+    table: str | None = None  # a truth table for the piece (workbook/classroom/exercise_tables.py)
+    hints: dict | None = None  # lang -> three hints, each more specific
+    wrong: tuple = ()
+
+
+EXERCISES = [
+    Exercise(
+        1,
+        "s01_agent_loop",
+        "agent_loop",
+        {
+            "en": "the loop: call the model, append its reply, run each tool_use, answer it, repeat",
+            "zh-CN": "循环本身：调用模型，追加它的回复，执行每个 tool_use 并回答它，再来一轮",
+        },
+        rungs=("loop",),
+        hints={
+            "en": [
+                "The loop has four stages, one comment each in the TODO. Start with a `while True:` that "
+                "calls "
+                "client.messages.create with the whole `messages` list.",
+                "After each call, append the reply as it came: "
+                '{"role": "assistant", "content": response.content}. Stop when stop_reason is not '
+                '"tool_use".',
+                "For each tool_use block, run_tool(block, settings.workspace) and make one "
+                '{"type": "tool_result", "tool_use_id": block.id, "content": output}; put all of them in ONE '
+                "user message, then go round again. Return the list of responses.",
+            ],
+            "zh-CN": [
+                "循环有四个阶段，TODO 里每个阶段一行注释。先写一个 `while True:`，每次都把整个 `messages` "
+                "列表交给 client.messages.create。",
+                '每次调用之后，原样追加回复：{"role": "assistant", "content": response.content}。'
+                'stop_reason 不是 "tool_use" 时就停下。',
+                "对每个 tool_use block 执行 run_tool(block, settings.workspace)，做一个 "
+                '{"type": "tool_result", "tool_use_id": block.id, "content": output}；把它们全部放进同一条 '
+                "user 消息，然后再来一轮。返回所有回复组成的列表。",
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "the reply not appended", "zh-CN": "回复没有追加"},
+                (('messages.append({"role": "assistant", "content": response.content})', "pass"),),
+                r"did not append the assistant's reply|dropped the assistant's reply",
+                {
+                    "en": "The model remembers nothing between calls: append its reply to messages, "
+                    "verbatim, "
+                    "before the tool results. The next request must carry the tool_use ids it answers.",
+                    "zh-CN": "模型在两次调用之间什么也不记得："
+                    "先把它的回复原样追加到 messages，再追加工具结果。"
+                    "下一个请求必须带着它所回答的 tool_use id。",
+                },
+            ),
+            Wrong(
+                {"en": "one result for two calls", "zh-CN": "两个调用只有一个结果"},
+                (
+                    (
+                        "output = run_tool(block, settings.workspace)",
+                        "results = []  # a fresh list for every call\n"
+                        "                output = run_tool(block, settings.workspace)",
+                    ),
+                ),
+                r"has no tool_result|tool_result blocks?; got|expected .*tool_result",
+                {
+                    "en": "Every tool_use id needs its own tool_result. Make the results list once per turn, "
+                    "before the for loop, and add one result for each tool_use block.",
+                    "zh-CN": "每个 tool_use id 都要有自己的 tool_result。"
+                    "每轮只在 for 循环之前建一次结果列表，"
+                    "每个 tool_use block 加一个结果。",
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        2,
+        "s02_tools",
+        "admit",
+        {
+            "en": "tools as data: an unknown tool or a bad input is refused before anything runs",
+            "zh-CN": "工具即数据：未知的工具、不合格的输入，在执行之前就被拒绝",
+        },
+        rungs=("tool-errors",),
+        hints={
+            "en": [
+                "admit() answers (decision, refusal): refusal None lets the call run; a string refuses it, "
+                "and the model reads that string as an is_error tool_result.",
+                "Look the tool up in REGISTRY by block.name: a name it does not hold is refused, naming the "
+                "tools there are. Then validate block.input with tool.validate (a JsonSchemaException).",
+                'Three checks in order: unknown tool -> ("unknown tool", "error: ..."); invalid input -> '
+                '("invalid input", "error: ..."); else return gate(tool, block, permission, ask).',
+            ],
+            "zh-CN": [
+                "admit() 返回 (decision, refusal)：refusal 为 None 就放行；是字符串就拒绝，"
+                "模型会以 is_error 的 tool_result 读到这句话。",
+                "用 block.name 在 REGISTRY 里查工具：查不到就拒绝，并说出有哪些工具。"
+                "然后用 tool.validate 校验 block.input（出错时抛 JsonSchemaException）。",
+                '按顺序三道检查：未知工具 -> ("unknown tool", "error: ...")；输入不合格 -> '
+                '("invalid input", "error: ...")；否则 return gate(tool, block, permission, ask)。',
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "an unknown tool not refused", "zh-CN": "未知的工具没有被拒绝"},
+                (("if tool is None:", "if tool is None and False:"),),
+                r"NoneType|has no attribute 'validate'",
+                {
+                    "en": "The model may ask for a tool that does not exist. REGISTRY.get(block.name) is "
+                    "then "
+                    "None: refuse the call with an error that names the tools there are.",
+                    "zh-CN": "模型可能要一个不存在的工具。这时 REGISTRY.get(block.name) 是 None："
+                    "用一条说出现有工具的错误拒绝这次调用。",
+                },
+            ),
+            Wrong(
+                {"en": "the input not validated", "zh-CN": "输入没有校验"},
+                (("tool.validate(block.input)", "pass"),),
+                r"KeyError|TypeError|missing .*argument",
+                {
+                    "en": "The model's input may lack a required field: validate it against the tool's "
+                    "schema "
+                    "(tool.validate) and refuse it with the problem and the schema, so the model can fix it.",
+                    "zh-CN": "模型给的输入可能缺少必填字段：用工具的 schema 校验（tool.validate），"
+                    "不合格就拒绝，说出问题和 schema，让模型自己改。",
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        3,
+        "s03_errors",
+        "call_model",
+        {
+            "en": "one retry layer: what may pass is sent again after a wait; a 4xx never",
+            "zh-CN": "一层重试：可能自己过去的错误，等一会儿再发；4xx 永远不重试",
+        },
+        rungs=("retries", "no-retry-400", "bad-key", "gives-up"),
+        hints={
+            "en": [
+                "Try send(**request) up to retry.attempts times; return the first reply. Catch "
+                "anthropic.APIStatusError and anthropic.APIConnectionError.",
+                "retry.reason(err) says why an error may pass (a 529, a 429, a lost connection...), or None "
+                "when it cannot: then raise it at once. Wait retry.sleep(backoff(attempt, retry.rand)) "
+                "between attempts, or what retry-after asks (server_wait).",
+                "On the last attempt raise GaveUp(given_up(why, status_of(err), attempt)) from the error, "
+                "so the run stops with a non-zero exit instead of retrying for ever.",
+            ],
+            "zh-CN": [
+                "最多尝试 retry.attempts 次 send(**request)；返回第一个成功的回复。捕获 "
+                "anthropic.APIStatusError 和 anthropic.APIConnectionError。",
+                "retry.reason(err) 说出错误为什么可能自己过去（529、429、连接断了……）；"
+                "不可能过去时返回 None：这时立刻 raise。"
+                "两次尝试之间等 retry.sleep(backoff(attempt, retry.rand))，"
+                "或 retry-after 要求的时间（server_wait）。",
+                "最后一次仍失败时 raise GaveUp(given_up(why, status_of(err), attempt))，"
+                "让运行以非零退出码停下，而不是无休止地重试。",
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "a 400 retried", "zh-CN": "400 也重试了"},
+                (("if why is None:", "if why is None and False:"),),
+                r"answered 4\d\d and your program sent the request again|kept retrying",
+                {
+                    "en": "A 400 (or 401, 403, 404, 413) fails the same way every time: when "
+                    "retry.reason(err) "
+                    "is None, raise the error at once; only what may pass is sent again.",
+                    "zh-CN": "400（以及 401、403、404、413）每次都会同样失败：retry.reason(err) 为 None 时"
+                    "立刻 raise；只有可能自己过去的错误才再发一次。",
+                },
+            ),
+            Wrong(
+                {"en": "nothing retried", "zh-CN": "什么都不重试"},
+                (("why = retry.reason(err)", "why = None"),),
+                r"stopped on the (dropped connection|\d\d\d)",
+                {
+                    "en": "A 529 (overloaded), a 429 (rate limited) or a dropped connection may pass by "
+                    "itself: wait, then send the same request again. Ask retry.reason(err) which ones.",
+                    "zh-CN": "529（过载）、429（限流）或断开的连接可能自己过去：等一会儿，再发同一个请求。"
+                    "哪些可以，问 retry.reason(err)。",
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        4,
+        "s04_parallel",
+        "plan",
+        {
+            "en": "reads together, writes one at a time, in the order asked",
+            "zh-CN": "读取一起执行，写入一个一个来，按模型要求的顺序",
+        },
+        rungs=("parallel",),
+        table="plan",
+        hints={
+            "en": [
+                "plan(blocks) groups the calls' indexes, in order: each group runs at once, one group "
+                "after another. reads_only(block) says whether a call only reads.",
+                "Walk the blocks in order. A read joins the group before it when that group is reads too; "
+                "anything else starts a group of its own.",
+                "groups = []; for i, block in enumerate(blocks): append i to groups[-1] if this block and "
+                "the last one in groups[-1] both read only, else groups.append([i]). Return groups.",
+            ],
+            "zh-CN": [
+                "plan(blocks) 按顺序把调用的下标分组：同一组一起执行，一组执行完再下一组。"
+                "reads_only(block) 说明一个调用是否只读。",
+                "按顺序走过每个 block。只读的调用，如果前一组也都是只读的，就加入前一组；"
+                "其他调用各自单独成组。",
+                "groups = []；for i, block in enumerate(blocks)："
+                "若这个 block 和 groups[-1] 的最后一个都只读，"
+                "就把 i 加进 groups[-1]，否则 groups.append([i])。返回 groups。",
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "reads serialised, each alone", "zh-CN": "读取被串行化，一个一个执行"},
+                (("if reads_only(block) and groups", "if False and groups"),),
+                r"reads in a row ran apart",
+                {
+                    "en": "Reads change nothing, so reads next to each other may run side by side: put a "
+                    "read "
+                    "in the group before it when that group holds reads only.",
+                    "zh-CN": "读取不改变任何东西，所以相邻的读取可以并排执行：前一组全是读取时，"
+                    "把这个读取放进前一组。",
+                },
+            ),
+            Wrong(
+                {"en": "a write run beside reads", "zh-CN": "写入和读取并排执行"},
+                (("if reads_only(block) and groups", "if groups"),),
+                r"ran beside other calls",
+                {
+                    "en": "A write (or bash, or an unknown tool) must run alone: a read beside it could see "
+                    "the file before or after the write. Only a read joins a group, and only a group of "
+                    "reads.",
+                    "zh-CN": "写入（以及 bash、未知工具）必须单独执行："
+                    "和它并排的读取可能读到写之前或写之后的文件。"
+                    "只有读取才能加入一组，而且只能加入全是读取的组。",
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        5,
+        "s05_budget",
+        "agent_loop",
+        {
+            "en": "knowing when to stop: every limit checked before paying for the next call",
+            "zh-CN": "知道何时停下：在为下一次调用付钱之前，检查每一个上限",
+        },
+        rungs=("repeat-brake",),
+        replays=("s05_max_steps", "s05_token_budget"),
+        hints={
+            "en": [
+                "It is s04's loop with a stage 0: before each call, budget.exceeded() names the first "
+                'limit reached ("" while there is room); then stopped(settings, reason) and return.',
+                "After each call, count it: budget.spend(response) (show it with display.show_spend). "
+                "When the model ends its turn, stopped(settings, ...) says why too.",
+                "The repeat brake: brake = RepeatBrake() before the loop; held = brake.hold_back(calls); "
+                "run_tools(calls, settings, held); brake.remember(results); after appending the results, "
+                "if brake.stop: stopped(settings, brake.stop) and return.",
+            ],
+            "zh-CN": [
+                "它就是 s04 的循环加上第 0 阶段：每次调用之前，budget.exceeded() 说出第一个到达的上限"
+                '（还有余地时是 ""）；这时 stopped(settings, reason) 并 return。',
+                "每次调用之后记账：budget.spend(response)（用 display.show_spend 显示）。"
+                "模型结束这一轮时，也用 stopped(settings, ...) 说明原因。",
+                "重复调用刹车：循环之前 brake = RepeatBrake()；held = brake.hold_back(calls)；"
+                "run_tools(calls, settings, held)；brake.remember(results)；追加结果之后，"
+                "若 brake.stop：stopped(settings, brake.stop) 并 return。",
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "the budget checked after the call", "zh-CN": "调用之后才检查预算"},
+                (
+                    (
+                        "reason = budget.exceeded()\n        if reason:\n            stopped(settings, "
+                        "reason)\n"
+                        "            return turns\n",
+                        "",
+                    ),
+                    (
+                        "turns.append(response)",
+                        "reason = budget.exceeded()\n        if reason:\n            stopped(settings, "
+                        "reason)\n"
+                        "            return turns\n        turns.append(response)",
+                    ),
+                ),
+                r"did not stop when the recording did",
+                {
+                    "en": "A call is paid once it is made: check the limits at the top of the loop, before "
+                    "the call (stage 0), not after it. Checked after, the call over the limit is already "
+                    "made.",
+                    "zh-CN": "调用一发出就要付钱：在循环顶部、调用之前检查上限（第 0 阶段），而不是调用之后。"
+                    "调用之后才查，超出上限的那次调用已经发出去了。",
+                },
+            ),
+            Wrong(
+                {"en": "no repeat brake", "zh-CN": "没有重复调用刹车"},
+                (("held = brake.hold_back(calls)", "held = {}"),),
+                r"same repeated call",
+                {
+                    "en": "A model can ask for the same call for ever: let the RepeatBrake hold back the "
+                    "calls it repeats (brake.hold_back, brake.remember), and stop when brake.stop says so.",
+                    "zh-CN": "模型可能无休止地要同一个调用：让 RepeatBrake 拦下重复的调用"
+                    "（brake.hold_back、brake.remember），brake.stop 有值时就停下。",
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        6,
+        "s06_recovery",
+        "next_transition",
+        {
+            "en": "every stop reason has a next move: name the transition after each call",
+            "zh-CN": "每个 stop_reason 都有下一步：每次调用之后说出转移的名字",
+        },
+        rungs=("cut-tool-use", "pause-turn", "streamed-input"),
+        args=("--web-search",),
+        table="next_transition",
+        hints={
+            "en": [
+                "Return (transition, why), one of TRANSITIONS. tool_use -> next_turn; end_turn -> done. "
+                "Each hint shows the truth table your function is held to: every case, and its transition.",
+                "max_tokens: escalate while state.max_tokens < ESCALATED_MAX_TOKENS, then continue while "
+                "state.continuations < MAX_CONTINUATIONS, then fail. A cut tool_use is never next_turn.",
+                "pause_turn: resume_pause while state.pauses < MAX_PAUSES, then fail. end_turn with a failed "
+                "hook: hook_retry while state.hook_failures < state.hook_retries, then fail. refusal: done.",
+            ],
+            "zh-CN": [
+                "返回 (transition, why)，transition 是 TRANSITIONS 之一。tool_use -> next_turn；"
+                "end_turn -> done。真值表列出了每一种情况。",
+                "max_tokens：state.max_tokens < ESCALATED_MAX_TOKENS 时 escalate（提额），"
+                "然后在 state.continuations < MAX_CONTINUATIONS 时 continue（续写），再不行就 fail。"
+                "被截断的 tool_use 永远不是 next_turn。",
+                "pause_turn：state.pauses < MAX_PAUSES 时 resume_pause，否则 fail。end_turn 但停止钩子失败："
+                "state.hook_failures < state.hook_retries 时 hook_retry，否则 fail。refusal：done。",
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "a cut call run", "zh-CN": "被截断的调用被执行了"},
+                (('if stop == "tool_use":', 'if stop in ("tool_use", "max_tokens"):'),),
+                r"cut off by max_tokens inside a tool_use",
+                {
+                    "en": "A reply cut by max_tokens may end in a tool_use whose input is incomplete: never "
+                    "run it. The first answer is escalate: the same request again with a larger max_tokens.",
+                    "zh-CN": "被 max_tokens 截断的回复，最后一个 tool_use 的输入可能不完整：绝不执行它。"
+                    "第一步是 escalate（提额）：用更大的 max_tokens 再发同一个请求。",
+                },
+            ),
+            Wrong(
+                {"en": "pause_turn taken as the end", "zh-CN": "把 pause_turn 当成了结束"},
+                (('stop == "pause_turn"', 'stop == "paused"'),),
+                r"pause_turn and your program stopped",
+                {
+                    "en": "pause_turn is not end_turn: a server tool (web search) paused a long turn. "
+                    "resume_pause sends the paused turn back unchanged, with no new user message.",
+                    "zh-CN": "pause_turn 不是 end_turn：是服务器端工具（网页搜索）让一个很长的轮暂停了。"
+                    "resume_pause 把暂停的那一轮原样送回去，不加新的 user 消息。",
+                },
+            ),
+        ),
+    ),
+]
+
+BY_NUMBER = {exercise.number: exercise for exercise in EXERCISES}
