@@ -3,11 +3,10 @@
 Adds over s08: a trace, one line per step written as it happens, that replays
 as a fixture (--replay run.jsonl). A first Ctrl-C lets this turn's tools
 finish, answers every call, saves and stops; a second cuts short the calls
-still open. However the run ends, the conversation is saved: --resume FILE
-goes on from it, and --handoff FILE starts a fresh session from its task and
-what it did.
+still open. However the run ends, the conversation is saved, and --resume
+FILE goes on from it with a new instruction.
 
-    user task, --resume FILE + a new instruction, or --handoff FILE
+    user task (or s08's --handoff), or --resume FILE + a new instruction
         v
     +--------------------+  done | fail | a limit  +=========================+
     | s08's loop, every  | ---------------------> | saved: the conversation |
@@ -23,8 +22,6 @@ what it did.
 Run: python s09_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
      python s09_keep_the_work.py --replay fixtures/s05_interrupt.json
      (press Ctrl-C while ./slow_check.sh runs: once, or twice)
-     python s09_keep_the_work.py --handoff FILE   a fresh session from FILE,
-     such as fixtures/conversations/s05_drifted.json (a run that drifted)
 """
 
 import signal
@@ -134,13 +131,11 @@ def interrupted(messages: list, settings: "Settings") -> None:
 
 
 def first_messages(run: launch.Run, args) -> list:
-    """The task as the first message; or, with --resume, the saved conversation plus the instruction;
-    or, with --handoff, a fresh session from it."""
-    if args.handoff:
-        return handed_off(run, args.handoff)
+    """s08's first messages (the task, or with --handoff a fresh session); or, with --resume, the saved
+    conversation plus the instruction."""
     resume = args.resume
     if not resume:
-        return [{"role": "user", "content": run.task}]
+        return s08.opening(run, args)
     saved, refused = conversation.resumable(conversation.load_conversation(conversation.repo_path(resume)))
     display.say(f"resuming {len(saved)} saved messages, from\n  {resume}\ntheir last turn:", "bold")
     display.show_resumed(saved)  # the last calls, and the answers saved for them
@@ -165,25 +160,6 @@ def continued(messages: list, instruction: str) -> list:
     if not instruction:
         raise errors.WorkbookError("the conversation ended with the model's answer: give a new instruction")
     return messages + [{"role": "user", "content": instruction}]
-
-
-# -- new in s09: --handoff — a run that drifted starts afresh, from its task and what it did ------------
-
-HANDOFF = (
-    "[A fresh session. An earlier session on this task drifted and was stopped. What it did, as "
-    "the harness read it from that session's tool calls and results (check the files as they are "
-    "now before you rely on it):]"
-)
-
-
-def handed_off(run: launch.Run, path: str) -> list:
-    """A new conversation of one message: the saved conversation's task, what it did (the harness reads
-    that from its tool calls; the model's own account is what drifted), and the instruction, if any."""
-    saved = conversation.load_conversation(conversation.repo_path(path))
-    task = conversation.first_text(saved).split(HANDOFF)[0].strip()  # a handoff of a handoff: the task
-    opening = "\n\n".join(part for part in (task, HANDOFF, conversation.what_it_did(saved), run.task) if part)
-    display.show_handoff(path, len(saved), opening)
-    return [{"role": "user", "content": opening}]
 
 
 # -- new in s09: the trace — every step written down as it happens, so that a run replays -------------
@@ -234,7 +210,7 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
 
 @dataclass
 class Settings(s08.Settings):
-    """s08's settings, and what s09 adds: the trace (and --resume, --handoff and --save, which decide
+    """s08's settings, and what s09 adds: the trace (and --resume and --save, which decide
     what the loop starts from and where its work is kept)."""
 
     trace: tracing.Trace = field(default_factory=tracing.Trace)  # Trace(None): no trace file
@@ -315,7 +291,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 def main(argv: list[str] | None = None) -> int:
     """Replay the default fixture, or run a task live (--help: the flags)."""
     parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s09_keep_the_work")  # every earlier step's
-    step_cli.add_keep_flags(parser)  # s09's own: --resume, --handoff, --save
+    step_cli.add_keep_flags(parser)  # s09's own: --resume, --save, --trace
     return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 

@@ -274,12 +274,18 @@ def add_limit_flags(parser) -> None:
     add("--max-cost", type=dollars, metavar="DOLLARS", help="estimated, warned at 80%% (default 5.00)")
 
 
+def add_handoff_flag(parser) -> None:
+    """s08's flag: --handoff, a fresh session in place of a full or drifted one."""
+    parser.add_argument(
+        "--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did"
+    )
+
+
 def add_keep_flags(parser) -> None:
-    """s09's flags: --resume, --handoff, and where the conversation and the trace go."""
+    """s09's flags: --resume, and where the conversation and the trace go."""
     add = parser.add_argument
     add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
-    add("--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
 
 
@@ -405,5 +411,6 @@ STEP_FLAGS = (
     (5, add_limit_flags),
     (6, add_stream_flag),
     (7, add_hook_flags),
+    (8, add_handoff_flag),
     (9, add_keep_flags),
 )
