@@ -31,9 +31,7 @@ Run: python s05_budget.py   replay: --max-steps 3 stops a review
 
 import json
 import sys
-from collections import deque
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import NamedTuple, Self
 
@@ -162,14 +160,6 @@ IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
 
 
 @dataclass
-class Asked:
-    """One call as the brake remembers it: the tool and its input, and what came back (None: not yet)."""
-
-    call: str
-    result: str | None = None
-
-
-@dataclass
 class RepeatBrake:
     """The brake on a model going round in circles. It sees every call in the order asked, and holds one
     back (answers it with an error asking for another approach) when the REPEAT_LIMIT - 1 calls just
@@ -177,11 +167,8 @@ class RepeatBrake:
     back to what an undone change made it (A, B, A, now B again: by edits, writes, or both). Asking
     again for a call held back stops the run."""
 
-    workspace: Path | None = (
-        None  # where the files are (None: their content before a first change is unknown)
-    )
-    recent: deque = field(default_factory=partial(deque, maxlen=REPEAT_LIMIT - 1))  # the latest Askeds
-    turn: list = field(default_factory=list)  # this turn's calls, as Askeds, in tool_use order
+    workspace: Path | None = None  # where the files are (None: a file's text before a change is unknown)
+    recent: list = field(default_factory=list)  # [call, result] of the latest calls; result None: not yet
     files: dict = field(default_factory=dict)  # path -> its text as the changes let through leave it
     changes: dict = field(default_factory=dict)  # path -> the (before, after) of each change, as hashes
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
@@ -189,25 +176,20 @@ class RepeatBrake:
     def hold_back(self, calls: list) -> dict[str, str]:
         """The answers to the calls this brake holds back, by tool_use id; the others may run."""
         held = {}
-        self.turn = []
         for block in calls:
-            asked = Asked(f"{block.name} {json.dumps(block.input, sort_keys=True, ensure_ascii=False)}")
-            answer = self.answer(asked.call, block)
+            call = f"{block.name} {json.dumps(block.input, sort_keys=True, ensure_ascii=False)}"
+            answer = self.answer(call, block)
             if answer:
                 held[block.id] = answer
-                asked.result = HELD
-            self.turn.append(asked)
-            self.recent.append(asked)
+            self.recent.append([call, HELD if answer else None])
         return held
 
     def answer(self, call: str, block) -> str | None:
         """None to let this call run, or the error that answers it instead."""
-        before = list(self.recent)
-        if before and before[-1].call == call and before[-1].result == HELD:
+        if self.recent and self.recent[-1] == [call, HELD]:
             self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
             return "error: not run: refused again, so this run stops here."
-        results = {asked.result for asked in before if asked.result is not None}  # None: asked this turn
-        if len(before) == REPEAT_LIMIT - 1 and all(a.call == call for a in before) and len(results) <= 1:
+        if self.repeats(call):
             return (
                 f"error: not run: this is the same {block.name} call with the same input "
                 f"{REPEAT_LIMIT} times in a row, and it gave the same result each time, so another gives "
@@ -216,6 +198,17 @@ class RepeatBrake:
         if self.flips_back(block):
             return IN_CIRCLES[block.name]
         return None
+
+    def repeats(self, call: str) -> bool:
+        """Whether the REPEAT_LIMIT - 1 calls just before were this same call, giving one same result (a
+        call asked earlier in this turn has no result yet: it counts as the same)."""
+        before = self.recent[-(REPEAT_LIMIT - 1) :]
+        results = {result for _, result in before if result is not None}
+        return (
+            len(before) == REPEAT_LIMIT - 1
+            and all(asked == call for asked, _ in before)
+            and len(results) <= 1
+        )
 
     def flips_back(self, block) -> bool:
         """Whether this edit or write redoes a change to a file after its undo: the file went A to B,
@@ -247,10 +240,11 @@ class RepeatBrake:
             return None
 
     def remember(self, results: list[dict]) -> None:
-        """What this turn's calls gave, in tool_use order: what the next calls are compared with."""
-        for asked, result in zip(self.turn, results):
-            if asked.result is None:
-                asked.result = json.dumps([result["content"], result["is_error"]])
+        """What this turn's calls gave, in tool_use order (a call held back keeps HELD): what the next
+        calls are compared with. Only the latest REPEAT_LIMIT - 1 are kept."""
+        for entry, result in zip(self.recent[-len(results) :], results):
+            entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
+        del self.recent[: -(REPEAT_LIMIT - 1)]
 
 
 def edited(text: str | None, given: dict) -> str | None:
