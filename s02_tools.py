@@ -33,7 +33,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import Self
 
@@ -143,21 +142,6 @@ def inside(workspace: Path, path: str) -> Path:
     return target
 
 
-def matching(workspace: Path, glob: str) -> list[Path]:
-    """The files a glob matches that really are in the workspace (symlinks out are left out)."""
-    if Path(glob).is_absolute() or ".." in Path(glob).parts:
-        raise ToolError(f"glob {glob!r} must be relative to the workspace, without ..")
-    if Path(glob).parts.count("**") > 1:  # each ** walks the tree below the last: minutes on a deep one
-        raise ToolError(f"glob {glob!r} repeats **; one ** already reaches every depth: narrow it to one")
-    try:  # pathlib rejects some patterns ("", ".", "a**") with assorted exceptions
-        found = list(islice(workspace.glob(glob), MAX_GLOB_PATHS + 1))
-    except (ValueError, IndexError, AttributeError, NotImplementedError):
-        raise ToolError(f"glob {glob!r} is not a pattern pathlib accepts; try **/* or *.py") from None
-    if len(found) > MAX_GLOB_PATHS:
-        raise ToolError(f"glob {glob!r} matches over {MAX_GLOB_PATHS:,} paths; narrow it")
-    return sorted(p for p in found if p.is_file() and p.resolve().is_relative_to(workspace))
-
-
 def bash(workspace: Path, command: str) -> str:
     """Unlike s01's run_bash: the output is kept bounded while the command runs (its head and tail, the
     middle counted), so `cat` of a huge file cannot fill memory before truncate() sees it; all that the
@@ -201,12 +185,14 @@ def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
 
 def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
     """file:line: text per matching line (at most MAX_MATCHES); time and memory bounded, compile too."""
-    hits = bounded_search.grep(pattern, matching(workspace, glob), workspace, MAX_MATCHES, GREP_CPU_SECONDS)
+    files = workspace_files.glob_files(workspace, glob, MAX_GLOB_PATHS)  # bounded, never out of the workspace
+    hits = bounded_search.grep(pattern, files, workspace, MAX_MATCHES, GREP_CPU_SECONDS)
     return "\n".join(hits) or "(no matches)"
 
 
 def list_files(workspace: Path, glob: str = "**/*") -> str:
-    return "\n".join(str(p.relative_to(workspace)) for p in matching(workspace, glob)) or "(no files)"
+    files = workspace_files.glob_files(workspace, glob, MAX_GLOB_PATHS)  # bounded, never out of the workspace
+    return "\n".join(str(p.relative_to(workspace)) for p in files) or "(no files)"
 
 
 @dataclass

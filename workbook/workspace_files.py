@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from itertools import islice
 from pathlib import Path
 
 from workbook.scrub import scrub_secrets
@@ -45,3 +46,20 @@ def read_text(target: Path, name: str, budget: int) -> str:
         head, _, tail = file.read(budget // 2), file.seek(size - budget // 2), file.read(budget // 2)
     cut = f"\n… [{size - budget:,} bytes in the middle not read] …\n"
     return scrub_secrets(head.decode(errors="replace") + cut + tail.decode(errors="replace"))
+
+
+def glob_files(workspace: Path, glob: str, max_paths: int) -> list[Path]:
+    """The regular files a glob matches that really are in the workspace (a symlink out is left out),
+    sorted. A glob that leaves the workspace, repeats ** (each walks the tree below the last: minutes on
+    a deep one), is not one pathlib takes, or matches over `max_paths` paths is a ValueError, one line."""
+    if Path(glob).is_absolute() or ".." in Path(glob).parts:
+        raise ValueError(f"glob {glob!r} must be relative to the workspace, without ..")
+    if Path(glob).parts.count("**") > 1:
+        raise ValueError(f"glob {glob!r} repeats **; one ** already reaches every depth: narrow it to one")
+    try:  # pathlib rejects some patterns ("", ".", "a**") with assorted exceptions
+        found = list(islice(workspace.glob(glob), max_paths + 1))
+    except (ValueError, IndexError, AttributeError, NotImplementedError):
+        raise ValueError(f"glob {glob!r} is not a pattern pathlib accepts; try **/* or *.py") from None
+    if len(found) > max_paths:
+        raise ValueError(f"glob {glob!r} matches over {max_paths:,} paths; narrow it")
+    return sorted(p for p in found if p.is_file() and p.resolve().is_relative_to(workspace))
