@@ -150,6 +150,7 @@ def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
         )
     if not exchanges:
         raise FixtureError(f"{path}: no model calls in this trace — was it written by s09 or later?")
+    refuse_what_cannot_replay(lines, path)
     return {
         "script": script,
         "scenario": Path(path).stem,
@@ -161,6 +162,17 @@ def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
         "match": "structure",
         "exchanges": exchanges,
     } | ({"environment": about["environment"]} if about.get("environment") else {})
+
+
+def refuse_what_cannot_replay(lines: list, path: Path) -> None:
+    """A trace of a run a Ctrl-C stopped, refused before it starts, saying what to do: a replay presses
+    no keys, so it would run on where the person stopped it."""
+    stops = [line.get("reason", "") for line in lines if line.get("event") == "stop"]
+    if stops and str(stops[-1]).startswith("interrupted by the user"):
+        raise FixtureError(
+            f"{path}: this run was stopped by a Ctrl-C, which a replay cannot press — go on from the "
+            "conversation it saved instead, with --resume"
+        )
 
 
 def traced_response(call: dict, request: dict) -> dict:

@@ -563,3 +563,32 @@ def test_the_trace_of_a_resumed_run_replays_as_a_fixture(script, tmp_path):
     assert run["args"] == ["--resume", "fixtures/conversations/s05_interrupted.json"]
     code, out = script("--replay", str(trace))
     assert code == 0 and "stopped: the model ended its turn" in out, out
+
+
+def test_the_trace_of_a_run_a_ctrl_c_stopped_is_refused_in_one_line_saying_what_to_do(script, tmp_path):
+    s01, s02 = load_step("s01_agent_loop"), load_step("s02_tools")
+    reply = message([text("working on it")], "end_turn")
+    lines = [
+        {"event": "run", "task": "go", "workspace": "", "provenance": "recorded", "args": []},
+        {
+            "event": "start",
+            "model": s01.MODEL,
+            "max_tokens": s01.MAX_TOKENS,
+            "system": "s",
+            "tools": s02.TOOLS,
+        },
+        {
+            "event": "model_call",
+            "request": {"new_from": 0, "new_messages": [{"role": "user", "content": "go"}]},
+            "response": reply,
+        },
+        {"event": "stop", "reason": "interrupted by the user (Ctrl-C during a model call)"},
+    ]
+    trace = tmp_path / "stopped.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, out = script("--replay", str(trace))
+    assert code == 1 and "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+    assert "stopped by a Ctrl-C, which a replay cannot press" in out and "--resume" in out
+    lines[-1]["reason"] = "the model ended its turn (stop_reason end_turn)"  # the same trace, not stopped
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert script("--replay", str(trace))[0] == 0
