@@ -1,16 +1,15 @@
 """s09_keep_the_work.py — Never losing the work.
 
-Adds over s08: a trace, one line per step written as it happens, that replays
-as a fixture (--replay run.jsonl). A first Ctrl-C lets this turn's tools
-finish, answers every call, saves and stops; a second cuts short the calls
-still open. However the run ends, the conversation is saved, and --resume
-FILE goes on from it with a new instruction.
+Adds over s08: a first Ctrl-C lets this turn's tools finish, answers every
+call, saves and stops; a second cuts short the calls still open, keeping the
+results of those that had ended. However the run ends, the conversation is
+saved, and --resume FILE goes on from it with a new instruction.
 
     user task (or s08's --handoff), or --resume FILE + a new instruction
         v
     +--------------------+  done | fail | a limit  +=========================+
-    | s08's loop, every  | ---------------------> | saved: the conversation |
-    | step in the trace  |                        | and how to --resume it  |
+    | s08's loop         | ---------------------> | saved: the conversation |
+    |                    |                        | and how to --resume it  |
     +--------------------+                        +=========================+
         ^      | tool_use                                 ^ Ctrl-C while the
         |      v                                          | tools ran: they
@@ -27,27 +26,22 @@ Run: python s09_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
 import signal
 import sys
 import threading
-import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
 
-from workbook import conversation, display, errors, launch, step_cli, tracing
-from workbook.conversation import context_chars, tool_result  # sizes; {"type": "tool_result", ...}
+from workbook import conversation, display, errors, launch, step_cli
+from workbook.conversation import tool_result  # {"type": "tool_result", "tool_use_id": ..., ...}
 
 import anthropic
 
 import s04_parallel as s04
-import s05_budget as s05
-import s06_recovery as s06
 import s08_full_context as s08
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
-from s05_budget import RepeatBrake
-from s06_recovery import count_turn, ended_because, numbered
+from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
+from s05_budget import RepeatBrake, stopped
+from s06_recovery import count_turn, ended_because, log_transition, numbered
 from s07_really_done import append_reply, run_stop_hook
-from s08_full_context import KEEPS_REPLY, NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
+from s08_full_context import KEEPS_REPLY, SENT_AGAIN, Settings, call_unless_too_long, next_transition, recover
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
 
@@ -162,79 +156,17 @@ def continued(messages: list, instruction: str) -> list:
     return messages + [{"role": "user", "content": instruction}]
 
 
-# -- new in s09: the trace — every step written down as it happens, so that a run replays -------------
-
-
-def stopped(settings: "Settings", reason: str) -> None:
-    """Unlike s05's: the stop is the trace's last line too."""
-    s05.stopped(settings, reason)
-    settings.trace.stop(reason, settings.budget)
-
-
-def failed(settings: "Settings", err: Exception) -> None:
-    """A fatal error (s03 says it on screen): the failed call and the stop, as the trace's last lines."""
-    cause = err.__cause__ if isinstance(err, GaveUp) else err
-    settings.trace.error(len(settings.budget.rows) + 1, cause, str(err))
-    settings.budget.reason = f"fatal error: {fatal_line(err)}"
-    settings.trace.stop(settings.budget.reason, settings.budget)
-
-
-def trace_call(settings: "Settings", step: int, messages: list, response, started: float, streamed: bool):
-    """A model call's line in the trace: what was sent, and the reply or the 400 that took its place
-    (max_tokens and stream are logged when they differ from the run's: an escalation)."""
-    outcome = response or settings.recovery.too_long
-    sent = {"max_tokens": settings.recovery.max_tokens, "stream": streamed}
-    settings.trace.call(step, messages, outcome, started, settings.budget, **sent)
-
-
-def log_transition(transition: str, why: str, settings: "Settings") -> None:
-    """Unlike s06's: the transition is written to the trace too."""
-    s06.log_transition(transition, why, settings)
-    settings.trace.write("transition", name=transition, why=why)
-
-
-def recover(transition: str, messages: list, response, hook, client, settings: "Settings"):
-    """s08's recover, written to the trace: what collapse or compaction made of the context, and the
-    compaction's own request and reply (a trace that replays must hold every request)."""
-    before = context_chars(messages)
-    summary = s08.recover(transition, messages, response, hook, client, settings)
-    if context_chars(messages) != before:
-        settings.trace.write("context", transition=transition, before=before, after=context_chars(messages))
-    if summary is not None:
-        settings.trace.side_call(settings.recovery.summarized, summary, tool_choice=NO_TOOLS, stream=False)
-    return summary
-
-
-# -- the loop --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Settings(s08.Settings):
-    """s08's settings, and what s09 adds: the trace (and --resume and --save, which decide
-    what the loop starts from and where its work is kept)."""
-
-    trace: tracing.Trace = field(default_factory=tracing.Trace)  # Trace(None): no trace file
-
-    @classmethod
-    def for_run(cls, run: launch.Run, args) -> Self:
-        """s08's, and the trace (--trace, or in the run's folder), opened with its `run` line: what a
-        replay of the trace needs besides its requests."""
-        settings = super().for_run(run, args)
-        trace_file = args.trace or step_cli.run_files(run) / "trace.jsonl"
-        settings.trace = tracing.Trace(Path(trace_file), run.script)
-        settings.trace.write("run", **step_cli.run_line(run, args))
-        return settings
+# -- the loop (s09 adds no setting: what it keeps is the conversation) ----------------------------
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
-    """s08's loop, every step written to the trace. A first Ctrl-C lets the turn's tools finish, then
-    stops; one during a model call, or a second, raises KeyboardInterrupt: run_task keeps the work."""
+    """s08's loop. (new in s09) A first Ctrl-C lets the turn's tools finish, then stops; one during a
+    model call, or a second, raises KeyboardInterrupt: run_task keeps the work."""
     turns = []  # every response, in order
     brake = RepeatBrake(settings.workspace)  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     turn, transition = 0, None  # the model's turn, and how the last call ended
-    settings.trace.start(settings.shared_request(), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -243,14 +175,12 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history (s06); too long is no crash (s08).
-        started = time.monotonic()  # (new in s09) the trace's line for the call says how long it took
         turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
         with display.waiting(label, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
             count_turn(turns, response, budget, label, streamed)
-        trace_call(settings, len(turns), messages, response, started, streamed)  # (new in s09)
 
         # 2. Name the transition: how the call ended, what recovery tried, the stop hook (s06).
         hook = run_stop_hook(settings, response) if response is not None else None
@@ -275,14 +205,12 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         #    Ctrl-C lets every call of this turn run to its end, then stops; a second cuts them short.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
-        started = time.monotonic()
         results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
         messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
         brake.remember(results)
         display.show_tools(calls, results, timeline)
         state.new_turn()  # tools ran: the next call starts a turn with fresh recovery caps (s06)
         stop = ctrl_c or brake.stop  # (new in s09) a Ctrl-C, or s05's repeat brake
-        settings.trace.tools(len(turns), calls, results, started, stop)
         if stop:
             stopped(settings, stop)
             return turns
@@ -291,7 +219,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 def main(argv: list[str] | None = None) -> int:
     """Replay the default fixture, or run a task live (--help: the flags)."""
     parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s09_keep_the_work")  # every earlier step's
-    step_cli.add_keep_flags(parser)  # s09's own: --resume, --save, --trace
+    step_cli.add_keep_flags(parser)  # s09's own: --resume, --save
     return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 
@@ -305,7 +233,6 @@ def run_task(run: launch.Run, args) -> int:
         turns = agent_loop(run.client, messages, settings)
         mark_a_refusal(messages, turns[-1] if turns else None)
     except FATAL as err:  # s03: what retrying cannot fix
-        failed(settings, err)
         return stop_cleanly(err, messages, saved)
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran
         interrupted(messages, settings)
@@ -325,7 +252,7 @@ def keep_the_work(run: launch.Run, messages: list, settings: Settings, saved: Pa
     display.show_budget(settings.budget)
     answer_open_calls(messages)  # a conversation to resume must answer every tool_use
     conversation.save_conversation(messages, saved)
-    display.say(f"audit log: {settings.audit}\ntrace: {settings.trace.path}\nconversation saved: {saved}")
+    display.say(f"audit log: {settings.audit}\nconversation saved: {saved}")
     display.say("\n".join(step_cli.resume_hint(run.script, saved)))
     return 130 if settings.budget.reason.startswith("interrupted") else 0
 

@@ -21,8 +21,8 @@ if str(ROOT) not in sys.path:
 
 
 def steps() -> list[str]:
-    """The step scripts that exist now (`s0*_*.py`, by glob, so a new step is picked up)."""
-    return sorted(p.stem for p in ROOT.glob("s0*_*.py"))
+    """The step scripts that exist now (`s[0-9][0-9]_*.py`, by glob, so a new step is picked up)."""
+    return sorted(p.stem for p in ROOT.glob("s[0-9][0-9]_*.py"))
 
 
 def has_step(prefix: str) -> str | None:

@@ -105,7 +105,7 @@ def pytest_runtest_setup(item) -> None:
         system_tools.check(mark.args[0])
 
 
-STEPS = sorted(p.stem for p in ROOT.glob("s0*_*.py"))  # the step scripts that exist
+STEPS = sorted(p.stem for p in ROOT.glob("s[0-9][0-9]_*.py"))  # the step scripts that exist
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID")  # what picks the mode and model
 
 

@@ -20,6 +20,7 @@ STEPS = (
     "s07_really_done",
     "s08_full_context",
     "s09_keep_the_work",
+    "s10_trace",
 )
 
 

@@ -65,7 +65,7 @@ def run_line_parts(line: str, width: int) -> list[str]:
 def make_parser(doc: str, default_fixture: str, script: str) -> argparse.ArgumentParser:
     """The parser of step `script`: the flags every step shares (launch's), and those of the steps before
     it (s02's --permission, s04's --read-latency, s05's limits, s06's --no-stream, s07's stop hook,
-    s09's files), with a --help that fits the terminal. The step adds its own."""
+    s09's files, s10's trace), with a --help that fits the terminal. The step adds its own."""
     parser = make_shared_parser(doc, default_fixture)
     parser.formatter_class = LessonHelp
     parser.set_defaults(script=script)
@@ -281,10 +281,16 @@ def add_handoff_flag(parser) -> None:
     )
 
 
+def add_trace_flag(parser) -> None:
+    """s10's flag: where the trace goes."""
+    parser.add_argument(
+        "--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)"
+    )
+
+
 def add_keep_flags(parser) -> None:
-    """s09's flags: --resume, and where the conversation and the trace go."""
+    """s09's flags: --resume, and where the conversation goes."""
     add = parser.add_argument
-    add("--trace", metavar="FILE", help="where to write the trace (default: beside the audit log)")
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
 
@@ -413,4 +419,5 @@ STEP_FLAGS = (
     (7, add_hook_flags),
     (8, add_handoff_flag),
     (9, add_keep_flags),
+    (10, add_trace_flag),
 )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
 from pathlib import Path
 
 from workbook.api.wire import message_to_events
@@ -39,78 +38,6 @@ def append_line(path: Path, value) -> None:
         raise WorkbookError(f"{path}: cannot write the trace or audit log ({one_line(err)})") from None
     finally:
         os.close(fd)
-
-
-class Trace:
-    """s09's trace, as a loop writes it: one JSON line per event (the run's start, each model call, each
-    turn of tools, the stop), appended as it happens, so a kill -9 loses nothing written before it.
-    Trace(None) writes nothing. It remembers the messages its last model_call line sent, so that each
-    line logs only what is new."""
-
-    def __init__(self, path: Path | None = None, script: str = ""):
-        self.path = path
-        self.script = script  # the step that writes it, named on the start line
-        self.logged: list = []
-        self.shared: dict = {}  # what the start line logged, which a model_call line need not repeat
-
-    def write(self, event: str, **fields) -> None:
-        trace(self.path, event, **fields)
-
-    def start(self, request: dict, budget, **more) -> None:
-        """The first line: what every request of the run shares (model, system, tools, max_tokens,
-        stream: in `request`, or `more` of it), and the run's limits."""
-        request = request | more
-        limits = {
-            name: getattr(budget, name)
-            for name in ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")
-        }
-        self.shared = request
-        self.write("start", script=self.script, **request, limits=limits)
-
-    def call(self, step: int, messages: list, outcome, started: float, budget, **extra) -> None:
-        """The line for one model call: what it added to the messages, the reply (or, s06, the error)
-        and what the run has spent. `extra`: fields of this request (s06: its max_tokens, whether it
-        streamed); only those that differ from the start line are logged."""
-        if self.path is None:  # no trace file: nothing to write, and no copy of the history to keep
-            return
-        extra = {k: v for k, v in extra.items() if k not in self.shared or self.shared[k] != v}
-        new = self.first_new(messages)
-        sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:], **extra}
-        spent = {"spent": {"tokens": budget.tokens, "cost": round(budget.cost, 6)}} if budget else {}
-        ms = {"ms": round((time.monotonic() - started) * 1000)} if budget else {}
-        result = {"error": outcome} if isinstance(outcome, dict) else {"response": outcome}
-        self.write("model_call", step=step, request=sent, **result, **ms, **spent)
-        self.logged = list(messages)
-
-    def first_new(self, messages: list) -> int:
-        """Where `messages` stop being the ones logged last. A loop mostly appends, so one C-level
-        comparison usually settles it (an item compares to itself at once, without looking inside);
-        only a history rewritten in place (s06's collapse) is searched item by item, in Python."""
-        known = len(self.logged)
-        if messages[:known] == self.logged:
-            return known
-        return next((i for i, (a, b) in enumerate(zip(self.logged, messages)) if a is not b), known)
-
-    def tools(self, step: int, calls: list, results: list, started: float, stop: str) -> None:
-        """The line for one turn's tool calls: what ran, what came back, whether the loop goes on."""
-        ran = [result | {"name": block.name, "input": block.input} for block, result in zip(calls, results)]
-        ms = round((time.monotonic() - started) * 1000)
-        self.write("tools", step=step, results=ran, ms=ms, next="stop" if stop else "continue")
-
-    def error(self, step: int, cause: Exception, message: str) -> None:
-        """The line for a model call that failed for good: its status and body, when the API sent them."""
-        status = getattr(cause, "status_code", None)
-        error = {"status": status, "body": getattr(cause, "body", None), "message": message}
-        self.write("model_call", step=step, error=error)
-
-    def side_call(self, messages: list, response, **extra) -> None:
-        """The line for a call beside the conversation (s06's request for a summary): its messages
-        whole, and its reply. The conversation's own lines go on from where they were."""
-        Trace(self.path).call(0, messages, response, 0, None, **extra)
-
-    def stop(self, reason: str, budget) -> None:
-        """The last line: why the run ended, and what it spent."""
-        self.write("stop", reason=reason, **budget.spent())
 
 
 def trace_to_fixture(path: Path, script: str = "s06_recovery") -> dict:

@@ -8,7 +8,7 @@ from workbook.authoring import stepdiff
 
 from conftest import ROOT, STEPS, offline_env
 
-ROWS = re.findall(r"^\| \[(s0\d)_\w+\.py\]\(.*?\| ([^|]+) \|$", (ROOT / "README.md").read_text(), re.M)
+ROWS = re.findall(r"^\| \[(s\d\d)_\w+\.py\]\(.*?\| ([^|]+) \|$", (ROOT / "README.md").read_text(), re.M)
 
 
 def test_the_step_table_lists_every_step_that_exists():

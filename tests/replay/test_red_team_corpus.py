@@ -21,6 +21,7 @@ DEFAULT = {  # each step's own fixture, as the corpus's base
     "s07_really_done": "s06_stop_hook.json",
     "s08_full_context": "s06_prompt_too_long_collapse.json",
     "s09_keep_the_work": "s05_resume.json",
+    "s10_trace": "s05_resume.json",
 }
 WRITE_TARGETS = ["/dev/full", "/proc/version", "{tmp}/missing/dir/x.json", "{tmp}", "{tmp}/fifo"]
 ESCAPES = "\x1b]52;c;ZXZpbA==\x07\x1b]0;title\x07\x1b[2J"

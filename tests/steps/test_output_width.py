@@ -220,6 +220,7 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
         "→ done",
     ],
     "s09_keep_the_work": ["their last turn:", "  error: interrupted by the user", "→ done"],
+    "s10_trace": ["→ done", "trace, to --replay (the run again, offline):"],
 }
 
 

@@ -5,7 +5,7 @@ import io
 import json
 from pathlib import Path
 
-from workbook import scratch, tracing
+from workbook import scratch
 from workbook.api import compare, contract, wire
 from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
@@ -21,8 +21,8 @@ STEPS_FROM = [s for s in STEPS if s >= "s06"]  # every step that has the recover
 HOOKED = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s07"], indirect=True)
 # Making room when the context is full (s08's): these tests run on the steps that make it.
 ROOM = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s08"], indirect=True)
-# The trace (s09's) of a run that recovers: these tests run on the steps that keep one.
-TRACED = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s09"], indirect=True)
+# The trace (s10's) of a run that recovers: these tests run on the steps that keep one.
+TRACED = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s10"], indirect=True)
 FIXTURES = ROOT / "fixtures"
 
 # fixture -> the transitions its replay must go through, in order
@@ -103,11 +103,13 @@ def replay_path(step, name: str, tmp_path=None, strict: bool = True):
     fixture = fixtures.load_fixture(FIXTURES / f"s06_{name}.json")
     client, transport = replay.replay_client(fixture, name, strict)
     workspace = scratch.copy_workspace(fixture["workspace"])
-    trace = tracing.Trace(tmp_path / "trace.jsonl" if tmp_path else None)
-    where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
-    trace.write("run", provenance=fixture["provenance"], **where)  # as main() does
+    traced = {}  # the steps that keep a trace (s10 on) write one, opened with its run line as main() does
+    if hasattr(step, "Trace"):
+        traced["trace"] = step.Trace(tmp_path / "trace.jsonl" if tmp_path else None)
+        where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
+        traced["trace"].write("run", provenance=fixture["provenance"], **where)
     messages = [{"role": "user", "content": fixture["task"]}]
-    settings = settings_for(step, workspace, **keeps(step, trace=trace, **flags_of(step, fixture)))
+    settings = settings_for(step, workspace, **traced, **keeps(step, **flags_of(step, fixture)))
     turns = step.agent_loop(client, messages, settings)
     return [t for t, _ in settings.recovery.log], transport, messages, workspace, turns
 
@@ -824,7 +826,7 @@ def replay_streamed(step, name: str, tmp_path=None):
     recorded = streamed_fixture(name)
     client, transport = replay.replay_client(recorded, f"{name}.json", max_retries=0)
     workspace = scratch.copy_workspace(recorded["workspace"])
-    trace = tracing.Trace(tmp_path / "trace.jsonl" if tmp_path else None)
+    trace = step.Trace(tmp_path / "trace.jsonl" if tmp_path else None) if hasattr(step, "Trace") else None
     person = trust.recorded_person(workspace, None)
     settings = step.Settings(workspace, retry=no_wait(step), ask=person, **keeps(step, trace=trace))
     turns = step.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)

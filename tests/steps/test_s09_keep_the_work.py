@@ -48,7 +48,7 @@ def step(request, monkeypatch):
 
 def start_script(*args, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     trace = tmp_path / "trace.jsonl"
-    command = [sys.executable, "s09_keep_the_work.py", *args, "--trace", str(trace)]
+    command = [sys.executable, "s10_trace.py", *args, "--trace", str(trace)]  # the trace says how far it got
     env = offline_env(PYTHONUNBUFFERED="1")  # each line as it is printed: tests wait on them
     proc = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -553,6 +553,10 @@ def test_live_a_handoff_sends_one_message_and_saves_a_fresh_conversation(live, t
     assert saved[0] == opening and len(saved) == 2  # the new session, not the old one
 
 
+TRACING = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s10"], indirect=True)  # s10 on
+
+
+@TRACING
 def test_the_trace_of_a_resumed_run_replays_as_a_fixture(script, tmp_path):
     """The trace's run line keeps the --resume (named from the repo root, as a fixture names one), so
     the trace of the default replay, a resumed run, replays as it ran."""
@@ -565,6 +569,7 @@ def test_the_trace_of_a_resumed_run_replays_as_a_fixture(script, tmp_path):
     assert code == 0 and "stopped: the model ended its turn" in out, out
 
 
+@TRACING
 def test_the_trace_of_a_run_a_ctrl_c_stopped_is_refused_in_one_line_saying_what_to_do(script, tmp_path):
     s01, s02 = load_step("s01_agent_loop"), load_step("s02_tools")
     reply = message([text("working on it")], "end_turn")

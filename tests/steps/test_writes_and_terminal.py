@@ -24,7 +24,7 @@ def test_save_and_trace_refuse_what_is_not_a_file_in_one_line(run_main, tmp_path
     (tmp_path / "folder").mkdir()
     target = where if where.startswith("/") else str(tmp_path / where)
     before = sorted(tmp_path.rglob("*"))
-    code, out = run_main("s09_keep_the_work", flag, target)
+    code, out = run_main("s10_trace", flag, target)
     assert code == 1 and "Traceback" not in out and len(out.strip().splitlines()) == 1, out
     assert target in out
     assert sorted(tmp_path.rglob("*")) == before and not Path("/nonexistent").exists()
