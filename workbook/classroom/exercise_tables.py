@@ -1,13 +1,18 @@
-"""exercise_tables.py — the truth tables an exercise's piece is held to, where the recordings cannot reach.
+"""exercise_tables.py — the unit checks an exercise's piece is held to, where the recordings cannot reach.
 
-A table is data: each row is what the piece is given and what the step's answer is. A test holds the
-step's own function to every row (tests/classroom/test_exercises.py), so a table that no longer says
-what the step does fails there, not in front of a student. `first_mistake(name, piece)` runs a table
-on a student's piece: the first row it gets wrong, in words, or None.
+A check is data: each row (a truth table's, or a small conversation's) is what the piece is given and
+what the step's answer is. A test holds the step's own function to every row
+(tests/classroom/test_exercises.py), so a row that no longer says what the step does fails there, not
+in front of a student. `first_mistake(name, piece)` runs a table on a student's piece: the first row it
+gets wrong, in words, or None; `shown(name)` is the table as the hints print it.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from types import SimpleNamespace
 
 # -- s04's plan: which calls run together ----------------------------------------------------------
@@ -49,45 +54,61 @@ def plan_mistake(plan) -> str | None:
     return None
 
 
-# -- s06's next_transition: what the loop does after each call ---------------------------------------
+def plan_text() -> str:
+    return "\n".join(f"  plan([{', '.join(tools)}]) -> {groups}" for tools, groups in PLAN_ROWS)
 
-LIMITS = {"max_tokens": 8000}  # s01's MAX_TOKENS, as a state's default
-TRANSITION_ROWS = [  # (the case, stop_reason, the recovery state's fields, the stop hook) -> transition
+
+# -- s06's and s07's next_transition: what the loop does after each call ------------------------------
+
+# A row: (the case, stop_reason, the recovery state's fields, the stop hook's (passed, output)) -> transition
+RECOVERY_ROWS = [  # s06: a reply cut short is sent again, never run; any other stop ends the run
     ("the model asked for tools", "tool_use", {}, None, "next_turn"),
-    ("the model ended its turn, no stop hook", "end_turn", {}, None, "done"),
+    ("the model ended its turn", "end_turn", {}, None, "done"),
     ("a stop sequence", "stop_sequence", {}, None, "done"),
-    ("a refusal", "refusal", {}, None, "done"),
+    ("a refusal: any other stop", "refusal", {}, None, "done"),
     ("cut by max_tokens, first time", "max_tokens", {}, None, "escalate"),
     ("cut again after escalating", "max_tokens", {"max_tokens": 64_000}, None, "continue"),
     ("cut after 2 continuations", "max_tokens", {"max_tokens": 64_000, "continuations": 2}, None, "continue"),
     ("cut after 3 continuations", "max_tokens", {"max_tokens": 64_000, "continuations": 3}, None, "fail"),
+]
+FAILED = (False, "1 failed\n[exit code 1]")  # a stop hook's result: bash's output ends in its exit code
+REALLY_DONE_ROWS = [  # s07: a pause, a refusal and the stop hook first; anything else as s06 names it
     ("paused by a server tool", "pause_turn", {}, None, "resume_pause"),
-    ("paused a 5th time", "pause_turn", {"pauses": 5}, None, "fail"),
+    ("paused again, 4 pauses so far", "pause_turn", {"pauses": 4}, None, "resume_pause"),
+    ("paused again, 5 pauses so far", "pause_turn", {"pauses": 5}, None, "fail"),
+    ("a refusal", "refusal", {}, None, "done"),
     ("ended, the stop hook passed", "end_turn", {}, (True, "ok\n[exit code 0]"), "done"),
-    ("ended, the stop hook failed", "end_turn", {}, (False, "1 failed\n[exit code 1]"), "hook_retry"),
+    ("ended, the stop hook failed", "end_turn", {}, FAILED, "hook_retry"),
+    ("ended, the hook failed once before", "end_turn", {"hook_failures": 1}, FAILED, "hook_retry"),
+    ("ended, the hook failed after 2 retries", "end_turn", {"hook_failures": 2}, FAILED, "fail"),
+    ("ended, the hook failed, no retries allowed", "end_turn", {"hook_retries": 0}, FAILED, "fail"),
+    ("ended, no stop hook: s06's", "end_turn", {}, None, "done"),
+    ("the model asked for tools: s06's", "tool_use", {}, None, "next_turn"),
+    ("cut by max_tokens: s06's", "max_tokens", {}, None, "escalate"),
     (
-        "ended, the hook failed after 2 retries",
-        "end_turn",
-        {"hook_failures": 2},
-        (False, "1 failed\n[exit code 1]"),
+        "cut after 3 continuations: s06's",
+        "max_tokens",
+        {"max_tokens": 64_000, "continuations": 3},
+        None,
         "fail",
     ),
 ]
 
 
-def transition_mistake(next_transition) -> str | None:
-    """The first row the student's next_transition() gets wrong, named by its case."""
-    import s06_recovery as s06  # the step's own state and hook types: a row is what the loop would pass
+def transition_mistake(rows: list, step: str, next_transition) -> str | None:
+    """The first row the student's next_transition() gets wrong, named by its case. s06's takes
+    (response, state); s07's takes the stop hook's result too."""
+    module = importlib.import_module(step)  # the step's own state and hook types: what the loop passes
 
-    for case, stop, fields, hook, expected in TRANSITION_ROWS:
-        state = s06.Recovery(**fields)
+    for case, stop, fields, hook, expected in rows:
+        state = module.Recovery(**fields)
         response = SimpleNamespace(stop_reason=stop, content=[], stop_details=None)
-        result = next_transition(
-            response, state, [{"role": "user", "content": "go"}], hook and s06.HookResult(*hook)
-        )
+        hooked = (hook and module.HookResult(*hook),) if hasattr(module, "HookResult") else ()
+        result = next_transition(response, state, *hooked)
         got = result[0] if isinstance(result, tuple) and result else result
         if got != expected:
             where = ", ".join(f"state.{k}={v}" for k, v in fields.items()) or "a fresh state"
+            where += f", the stop hook {'passed' if hook[0] else 'failed'}" if hook else ""
             return (
                 f"{case} (stop_reason {stop}, {where}): your next_transition returned {got!r}; "
                 f"the step's is {expected!r}"
@@ -95,8 +116,38 @@ def transition_mistake(next_transition) -> str | None:
     return None
 
 
-TABLES = {"plan": (PLAN_ROWS, plan_mistake), "next_transition": (TRANSITION_ROWS, transition_mistake)}
+def transition_text(rows: list) -> str:
+    return "\n".join(
+        f"  {stop:<13} {', '.join(f'{k}={v}' for k, v in fields.items()) or '-':<34} "
+        f"{'hook ' + ('passed' if hook[0] else 'failed') if hook else '':<12} -> {expected}"
+        for _, stop, fields, hook, expected in rows
+    )
+
+
+# -- the tables, by name (an exercise's `table`) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    mistake: Callable  # the piece -> its first mistake, in words, or None
+    shown: Callable[[], str]  # the table as the hints print it
+
+
+TABLES = {
+    "plan": Table(plan_mistake, plan_text),
+    "s06_next_transition": Table(
+        partial(transition_mistake, RECOVERY_ROWS, "s06_recovery"), partial(transition_text, RECOVERY_ROWS)
+    ),
+    "s07_next_transition": Table(
+        partial(transition_mistake, REALLY_DONE_ROWS, "s07_really_done"),
+        partial(transition_text, REALLY_DONE_ROWS),
+    ),
+}
 
 
 def first_mistake(name: str, piece) -> str | None:
-    return TABLES[name][1](piece)
+    return TABLES[name].mistake(piece)
+
+
+def shown(name: str) -> str:
+    return TABLES[name].shown()

@@ -39,7 +39,9 @@ class Exercise:
     rungs: tuple = ()  # the grader's rungs (workbook/classroom/grade.py) the step runs up, piece swapped
     args: tuple = ()  # flags the step is started with on the rungs
     replays: tuple = ()  # the step's own fixtures, replayed with the piece swapped (its --replay)
-    table: str | None = None  # a truth table for the piece (workbook/classroom/exercise_tables.py)
+    table: str | None = (
+        None  # its unit checks, by name: a truth table, or small conversations (exercise_tables)
+    )
     hints: dict | None = None  # lang -> three hints, each more specific
     wrong: tuple = ()
 
@@ -351,29 +353,32 @@ EXERCISES = [
         "s06_recovery",
         "next_transition",
         {
-            "en": "every stop reason has a next move: name the transition after each call",
-            "zh-CN": "每个 stop_reason 都有下一步：每次调用之后说出转移的名字",
+            "en": "a reply cut short is sent again, never run: name the transition after each call",
+            "zh-CN": "被截断的回复再发一次，绝不执行：每次调用之后说出转移的名字",
         },
-        rungs=("cut-tool-use", "pause-turn", "streamed-input"),
-        args=("--web-search",),
-        table="next_transition",
+        rungs=("streamed-input", "cut-tool-use"),
+        table="s06_next_transition",
         hints={
             "en": [
-                "Return (transition, why), one of TRANSITIONS. tool_use -> next_turn; end_turn -> done. "
-                "Each hint shows the truth table your function is held to: every case, and its transition.",
+                "Return (transition, why), one of TRANSITIONS. tool_use -> next_turn; any other stop but "
+                "max_tokens -> done. Each hint shows the truth table your function is held to: every case, "
+                "and its transition.",
                 "max_tokens: escalate while state.max_tokens < ESCALATED_MAX_TOKENS, then continue while "
-                "state.continuations < MAX_CONTINUATIONS, then fail. A cut tool_use is never next_turn.",
-                "pause_turn: resume_pause while state.pauses < MAX_PAUSES, then fail. end_turn with a failed "
-                "hook: hook_retry while state.hook_failures < state.hook_retries, then fail. refusal: done.",
+                "state.continuations < MAX_CONTINUATIONS, then fail.",
+                "A reply cut by max_tokens is never next_turn, even when it ends in a tool_use: that call's "
+                "input may be cut. Check tool_use first, then the three max_tokens cases in that order, then "
+                'return ("done", stop).',
             ],
             "zh-CN": [
                 "返回 (transition, why)，transition 是 TRANSITIONS 之一。tool_use -> next_turn；"
-                "end_turn -> done。真值表列出了每一种情况。",
+                "除了 max_tokens 之外的其他 stop_reason -> done。每条提示都列出你的函数要满足的真值表："
+                "每一种情况，以及它的转移。",
                 "max_tokens：state.max_tokens < ESCALATED_MAX_TOKENS 时 escalate（提额），"
-                "然后在 state.continuations < MAX_CONTINUATIONS 时 continue（续写），再不行就 fail。"
-                "被截断的 tool_use 永远不是 next_turn。",
-                "pause_turn：state.pauses < MAX_PAUSES 时 resume_pause，否则 fail。end_turn 但停止钩子失败："
-                "state.hook_failures < state.hook_retries 时 hook_retry，否则 fail。refusal：done。",
+                "然后在 state.continuations < MAX_CONTINUATIONS 时 continue（续写），再不行就 fail。",
+                "被 max_tokens 截断的回复永远不是 next_turn，哪怕它以 tool_use 结尾："
+                "那个调用的输入可能不完整。"
+                "先判断 tool_use，再按顺序判断 max_tokens 的三种情况，最后 "
+                'return ("done", stop)。',
             ],
         },
         wrong=(
@@ -389,6 +394,71 @@ EXERCISES = [
                 },
             ),
             Wrong(
+                {"en": "max_tokens taken as the end", "zh-CN": "把 max_tokens 当成了结束"},
+                (
+                    (
+                        'if stop == "tool_use":',
+                        'if stop == "max_tokens":\n        return "done", stop\n    if stop == "tool_use":',
+                    ),
+                ),
+                r"stop_reason was max_tokens and your program stopped",
+                {
+                    "en": "max_tokens is not the model's end: the reply was cut off by the output limit. "
+                    "Send the same request again with max_tokens ESCALATED_MAX_TOKENS (escalate); cut again, "
+                    "ask it to go on (continue).",
+                    "zh-CN": "max_tokens 不是模型结束了这一轮：回复被输出上限截断了。"
+                    "用 max_tokens ESCALATED_MAX_TOKENS 再发同一个请求（escalate，提额）；"
+                    "再被截断，就请它接着写（continue，续写）。",
+                },
+            ),
+            Wrong(
+                {"en": "continuations never capped", "zh-CN": "续写没有上限"},
+                (("state.continuations < MAX_CONTINUATIONS", "state.continuations >= 0"),),
+                r"cut after 3 continuations .*returned 'continue'",
+                {
+                    "en": "A reply that is cut off every time would be continued for ever, each call paid "
+                    "for: after MAX_CONTINUATIONS continuations in a turn, fail, saying why.",
+                    "zh-CN": "每次都被截断的回复会被无休止地续写，每次调用都要付钱："
+                    "一轮里续写了 MAX_CONTINUATIONS 次之后就 fail，并说明原因。",
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        7,
+        "s07_really_done",
+        "next_transition",
+        {
+            "en": "really done? a pause goes on, a refusal ends, the stop hook must pass",
+            "zh-CN": "真的结束了吗？暂停的轮接着走，拒绝就结束，停止钩子必须通过",
+        },
+        rungs=("pause-turn",),
+        args=("--web-search",),
+        table="s07_next_transition",
+        hints={
+            "en": [
+                "Return (transition, why). Three cases come first: pause_turn, refusal, and a stop hook "
+                "that failed (`hook` is None when no hook ran); anything else, return "
+                "s06.next_transition(response, state). Each hint shows the truth table your function is "
+                "held to.",
+                "pause_turn: resume_pause while state.pauses < MAX_PAUSES, then fail. refusal: done (the "
+                "why may give its reason: conversation.refusal_reason).",
+                "A failed hook (hook and not hook.passed): hook_retry while state.hook_failures < "
+                "state.hook_retries, then fail. A hook that passed changes nothing: s06 decides, and the "
+                "why can say the hook passed.",
+            ],
+            "zh-CN": [
+                "返回 (transition, why)。先看三种情况：pause_turn、refusal，以及失败的停止钩子"
+                "（没有运行钩子时 `hook` 是 None）；其他情况 return s06.next_transition(response, state)。"
+                "每条提示都列出你的函数要满足的真值表。",
+                "pause_turn：state.pauses < MAX_PAUSES 时 resume_pause，否则 fail。refusal：done"
+                "（why 里可以写出拒绝的原因：conversation.refusal_reason）。",
+                "钩子失败（hook and not hook.passed）：state.hook_failures < state.hook_retries 时 "
+                "hook_retry，否则 fail。钩子通过了就什么都不改：交给 s06 决定，why 里可以说钩子通过了。",
+            ],
+        },
+        wrong=(
+            Wrong(
                 {"en": "pause_turn taken as the end", "zh-CN": "把 pause_turn 当成了结束"},
                 (('stop == "pause_turn"', 'stop == "paused"'),),
                 r"pause_turn and your program stopped",
@@ -397,6 +467,18 @@ EXERCISES = [
                     "resume_pause sends the paused turn back unchanged, with no new user message.",
                     "zh-CN": "pause_turn 不是 end_turn：是服务器端工具（网页搜索）让一个很长的轮暂停了。"
                     "resume_pause 把暂停的那一轮原样送回去，不加新的 user 消息。",
+                },
+            ),
+            Wrong(
+                {"en": "a failing stop hook retried without end", "zh-CN": "失败的停止钩子被无休止地重试"},
+                (("state.hook_failures < state.hook_retries", "state.hook_failures >= 0"),),
+                r"hook failed (after 2 retries|, no retries allowed) .*returned 'hook_retry'",
+                {
+                    "en": "A hook that never passes would send the model back for ever: feed its failure "
+                    "back only while state.hook_failures < state.hook_retries (--stop-hook-retries), "
+                    "then fail.",
+                    "zh-CN": "一个永远不通过的钩子会让模型无休止地返工：只有在 state.hook_failures < "
+                    "state.hook_retries（--stop-hook-retries）时才把失败送回给模型，否则 fail。",
                 },
             ),
         ),
