@@ -9,6 +9,7 @@ gets wrong, in words, or None; `shown(name)` is the table as the hints print it.
 
 from __future__ import annotations
 
+import copy
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -124,6 +125,125 @@ def transition_text(rows: list) -> str:
     )
 
 
+# -- s08's collapse: old tool results become placeholders, every pair stays whole -------------------
+
+PLACEHOLDER = "[collapsed: {} characters of {} output; call it again if needed]"  # as the recordings hold it
+GO_ON = {
+    "type": "text",
+    "text": "Continue where you stopped.",
+}  # a text after the results (s06's continue_cut)
+THREE_TURNS = [  # each turn: the calls, as (id, tool, characters of output, is_error), and a text after them
+    ([("toolu_log", "read_file", 4000, False), ("toolu_grep", "grep", 60, False)], None),
+    ([("toolu_test", "bash", 300, True)], GO_ON),
+    ([("toolu_new", "read_file", 5000, False)], None),
+]
+COLLAPSE_ROWS = [  # (the case, the turns, keep) -> the ids whose results become placeholders
+    ("three turns", THREE_TURNS, 1, {"toolu_log", "toolu_test"}),
+    ("three turns, for compaction's summary", THREE_TURNS, 0, {"toolu_log", "toolu_test", "toolu_new"}),
+    ("three turns, all of them kept", THREE_TURNS, 3, set()),
+    (
+        "results of 199 and 200 characters (COLLAPSE_MIN_CHARS: 200)",
+        [
+            ([("toolu_199", "grep", 199, False), ("toolu_200", "list_files", 200, False)], None),
+            *THREE_TURNS[2:],
+        ],
+        1,
+        {"toolu_200"},
+    ),
+]
+
+
+def output(chars: int) -> str:
+    """A tool's output of exactly `chars` characters, in lines as a log's."""
+    line = "2026-11-28 01:00:00 INFO app[311] GET /api/orders 200\n"
+    return (line * (chars // len(line) + 1))[:chars]
+
+
+def conversation(turns: list) -> list:
+    """The task, then each turn: the model's calls, and one user message with their results."""
+    messages = [{"role": "user", "content": "Why do the orders fail?"}]
+    for calls, after in turns:
+        asked = [{"type": "tool_use", "id": i, "name": tool, "input": {}} for i, tool, _, _ in calls]
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": "Looking."}, *asked]})
+        results = [
+            {"type": "tool_result", "tool_use_id": i, "content": output(n), "is_error": err}
+            for i, _, n, err in calls
+        ]
+        messages.append({"role": "user", "content": results + ([dict(after)] if after else [])})
+    return messages
+
+
+def collapse_mistake(collapse) -> str | None:
+    """The first case the student's collapse() gets wrong, said as what went wrong."""
+    from workbook.conversation import blocks
+
+    for case, turns, keep, collapsed in COLLAPSE_ROWS:
+        messages = conversation(turns)
+        before = copy.deepcopy(messages)
+        where = f"collapse({case}, keep={keep})"
+        collapse(messages, keep=keep)
+        if [m["role"] for m in messages] != [m["role"] for m in before]:
+            return f"{where}: {len(before)} messages became {len(messages)}; only results' contents change"
+        if messages == before and collapsed:
+            return (
+                f"{where}: nothing in messages changed; collapse changes the list it is given, in place "
+                "(the loop sends that same list again)"
+            )
+        names = {i: tool for calls, _ in turns for i, tool, _, _ in calls}
+        holders = [n for n, m in enumerate(before) if m["role"] == "user" and n > 0]
+        newest = holders[len(holders) - keep :] if keep else []
+        for n, (old, new) in enumerate(zip(before, messages)):
+            said = message_mistake(blocks(old), blocks(new), names, collapsed, n in newest, keep)
+            if said:
+                return f"{where}: messages[{n}]: {said}"
+    return None
+
+
+def message_mistake(old: list, new: list, names: dict, collapsed: set, newest: bool, keep: int) -> str | None:
+    """What went wrong in one message: a tool_result gone, kept whole or shortened when it should not be."""
+    from workbook.conversation import result_text
+
+    results = {b["tool_use_id"]: b for b in new if isinstance(b, dict) and b.get("type") == "tool_result"}
+    for block in old:
+        if block["type"] != "tool_result":
+            if block not in new:
+                return f"its {block['type']} block changed or went; only tool results' contents are collapsed"
+            continue
+        i, chars = block["tool_use_id"], len(block["content"])
+        got = results.get(i)
+        if got is None:
+            return (
+                f"the tool_result for {i} ({names[i]}) is gone: a placeholder replaces its content, never "
+                "the block (every tool_use needs its tool_result, by id)"
+            )
+        if got.get("is_error", False) != block["is_error"]:
+            return f"{i}'s is_error changed: a collapsed error is still an error"
+        text, placeholder = result_text(got), PLACEHOLDER.format(chars, names[i])
+        if i in collapsed and text == block["content"]:
+            return f"{i}'s result ({chars} characters of {names[i]} output, an old one) is still whole"
+        if i in collapsed and text != placeholder:
+            return f"{i}'s placeholder is {text!r}; the step's is {placeholder!r} (the recordings hold it)"
+        if i not in collapsed and text != block["content"] and newest:
+            return f"{i}'s result changed, but this message is one of the newest {keep}, which stay whole"
+        if i not in collapsed and text != block["content"]:
+            return f"{i}'s result changed, but it is only {chars} characters (under COLLAPSE_MIN_CHARS)"
+    if len(new) != len(old):
+        return f"{len(old)} blocks became {len(new)}; collapse changes results' contents, nothing else"
+    return None
+
+
+def collapse_text() -> str:
+    turns = " | ".join(
+        " + ".join(f"{i} ({tool}, {n} characters{', is_error' if err else ''})" for i, tool, n, err in calls)
+        + (" + a text" if after else "")
+        for calls, after in THREE_TURNS
+    )
+    return f"  three turns, their results: {turns}\n" + "\n".join(
+        f"  {case}, keep={keep} -> {', '.join(sorted(collapsed)) or 'nothing'} collapsed"
+        for case, _, keep, collapsed in COLLAPSE_ROWS
+    )
+
+
 # -- the tables, by name (an exercise's `table`) ------------------------------------------------------
 
 
@@ -142,6 +262,7 @@ TABLES = {
         partial(transition_mistake, REALLY_DONE_ROWS, "s07_really_done"),
         partial(transition_text, REALLY_DONE_ROWS),
     ),
+    "collapse": Table(collapse_mistake, collapse_text),
 }
 
 

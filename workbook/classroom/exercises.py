@@ -483,6 +483,86 @@ EXERCISES = [
             ),
         ),
     ),
+    Exercise(
+        8,
+        "s08_full_context",
+        "collapse",
+        {
+            "en": "when the context is full: old tool results collapse to placeholders, every pair whole",
+            "zh-CN": "上下文满了：旧的工具结果折叠成占位文字，每一对调用和结果都完整",
+        },
+        replays=("s06_prompt_too_long_collapse",),
+        table="collapse",
+        hints={
+            "en": [
+                "collapse(messages, keep) changes messages in place. In each message of tool results but "
+                "the newest `keep` (old_results(messages, keep) gives their indexes), a tool_result of "
+                "COLLAPSE_MIN_CHARS characters or more gets a short placeholder as its content. Each hint "
+                "shows the cases it is checked on.",
+                "Only the content changes: the block stays a tool_result, with its tool_use_id and "
+                "is_error, so every tool_use still has its answer. blocks(message) gives a message's "
+                "blocks as plain dicts (a copy: put the message back, messages[i] = ...); result_text(b) "
+                "a result's text.",
+                "The placeholder, word for word as the recordings hold it: "
+                'f"[collapsed: {len(result_text(b))} characters of {name} output; call it again if '
+                'needed]", where name is the tool its tool_use called (map each tool_use id to its name '
+                "first).",
+            ],
+            "zh-CN": [
+                "collapse(messages, keep) 原地修改 messages。除了最新的 `keep` 条之外，"
+                "每条装着工具结果的消息里（old_results(messages, keep) 给出它们的下标），"
+                "长度不小于 COLLAPSE_MIN_CHARS 的 tool_result 都把内容换成一行占位文字。"
+                "每条提示都列出检查用的情况。",
+                "只改内容：这个 block 仍然是 tool_result，tool_use_id 和 is_error 都不变，"
+                "所以每个 tool_use 仍然有它的回答。blocks(message) 把一条消息的 block 变成普通的 dict"
+                "（是副本：改完要放回去，messages[i] = ...）；result_text(b) 给出结果的文字。",
+                "占位文字要和录制数据里的一字不差："
+                'f"[collapsed: {len(result_text(b))} characters of {name} output; call it again if '
+                'needed]"，其中 name 是对应的 tool_use 调用的工具（先把每个 tool_use id 对应到它的名字）。',
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "the result replaced, its pair broken", "zh-CN": "结果整个被换掉，这一对断了"},
+                (
+                    (
+                        'content[n] = b | {"content": ',
+                        'content[n] = {"type": "text", "text": ',
+                    ),
+                ),
+                r"the tool_result for \S+ .* is gone",
+                {
+                    "en": "Every tool_use must be answered by a tool_result with its id, or the API refuses "
+                    'the request: keep the block and change only its content (b | {"content": ...}).',
+                    "zh-CN": "每个 tool_use 都要有一个带着它 id 的 tool_result 来回答，"
+                    "否则 API 会拒绝这个请求："
+                    '保留这个 block，只改它的内容（b | {"content": ...}）。',
+                },
+            ),
+            Wrong(
+                {"en": "the newest results collapsed too", "zh-CN": "最新的结果也被折叠了"},
+                (("for i in old_results(messages, keep):", "for i in old_results(messages, 0):"),),
+                r"one of the newest",
+                {
+                    "en": "The model is working on its newest results: leave the newest `keep` messages of "
+                    "results whole, and collapse only older ones (old_results(messages, keep)).",
+                    "zh-CN": "模型正用着最新的结果：最新的 `keep` 条结果消息保持完整，只折叠更旧的"
+                    "（old_results(messages, keep)）。",
+                },
+            ),
+            Wrong(
+                {"en": "a copy collapsed, not the conversation", "zh-CN": "折叠的是副本，不是对话本身"},
+                (('\n        messages[i] = {"role": "user", "content": content}', ""),),
+                r"nothing in messages changed",
+                {
+                    "en": "blocks(message) gives a copy: changing it changes nothing the loop sends. Put the "
+                    'message back: messages[i] = {"role": "user", "content": content}.',
+                    "zh-CN": "blocks(message) 给的是副本：改它，循环发出去的东西一点没变。要把消息放回去："
+                    'messages[i] = {"role": "user", "content": content}。',
+                },
+            ),
+        ),
+    ),
 ]
 
 BY_NUMBER = {exercise.number: exercise for exercise in EXERCISES}
