@@ -244,6 +244,95 @@ def collapse_text() -> str:
     )
 
 
+# -- s09's answer_open_calls: every tool_use answered after a stop, so the run can be resumed ---------
+
+
+def asked(*ids: str, sdk: bool = False) -> dict:
+    """The model's turn, calling a tool once per id: plain dicts, or the SDK's objects as a reply holds."""
+    from anthropic.types import TextBlock, ToolUseBlock
+
+    if sdk:
+        calls = [ToolUseBlock(type="tool_use", id=i, name="bash", input={"command": "make"}) for i in ids]
+        return {"role": "assistant", "content": [TextBlock(type="text", text="Running."), *calls]}
+    calls = [{"type": "tool_use", "id": i, "name": "bash", "input": {"command": "make"}} for i in ids]
+    return {"role": "assistant", "content": [{"type": "text", "text": "Running."}, *calls]}
+
+
+def answered(*ids: str) -> dict:
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ids],
+    }
+
+
+TASK = {"role": "user", "content": "Build it."}
+OPEN_ROWS = [  # (the case, the conversation when the run stopped) -> the ids still to answer, in order
+    ("two calls open", lambda: [TASK, asked("toolu_a", "toolu_b")], ["toolu_a", "toolu_b"]),
+    (
+        "two calls open, as the SDK's blocks",
+        lambda: [TASK, asked("toolu_a", "toolu_b", sdk=True)],
+        ["toolu_a", "toolu_b"],
+    ),
+    ("every call answered", lambda: [TASK, asked("toolu_a"), answered("toolu_a")], []),
+    ("the model's last word, no call", lambda: [TASK, {"role": "assistant", "content": "Done."}], []),
+    ("only the task", lambda: [TASK], []),
+    (
+        "an earlier turn answered, the last one open",
+        lambda: [TASK, asked("toolu_a"), answered("toolu_a"), asked("toolu_b", "toolu_c")],
+        ["toolu_b", "toolu_c"],
+    ),
+]
+
+
+def open_calls_mistake(answer_open_calls) -> str | None:
+    """The first case the student's answer_open_calls() gets wrong, said as what went wrong."""
+    from workbook.conversation import plain
+
+    for case, made, ids in OPEN_ROWS:
+        messages = made()
+        before = plain(copy.deepcopy(messages))
+        got = answer_open_calls(messages)
+        where = f"answer_open_calls({case})"
+        if plain(messages[: len(before)]) != before:
+            return f"{where}: the messages already there changed; answers are added after them"
+        added = plain(messages[len(before) :])
+        if bool(got) != bool(ids):
+            return f"{where}: returned {got!r}; the step's returns {bool(ids)} (whether calls were answered)"
+        if not ids and added:
+            return f"{where}: {len(added)} message(s) added, but no call was open: nothing is added"
+        if ids and not added:
+            return f"{where}: nothing added; each open tool_use of the last turn needs a tool_result"
+        if ids and len(added) > 1:
+            return (
+                f"{where}: the answers came in {len(added)} user messages; they all go in ONE user message, "
+                "right after the assistant's"
+            )
+        if not ids:
+            continue
+        content = added[0].get("content") if added[0].get("role") == "user" else None
+        results = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if [b.get("tool_use_id") for b in results] != ids:
+            return (
+                f"{where}: the answers are for {[b.get('tool_use_id') for b in results]}, in a "
+                f"{added[0].get('role')} message; every open tool_use needs its own, in order: {ids}"
+            )
+        for b in results:
+            if b.get("is_error") is not True:
+                return (
+                    f"{where}: {b['tool_use_id']}'s answer has is_error {b.get('is_error')!r}: a call "
+                    "stopped before its result is answered as an error, so the model never takes it for done"
+                )
+            if not b.get("content"):
+                return (
+                    f"{where}: {b['tool_use_id']}'s answer is empty: say the call was stopped before it ended"
+                )
+    return None
+
+
+def open_calls_text() -> str:
+    return "\n".join(f"  {case} -> {', '.join(ids) or 'nothing'} answered" for case, _, ids in OPEN_ROWS)
+
+
 # -- the tables, by name (an exercise's `table`) ------------------------------------------------------
 
 
@@ -263,6 +352,7 @@ TABLES = {
         partial(transition_text, REALLY_DONE_ROWS),
     ),
     "collapse": Table(collapse_mistake, collapse_text),
+    "answer_open_calls": Table(open_calls_mistake, open_calls_text),
 }
 
 

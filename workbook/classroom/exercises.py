@@ -563,6 +563,82 @@ EXERCISES = [
             ),
         ),
     ),
+    Exercise(
+        9,
+        "s09_keep_the_work",
+        "answer_open_calls",
+        {
+            "en": "never losing the work: after a stop, every open tool_use is answered, so the run goes on",
+            "zh-CN": "不丢掉已做的工作：停下之后，每个还没有回答的 tool_use 都得到回答，运行才能继续",
+        },
+        table="answer_open_calls",
+        hints={
+            "en": [
+                "A run stopped mid-turn (a Ctrl-C, a limit) may leave tool_use blocks nobody answered, and "
+                "the API refuses such a conversation: --resume could not go on. Answer each, and return "
+                "whether there were any. Each hint shows the cases it is checked on.",
+                "Look at the last message only: if it is the assistant's, collect the ids of its tool_use "
+                "blocks. Its content may be the SDK's objects, as a reply holds them: "
+                "conversation.plain(message) makes it plain dicts.",
+                "Append ONE user message: [tool_result(i, STILL_OPEN, True) for i in ids], in order; "
+                "is_error True, as the call never gave a result. Return True; with no call open, append "
+                "nothing and return False.",
+            ],
+            "zh-CN": [
+                "在一轮中间停下的运行（Ctrl-C、某个上限）可能留下没人回答的 tool_use block，"
+                "API 会拒绝这样的对话：--resume 就没法继续。回答每一个，并返回是否有要回答的。"
+                "每条提示都列出检查用的情况。",
+                "只看最后一条消息：如果它是 assistant 的，收集它每个 tool_use block 的 id。"
+                "它的内容可能是 SDK 的对象，就像回复里那样："
+                "conversation.plain(message) 把它变成普通的 dict。",
+                "追加一条 user 消息：[tool_result(i, STILL_OPEN, True) for i in ids]，按顺序；"
+                "is_error 为 True，因为调用没有给出结果。返回 True；"
+                "没有未回答的调用时，什么都不追加，返回 False。",
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "results split over two messages", "zh-CN": "结果分在两条消息里"},
+                (
+                    (
+                        'messages.append({"role": "user", "content": [tool_result(i, STILL_OPEN, True) '
+                        "for i in asked]})",
+                        'messages.extend({"role": "user", "content": [tool_result(i, STILL_OPEN, True)]} '
+                        "for i in asked)",
+                    ),
+                ),
+                r"came in \d+ user messages",
+                {
+                    "en": "All the answers to one assistant message go in ONE user message right after it: "
+                    "a second user message in a row would leave the first message's other calls unanswered.",
+                    "zh-CN": "对同一条 assistant 消息的所有回答，放在紧跟其后的同一条 user 消息里："
+                    "分成两条的话，第一条就缺了其余调用的回答。",
+                },
+            ),
+            Wrong(
+                {"en": "one result for two calls", "zh-CN": "两个调用只有一个结果"},
+                (("for i in asked]", "for i in asked[:1]]"),),
+                r"needs its own",
+                {
+                    "en": "Every open tool_use id needs its own tool_result: one for each tool_use block of "
+                    "the last assistant message, in the order asked.",
+                    "zh-CN": "每个还没有回答的 tool_use id 都要有自己的 tool_result："
+                    "最后一条 assistant 消息里每个 tool_use block 一个，按调用的顺序。",
+                },
+            ),
+            Wrong(
+                {"en": "a call that never ran answered as done", "zh-CN": "没执行完的调用被当成成功回答"},
+                (("tool_result(i, STILL_OPEN, True)", "tool_result(i, STILL_OPEN)"),),
+                r"has is_error",
+                {
+                    "en": "The call was stopped before it had a result: answer it with is_error True, so the "
+                    "model reads it as not done and calls again if it still needs it.",
+                    "zh-CN": "这个调用在有结果之前就被停下了：用 is_error True 回答它，"
+                    "让模型知道它没有完成，需要的话再调用一次。",
+                },
+            ),
+        ),
+    ),
 ]
 
 BY_NUMBER = {exercise.number: exercise for exercise in EXERCISES}
