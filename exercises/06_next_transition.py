@@ -1,6 +1,6 @@
 """Exercise 6, s06_recovery.py: next_transition()
 
-Every stop reason has a next move: name the transition after each call.
+A reply cut short is sent again, never run: name the transition after each call.
 
 Write the body of next_transition() below: the piece s06 is about. The rest of the
 program is s06_recovery.py itself, which runs with your next_transition() in its place.
@@ -19,22 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the steps, one folder up
 
-from workbook import conversation
+from anthropic.types import Message
 
-from s06_recovery import (
-    ESCALATED_MAX_TOKENS,
-    MAX_CONTINUATIONS,
-    MAX_PAUSES,
-    HookResult,
-    Recovery,
-    collapsible,
-    split_point,
-)
+from s06_recovery import ESCALATED_MAX_TOKENS, MAX_CONTINUATIONS, Recovery
 
 
-def next_transition(response, state: Recovery, messages: list, hook: HookResult | None) -> tuple[str, str]:
-    """(transition, why): what the loop does next, from how the call ended and what was tried already.
-    `response` is None when the request was too long; `hook` is the stop hook's result, if it ran."""
+def next_transition(response: Message, state: Recovery) -> tuple[str, str]:
+    """(transition, why): what the loop does next, from how the call ended and what was tried already."""
     # TODO: write next_transition()'s body. Check it: python -m workbook exercise
     raise NotImplementedError("exercise 6: next_transition() is not written yet")
 

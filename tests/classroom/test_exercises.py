@@ -8,6 +8,7 @@ replaced by run_here, as tests/classroom/test_grade_ladder.py does for the steps
 and judge are the real ones. One run in the sandbox (test_a_check_runs_the_program_as_the_grader_does)
 shows the file runs as a program too."""
 
+import importlib
 import io
 import sys
 import tempfile
@@ -105,26 +106,47 @@ def test_each_classic_wrong_answer_fails_with_its_own_hint(checked, n, i):
 
 
 def test_every_step_has_an_exercise_on_its_idea_and_every_exercise_three_hints_in_each_language():
-    steps = sorted(p.stem for p in ROOT.glob("s0[1-6]_*.py"))
+    steps = sorted(p.stem for p in ROOT.glob("s[0-9][0-9]_*.py"))
     assert [e.step for e in EXERCISES] == steps
     for ex in EXERCISES:
         assert set(ex.about) == set(LANGS) and all(len(ex.hints[lang]) == 3 for lang in LANGS)
         assert all(set(w.what) == set(w.hint) == set(LANGS) for w in ex.wrong) and len(ex.wrong) >= 2
 
 
-@pytest.mark.parametrize("name", sorted(exercise_tables.TABLES))
-def test_the_steps_own_piece_meets_every_row_of_its_truth_table(name):
-    import s04_parallel
-    import s06_recovery
+@pytest.mark.parametrize("n", [e.number for e in EXERCISES if e.table])
+def test_the_steps_own_piece_meets_every_row_of_its_unit_checks(n):
+    ex = by_number(n)
+    own = getattr(importlib.import_module(ex.step), ex.piece)
+    assert exercise_tables.first_mistake(ex.table, own) is None
 
-    own = {"plan": s04_parallel.plan, "next_transition": s06_recovery.next_transition}[name]
-    assert exercise_tables.first_mistake(name, own) is None
+
+def test_every_unit_check_belongs_to_an_exercise():
+    assert sorted(exercise_tables.TABLES) == sorted(e.table for e in EXERCISES if e.table)
 
 
 def test_a_truth_table_names_the_row_a_wrong_piece_gets_wrong():
-    said = exercise_tables.first_mistake("next_transition", lambda *args: ("done", "no"))
+    said = exercise_tables.first_mistake("s06_next_transition", lambda *args: ("done", "no"))
     assert said.startswith("the model asked for tools (stop_reason tool_use, a fresh state)")
     assert "returned 'done'; the step's is 'next_turn'" in said
+
+
+def test_s07s_truth_table_hands_next_transition_the_stop_hooks_result():
+    import s07_really_done as s07
+
+    ignored = exercise_tables.first_mistake(
+        "s07_next_transition", lambda r, s, hook: s07.next_transition(r, s, None)
+    )
+    assert ignored.startswith(
+        "ended, the stop hook failed (stop_reason end_turn, a fresh state, the stop hook"
+    )
+    assert "returned 'done'; the step's is 'hook_retry'" in ignored
+    always = exercise_tables.first_mistake(
+        "s07_next_transition",
+        lambda r, s, hook: ("hook_retry", "") if hook else s07.next_transition(r, s, hook),
+    )
+    assert always.startswith(
+        "ended, the stop hook passed (stop_reason end_turn, a fresh state, the stop hook passed)"
+    )
 
 
 @needs_bwrap
@@ -218,8 +240,9 @@ def test_a_teacher_sees_who_solved_which_without_collecting_files(capsys, tmp_pa
     (tmp_path / "bob" / authoring.file_name(plan)).write_text(authoring.answered(plan, plan.wrong[1].edits))
     assert grade.main(["--exercises", str(tmp_path), "--sandbox", "off"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split() == ["alice", "-", "-", "-", "x", "-", "-", "1/6"]
-    assert out[2].split() == ["bob", "-", "-", "-", "o", "-", "-", "0/6"]
+    others = ["-"] * (len(EXERCISES) - 4)
+    assert out[1].split() == ["alice", "-", "-", "-", "x", *others, f"1/{len(EXERCISES)}"]
+    assert out[2].split() == ["bob", "-", "-", "-", "o", *others, f"0/{len(EXERCISES)}"]
     assert out[-1].startswith(
         "bob 04: plan([read_file, write_file, read_file, grep]) returned [[0, 1], [2, 3]]"
     )

@@ -377,22 +377,10 @@ def next_hint(exercise: Exercise, lang: str) -> str:
     write_progress(progress)
     said = f"{WORDS[lang]['hint']} {n + 1}/{len(hints)}: {hints[n]}"
     if exercise.table:
-        said += "\n" + table_text(exercise)
+        said += "\n" + exercise_tables.shown(exercise.table)
     if n == len(hints) - 1:
         said += "\n" + WORDS[lang]["no_more"].format(step=exercise.step)
     return said
-
-
-def table_text(exercise: Exercise) -> str:
-    """The truth table the piece is held to, one row a line."""
-    rows, _ = exercise_tables.TABLES[exercise.table]
-    if exercise.table == "plan":
-        return "\n".join(f"  plan([{', '.join(tools)}]) -> {groups}" for tools, groups in rows)
-    return "\n".join(
-        f"  {stop:<13} {', '.join(f'{k}={v}' for k, v in fields.items()) or '-':<34} "
-        f"{'hook ' + ('passed' if hook[0] else 'failed') if hook else '':<12} -> {expected}"
-        for _, stop, fields, hook, expected in rows
-    )
 
 
 def reset(exercise: Exercise, lang: str) -> str:

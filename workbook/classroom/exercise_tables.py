@@ -1,13 +1,19 @@
-"""exercise_tables.py — the truth tables an exercise's piece is held to, where the recordings cannot reach.
+"""exercise_tables.py — the unit checks an exercise's piece is held to, where the recordings cannot reach.
 
-A table is data: each row is what the piece is given and what the step's answer is. A test holds the
-step's own function to every row (tests/classroom/test_exercises.py), so a table that no longer says
-what the step does fails there, not in front of a student. `first_mistake(name, piece)` runs a table
-on a student's piece: the first row it gets wrong, in words, or None.
+A check is data: each row (a truth table's, or a small conversation's) is what the piece is given and
+what the step's answer is. A test holds the step's own function to every row
+(tests/classroom/test_exercises.py), so a row that no longer says what the step does fails there, not
+in front of a student. `first_mistake(name, piece)` runs a table on a student's piece: the first row it
+gets wrong, in words, or None; `shown(name)` is the table as the hints print it.
 """
 
 from __future__ import annotations
 
+import copy
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from types import SimpleNamespace
 
 # -- s04's plan: which calls run together ----------------------------------------------------------
@@ -49,45 +55,61 @@ def plan_mistake(plan) -> str | None:
     return None
 
 
-# -- s06's next_transition: what the loop does after each call ---------------------------------------
+def plan_text() -> str:
+    return "\n".join(f"  plan([{', '.join(tools)}]) -> {groups}" for tools, groups in PLAN_ROWS)
 
-LIMITS = {"max_tokens": 8000}  # s01's MAX_TOKENS, as a state's default
-TRANSITION_ROWS = [  # (the case, stop_reason, the recovery state's fields, the stop hook) -> transition
+
+# -- s06's and s07's next_transition: what the loop does after each call ------------------------------
+
+# A row: (the case, stop_reason, the recovery state's fields, the stop hook's (passed, output)) -> transition
+RECOVERY_ROWS = [  # s06: a reply cut short is sent again, never run; any other stop ends the run
     ("the model asked for tools", "tool_use", {}, None, "next_turn"),
-    ("the model ended its turn, no stop hook", "end_turn", {}, None, "done"),
+    ("the model ended its turn", "end_turn", {}, None, "done"),
     ("a stop sequence", "stop_sequence", {}, None, "done"),
-    ("a refusal", "refusal", {}, None, "done"),
+    ("a refusal: any other stop", "refusal", {}, None, "done"),
     ("cut by max_tokens, first time", "max_tokens", {}, None, "escalate"),
     ("cut again after escalating", "max_tokens", {"max_tokens": 64_000}, None, "continue"),
     ("cut after 2 continuations", "max_tokens", {"max_tokens": 64_000, "continuations": 2}, None, "continue"),
     ("cut after 3 continuations", "max_tokens", {"max_tokens": 64_000, "continuations": 3}, None, "fail"),
+]
+FAILED = (False, "1 failed\n[exit code 1]")  # a stop hook's result: bash's output ends in its exit code
+REALLY_DONE_ROWS = [  # s07: a pause, a refusal and the stop hook first; anything else as s06 names it
     ("paused by a server tool", "pause_turn", {}, None, "resume_pause"),
-    ("paused a 5th time", "pause_turn", {"pauses": 5}, None, "fail"),
+    ("paused again, 4 pauses so far", "pause_turn", {"pauses": 4}, None, "resume_pause"),
+    ("paused again, 5 pauses so far", "pause_turn", {"pauses": 5}, None, "fail"),
+    ("a refusal", "refusal", {}, None, "done"),
     ("ended, the stop hook passed", "end_turn", {}, (True, "ok\n[exit code 0]"), "done"),
-    ("ended, the stop hook failed", "end_turn", {}, (False, "1 failed\n[exit code 1]"), "hook_retry"),
+    ("ended, the stop hook failed", "end_turn", {}, FAILED, "hook_retry"),
+    ("ended, the hook failed once before", "end_turn", {"hook_failures": 1}, FAILED, "hook_retry"),
+    ("ended, the hook failed after 2 retries", "end_turn", {"hook_failures": 2}, FAILED, "fail"),
+    ("ended, the hook failed, no retries allowed", "end_turn", {"hook_retries": 0}, FAILED, "fail"),
+    ("ended, no stop hook: s06's", "end_turn", {}, None, "done"),
+    ("the model asked for tools: s06's", "tool_use", {}, None, "next_turn"),
+    ("cut by max_tokens: s06's", "max_tokens", {}, None, "escalate"),
     (
-        "ended, the hook failed after 2 retries",
-        "end_turn",
-        {"hook_failures": 2},
-        (False, "1 failed\n[exit code 1]"),
+        "cut after 3 continuations: s06's",
+        "max_tokens",
+        {"max_tokens": 64_000, "continuations": 3},
+        None,
         "fail",
     ),
 ]
 
 
-def transition_mistake(next_transition) -> str | None:
-    """The first row the student's next_transition() gets wrong, named by its case."""
-    import s06_recovery as s06  # the step's own state and hook types: a row is what the loop would pass
+def transition_mistake(rows: list, step: str, next_transition) -> str | None:
+    """The first row the student's next_transition() gets wrong, named by its case. s06's takes
+    (response, state); s07's takes the stop hook's result too."""
+    module = importlib.import_module(step)  # the step's own state and hook types: what the loop passes
 
-    for case, stop, fields, hook, expected in TRANSITION_ROWS:
-        state = s06.Recovery(**fields)
+    for case, stop, fields, hook, expected in rows:
+        state = module.Recovery(**fields)
         response = SimpleNamespace(stop_reason=stop, content=[], stop_details=None)
-        result = next_transition(
-            response, state, [{"role": "user", "content": "go"}], hook and s06.HookResult(*hook)
-        )
+        hooked = (hook and module.HookResult(*hook),) if hasattr(module, "HookResult") else ()
+        result = next_transition(response, state, *hooked)
         got = result[0] if isinstance(result, tuple) and result else result
         if got != expected:
             where = ", ".join(f"state.{k}={v}" for k, v in fields.items()) or "a fresh state"
+            where += f", the stop hook {'passed' if hook[0] else 'failed'}" if hook else ""
             return (
                 f"{case} (stop_reason {stop}, {where}): your next_transition returned {got!r}; "
                 f"the step's is {expected!r}"
@@ -95,8 +117,248 @@ def transition_mistake(next_transition) -> str | None:
     return None
 
 
-TABLES = {"plan": (PLAN_ROWS, plan_mistake), "next_transition": (TRANSITION_ROWS, transition_mistake)}
+def transition_text(rows: list) -> str:
+    return "\n".join(
+        f"  {stop:<13} {', '.join(f'{k}={v}' for k, v in fields.items()) or '-':<34} "
+        f"{'hook ' + ('passed' if hook[0] else 'failed') if hook else '':<12} -> {expected}"
+        for _, stop, fields, hook, expected in rows
+    )
+
+
+# -- s08's collapse: old tool results become placeholders, every pair stays whole -------------------
+
+PLACEHOLDER = "[collapsed: {} characters of {} output; call it again if needed]"  # as the recordings hold it
+GO_ON = {
+    "type": "text",
+    "text": "Continue where you stopped.",
+}  # a text after the results (s06's continue_cut)
+THREE_TURNS = [  # each turn: the calls, as (id, tool, characters of output, is_error), and a text after them
+    ([("toolu_log", "read_file", 4000, False), ("toolu_grep", "grep", 60, False)], None),
+    ([("toolu_test", "bash", 300, True)], GO_ON),
+    ([("toolu_new", "read_file", 5000, False)], None),
+]
+COLLAPSE_ROWS = [  # (the case, the turns, keep) -> the ids whose results become placeholders
+    ("three turns", THREE_TURNS, 1, {"toolu_log", "toolu_test"}),
+    ("three turns, for compaction's summary", THREE_TURNS, 0, {"toolu_log", "toolu_test", "toolu_new"}),
+    ("three turns, all of them kept", THREE_TURNS, 3, set()),
+    (
+        "results of 199 and 200 characters (COLLAPSE_MIN_CHARS: 200)",
+        [
+            ([("toolu_199", "grep", 199, False), ("toolu_200", "list_files", 200, False)], None),
+            *THREE_TURNS[2:],
+        ],
+        1,
+        {"toolu_200"},
+    ),
+]
+
+
+def output(chars: int) -> str:
+    """A tool's output of exactly `chars` characters, in lines as a log's."""
+    line = "2026-11-28 01:00:00 INFO app[311] GET /api/orders 200\n"
+    return (line * (chars // len(line) + 1))[:chars]
+
+
+def conversation(turns: list) -> list:
+    """The task, then each turn: the model's calls, and one user message with their results."""
+    messages = [{"role": "user", "content": "Why do the orders fail?"}]
+    for calls, after in turns:
+        asked = [{"type": "tool_use", "id": i, "name": tool, "input": {}} for i, tool, _, _ in calls]
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": "Looking."}, *asked]})
+        results = [
+            {"type": "tool_result", "tool_use_id": i, "content": output(n), "is_error": err}
+            for i, _, n, err in calls
+        ]
+        messages.append({"role": "user", "content": results + ([dict(after)] if after else [])})
+    return messages
+
+
+def collapse_mistake(collapse) -> str | None:
+    """The first case the student's collapse() gets wrong, said as what went wrong."""
+    from workbook.conversation import blocks
+
+    for case, turns, keep, collapsed in COLLAPSE_ROWS:
+        messages = conversation(turns)
+        before = copy.deepcopy(messages)
+        where = f"collapse({case}, keep={keep})"
+        collapse(messages, keep=keep)
+        if [m["role"] for m in messages] != [m["role"] for m in before]:
+            return f"{where}: {len(before)} messages became {len(messages)}; only results' contents change"
+        if messages == before and collapsed:
+            return (
+                f"{where}: nothing in messages changed; collapse changes the list it is given, in place "
+                "(the loop sends that same list again)"
+            )
+        names = {i: tool for calls, _ in turns for i, tool, _, _ in calls}
+        holders = [n for n, m in enumerate(before) if m["role"] == "user" and n > 0]
+        newest = holders[len(holders) - keep :] if keep else []
+        for n, (old, new) in enumerate(zip(before, messages)):
+            said = message_mistake(blocks(old), blocks(new), names, collapsed, n in newest, keep)
+            if said:
+                return f"{where}: messages[{n}]: {said}"
+    return None
+
+
+def message_mistake(old: list, new: list, names: dict, collapsed: set, newest: bool, keep: int) -> str | None:
+    """What went wrong in one message: a tool_result gone, kept whole or shortened when it should not be."""
+    from workbook.conversation import result_text
+
+    results = {b["tool_use_id"]: b for b in new if isinstance(b, dict) and b.get("type") == "tool_result"}
+    for block in old:
+        if block["type"] != "tool_result":
+            if block not in new:
+                return f"its {block['type']} block changed or went; only tool results' contents are collapsed"
+            continue
+        i, chars = block["tool_use_id"], len(block["content"])
+        got = results.get(i)
+        if got is None:
+            return (
+                f"the tool_result for {i} ({names[i]}) is gone: a placeholder replaces its content, never "
+                "the block (every tool_use needs its tool_result, by id)"
+            )
+        if got.get("is_error", False) != block["is_error"]:
+            return f"{i}'s is_error changed: a collapsed error is still an error"
+        text, placeholder = result_text(got), PLACEHOLDER.format(chars, names[i])
+        if i in collapsed and text == block["content"]:
+            return f"{i}'s result ({chars} characters of {names[i]} output, an old one) is still whole"
+        if i in collapsed and text != placeholder:
+            return f"{i}'s placeholder is {text!r}; the step's is {placeholder!r} (the recordings hold it)"
+        if i not in collapsed and text != block["content"] and newest:
+            return f"{i}'s result changed, but this message is one of the newest {keep}, which stay whole"
+        if i not in collapsed and text != block["content"]:
+            return f"{i}'s result changed, but it is only {chars} characters (under COLLAPSE_MIN_CHARS)"
+    if len(new) != len(old):
+        return f"{len(old)} blocks became {len(new)}; collapse changes results' contents, nothing else"
+    return None
+
+
+def collapse_text() -> str:
+    turns = " | ".join(
+        " + ".join(f"{i} ({tool}, {n} characters{', is_error' if err else ''})" for i, tool, n, err in calls)
+        + (" + a text" if after else "")
+        for calls, after in THREE_TURNS
+    )
+    return f"  three turns, their results: {turns}\n" + "\n".join(
+        f"  {case}, keep={keep} -> {', '.join(sorted(collapsed)) or 'nothing'} collapsed"
+        for case, _, keep, collapsed in COLLAPSE_ROWS
+    )
+
+
+# -- s09's answer_open_calls: every tool_use answered after a stop, so the run can be resumed ---------
+
+
+def asked(*ids: str, sdk: bool = False) -> dict:
+    """The model's turn, calling a tool once per id: plain dicts, or the SDK's objects as a reply holds."""
+    from anthropic.types import TextBlock, ToolUseBlock
+
+    if sdk:
+        calls = [ToolUseBlock(type="tool_use", id=i, name="bash", input={"command": "make"}) for i in ids]
+        return {"role": "assistant", "content": [TextBlock(type="text", text="Running."), *calls]}
+    calls = [{"type": "tool_use", "id": i, "name": "bash", "input": {"command": "make"}} for i in ids]
+    return {"role": "assistant", "content": [{"type": "text", "text": "Running."}, *calls]}
+
+
+def answered(*ids: str) -> dict:
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ids],
+    }
+
+
+TASK = {"role": "user", "content": "Build it."}
+OPEN_ROWS = [  # (the case, the conversation when the run stopped) -> the ids still to answer, in order
+    ("two calls open", lambda: [TASK, asked("toolu_a", "toolu_b")], ["toolu_a", "toolu_b"]),
+    (
+        "two calls open, as the SDK's blocks",
+        lambda: [TASK, asked("toolu_a", "toolu_b", sdk=True)],
+        ["toolu_a", "toolu_b"],
+    ),
+    ("every call answered", lambda: [TASK, asked("toolu_a"), answered("toolu_a")], []),
+    ("the model's last word, no call", lambda: [TASK, {"role": "assistant", "content": "Done."}], []),
+    ("only the task", lambda: [TASK], []),
+    (
+        "an earlier turn answered, the last one open",
+        lambda: [TASK, asked("toolu_a"), answered("toolu_a"), asked("toolu_b", "toolu_c")],
+        ["toolu_b", "toolu_c"],
+    ),
+]
+
+
+def open_calls_mistake(answer_open_calls) -> str | None:
+    """The first case the student's answer_open_calls() gets wrong, said as what went wrong."""
+    from workbook.conversation import plain
+
+    for case, made, ids in OPEN_ROWS:
+        messages = made()
+        before = plain(copy.deepcopy(messages))
+        got = answer_open_calls(messages)
+        where = f"answer_open_calls({case})"
+        if plain(messages[: len(before)]) != before:
+            return f"{where}: the messages already there changed; answers are added after them"
+        added = plain(messages[len(before) :])
+        if bool(got) != bool(ids):
+            return f"{where}: returned {got!r}; the step's returns {bool(ids)} (whether calls were answered)"
+        if not ids and added:
+            return f"{where}: {len(added)} message(s) added, but no call was open: nothing is added"
+        if ids and not added:
+            return f"{where}: nothing added; each open tool_use of the last turn needs a tool_result"
+        if ids and len(added) > 1:
+            return (
+                f"{where}: the answers came in {len(added)} user messages; they all go in ONE user message, "
+                "right after the assistant's"
+            )
+        if not ids:
+            continue
+        content = added[0].get("content") if added[0].get("role") == "user" else None
+        results = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if [b.get("tool_use_id") for b in results] != ids:
+            return (
+                f"{where}: the answers are for {[b.get('tool_use_id') for b in results]}, in a "
+                f"{added[0].get('role')} message; every open tool_use needs its own, in order: {ids}"
+            )
+        for b in results:
+            if b.get("is_error") is not True:
+                return (
+                    f"{where}: {b['tool_use_id']}'s answer has is_error {b.get('is_error')!r}: a call "
+                    "stopped before its result is answered as an error, so the model never takes it for done"
+                )
+            if not b.get("content"):
+                return (
+                    f"{where}: {b['tool_use_id']}'s answer is empty: say the call was stopped before it ended"
+                )
+    return None
+
+
+def open_calls_text() -> str:
+    return "\n".join(f"  {case} -> {', '.join(ids) or 'nothing'} answered" for case, _, ids in OPEN_ROWS)
+
+
+# -- the tables, by name (an exercise's `table`) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    mistake: Callable  # the piece -> its first mistake, in words, or None
+    shown: Callable[[], str]  # the table as the hints print it
+
+
+TABLES = {
+    "plan": Table(plan_mistake, plan_text),
+    "s06_next_transition": Table(
+        partial(transition_mistake, RECOVERY_ROWS, "s06_recovery"), partial(transition_text, RECOVERY_ROWS)
+    ),
+    "s07_next_transition": Table(
+        partial(transition_mistake, REALLY_DONE_ROWS, "s07_really_done"),
+        partial(transition_text, REALLY_DONE_ROWS),
+    ),
+    "collapse": Table(collapse_mistake, collapse_text),
+    "answer_open_calls": Table(open_calls_mistake, open_calls_text),
+}
 
 
 def first_mistake(name: str, piece) -> str | None:
-    return TABLES[name][1](piece)
+    return TABLES[name].mistake(piece)
+
+
+def shown(name: str) -> str:
+    return TABLES[name].shown()

@@ -39,7 +39,9 @@ class Exercise:
     rungs: tuple = ()  # the grader's rungs (workbook/classroom/grade.py) the step runs up, piece swapped
     args: tuple = ()  # flags the step is started with on the rungs
     replays: tuple = ()  # the step's own fixtures, replayed with the piece swapped (its --replay)
-    table: str | None = None  # a truth table for the piece (workbook/classroom/exercise_tables.py)
+    table: str | None = (
+        None  # its unit checks, by name: a truth table, or small conversations (exercise_tables)
+    )
     hints: dict | None = None  # lang -> three hints, each more specific
     wrong: tuple = ()
 
@@ -351,29 +353,32 @@ EXERCISES = [
         "s06_recovery",
         "next_transition",
         {
-            "en": "every stop reason has a next move: name the transition after each call",
-            "zh-CN": "每个 stop_reason 都有下一步：每次调用之后说出转移的名字",
+            "en": "a reply cut short is sent again, never run: name the transition after each call",
+            "zh-CN": "被截断的回复再发一次，绝不执行：每次调用之后说出转移的名字",
         },
-        rungs=("cut-tool-use", "pause-turn", "streamed-input"),
-        args=("--web-search",),
-        table="next_transition",
+        rungs=("streamed-input", "cut-tool-use"),
+        table="s06_next_transition",
         hints={
             "en": [
-                "Return (transition, why), one of TRANSITIONS. tool_use -> next_turn; end_turn -> done. "
-                "Each hint shows the truth table your function is held to: every case, and its transition.",
+                "Return (transition, why), one of TRANSITIONS. tool_use -> next_turn; any other stop but "
+                "max_tokens -> done. Each hint shows the truth table your function is held to: every case, "
+                "and its transition.",
                 "max_tokens: escalate while state.max_tokens < ESCALATED_MAX_TOKENS, then continue while "
-                "state.continuations < MAX_CONTINUATIONS, then fail. A cut tool_use is never next_turn.",
-                "pause_turn: resume_pause while state.pauses < MAX_PAUSES, then fail. end_turn with a failed "
-                "hook: hook_retry while state.hook_failures < state.hook_retries, then fail. refusal: done.",
+                "state.continuations < MAX_CONTINUATIONS, then fail.",
+                "A reply cut by max_tokens is never next_turn, even when it ends in a tool_use: that call's "
+                "input may be cut. Check tool_use first, then the three max_tokens cases in that order, then "
+                'return ("done", stop).',
             ],
             "zh-CN": [
                 "返回 (transition, why)，transition 是 TRANSITIONS 之一。tool_use -> next_turn；"
-                "end_turn -> done。真值表列出了每一种情况。",
+                "除了 max_tokens 之外的其他 stop_reason -> done。每条提示都列出你的函数要满足的真值表："
+                "每一种情况，以及它的转移。",
                 "max_tokens：state.max_tokens < ESCALATED_MAX_TOKENS 时 escalate（提额），"
-                "然后在 state.continuations < MAX_CONTINUATIONS 时 continue（续写），再不行就 fail。"
-                "被截断的 tool_use 永远不是 next_turn。",
-                "pause_turn：state.pauses < MAX_PAUSES 时 resume_pause，否则 fail。end_turn 但停止钩子失败："
-                "state.hook_failures < state.hook_retries 时 hook_retry，否则 fail。refusal：done。",
+                "然后在 state.continuations < MAX_CONTINUATIONS 时 continue（续写），再不行就 fail。",
+                "被 max_tokens 截断的回复永远不是 next_turn，哪怕它以 tool_use 结尾："
+                "那个调用的输入可能不完整。"
+                "先判断 tool_use，再按顺序判断 max_tokens 的三种情况，最后 "
+                'return ("done", stop)。',
             ],
         },
         wrong=(
@@ -389,6 +394,71 @@ EXERCISES = [
                 },
             ),
             Wrong(
+                {"en": "max_tokens taken as the end", "zh-CN": "把 max_tokens 当成了结束"},
+                (
+                    (
+                        'if stop == "tool_use":',
+                        'if stop == "max_tokens":\n        return "done", stop\n    if stop == "tool_use":',
+                    ),
+                ),
+                r"stop_reason was max_tokens and your program stopped",
+                {
+                    "en": "max_tokens is not the model's end: the reply was cut off by the output limit. "
+                    "Send the same request again with max_tokens ESCALATED_MAX_TOKENS (escalate); cut again, "
+                    "ask it to go on (continue).",
+                    "zh-CN": "max_tokens 不是模型结束了这一轮：回复被输出上限截断了。"
+                    "用 max_tokens ESCALATED_MAX_TOKENS 再发同一个请求（escalate，提额）；"
+                    "再被截断，就请它接着写（continue，续写）。",
+                },
+            ),
+            Wrong(
+                {"en": "continuations never capped", "zh-CN": "续写没有上限"},
+                (("state.continuations < MAX_CONTINUATIONS", "state.continuations >= 0"),),
+                r"cut after 3 continuations .*returned 'continue'",
+                {
+                    "en": "A reply that is cut off every time would be continued for ever, each call paid "
+                    "for: after MAX_CONTINUATIONS continuations in a turn, fail, saying why.",
+                    "zh-CN": "每次都被截断的回复会被无休止地续写，每次调用都要付钱："
+                    "一轮里续写了 MAX_CONTINUATIONS 次之后就 fail，并说明原因。",
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        7,
+        "s07_really_done",
+        "next_transition",
+        {
+            "en": "really done? a pause goes on, a refusal ends, the stop hook must pass",
+            "zh-CN": "真的结束了吗？暂停的轮接着走，拒绝就结束，停止钩子必须通过",
+        },
+        rungs=("pause-turn",),
+        args=("--web-search",),
+        table="s07_next_transition",
+        hints={
+            "en": [
+                "Return (transition, why). Three cases come first: pause_turn, refusal, and a stop hook "
+                "that failed (`hook` is None when no hook ran); anything else, return "
+                "s06.next_transition(response, state). Each hint shows the truth table your function is "
+                "held to.",
+                "pause_turn: resume_pause while state.pauses < MAX_PAUSES, then fail. refusal: done (the "
+                "why may give its reason: conversation.refusal_reason).",
+                "A failed hook (hook and not hook.passed): hook_retry while state.hook_failures < "
+                "state.hook_retries, then fail. A hook that passed changes nothing: s06 decides, and the "
+                "why can say the hook passed.",
+            ],
+            "zh-CN": [
+                "返回 (transition, why)。先看三种情况：pause_turn、refusal，以及失败的停止钩子"
+                "（没有运行钩子时 `hook` 是 None）；其他情况 return s06.next_transition(response, state)。"
+                "每条提示都列出你的函数要满足的真值表。",
+                "pause_turn：state.pauses < MAX_PAUSES 时 resume_pause，否则 fail。refusal：done"
+                "（why 里可以写出拒绝的原因：conversation.refusal_reason）。",
+                "钩子失败（hook and not hook.passed）：state.hook_failures < state.hook_retries 时 "
+                "hook_retry，否则 fail。钩子通过了就什么都不改：交给 s06 决定，why 里可以说钩子通过了。",
+            ],
+        },
+        wrong=(
+            Wrong(
                 {"en": "pause_turn taken as the end", "zh-CN": "把 pause_turn 当成了结束"},
                 (('stop == "pause_turn"', 'stop == "paused"'),),
                 r"pause_turn and your program stopped",
@@ -397,6 +467,174 @@ EXERCISES = [
                     "resume_pause sends the paused turn back unchanged, with no new user message.",
                     "zh-CN": "pause_turn 不是 end_turn：是服务器端工具（网页搜索）让一个很长的轮暂停了。"
                     "resume_pause 把暂停的那一轮原样送回去，不加新的 user 消息。",
+                },
+            ),
+            Wrong(
+                {"en": "a failing stop hook retried without end", "zh-CN": "失败的停止钩子被无休止地重试"},
+                (("state.hook_failures < state.hook_retries", "state.hook_failures >= 0"),),
+                r"hook failed (after 2 retries|, no retries allowed) .*returned 'hook_retry'",
+                {
+                    "en": "A hook that never passes would send the model back for ever: feed its failure "
+                    "back only while state.hook_failures < state.hook_retries (--stop-hook-retries), "
+                    "then fail.",
+                    "zh-CN": "一个永远不通过的钩子会让模型无休止地返工：只有在 state.hook_failures < "
+                    "state.hook_retries（--stop-hook-retries）时才把失败送回给模型，否则 fail。",
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        8,
+        "s08_full_context",
+        "collapse",
+        {
+            "en": "when the context is full: old tool results collapse to placeholders, every pair whole",
+            "zh-CN": "上下文满了：旧的工具结果折叠成占位文字，每一对调用和结果都完整",
+        },
+        replays=("s06_prompt_too_long_collapse",),
+        table="collapse",
+        hints={
+            "en": [
+                "collapse(messages, keep) changes messages in place. In each message of tool results but "
+                "the newest `keep` (old_results(messages, keep) gives their indexes), a tool_result of "
+                "COLLAPSE_MIN_CHARS characters or more gets a short placeholder as its content. Each hint "
+                "shows the cases it is checked on.",
+                "Only the content changes: the block stays a tool_result, with its tool_use_id and "
+                "is_error, so every tool_use still has its answer. blocks(message) gives a message's "
+                "blocks as plain dicts (a copy: put the message back, messages[i] = ...); result_text(b) "
+                "a result's text.",
+                "The placeholder, word for word as the recordings hold it: "
+                'f"[collapsed: {len(result_text(b))} characters of {name} output; call it again if '
+                'needed]", where name is the tool its tool_use called (map each tool_use id to its name '
+                "first).",
+            ],
+            "zh-CN": [
+                "collapse(messages, keep) 原地修改 messages。除了最新的 `keep` 条之外，"
+                "每条装着工具结果的消息里（old_results(messages, keep) 给出它们的下标），"
+                "长度不小于 COLLAPSE_MIN_CHARS 的 tool_result 都把内容换成一行占位文字。"
+                "每条提示都列出检查用的情况。",
+                "只改内容：这个 block 仍然是 tool_result，tool_use_id 和 is_error 都不变，"
+                "所以每个 tool_use 仍然有它的回答。blocks(message) 把一条消息的 block 变成普通的 dict"
+                "（是副本：改完要放回去，messages[i] = ...）；result_text(b) 给出结果的文字。",
+                "占位文字要和录制数据里的一字不差："
+                'f"[collapsed: {len(result_text(b))} characters of {name} output; call it again if '
+                'needed]"，其中 name 是对应的 tool_use 调用的工具（先把每个 tool_use id 对应到它的名字）。',
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "the result replaced, its pair broken", "zh-CN": "结果整个被换掉，这一对断了"},
+                (
+                    (
+                        'content[n] = b | {"content": ',
+                        'content[n] = {"type": "text", "text": ',
+                    ),
+                ),
+                r"the tool_result for \S+ .* is gone",
+                {
+                    "en": "Every tool_use must be answered by a tool_result with its id, or the API refuses "
+                    'the request: keep the block and change only its content (b | {"content": ...}).',
+                    "zh-CN": "每个 tool_use 都要有一个带着它 id 的 tool_result 来回答，"
+                    "否则 API 会拒绝这个请求："
+                    '保留这个 block，只改它的内容（b | {"content": ...}）。',
+                },
+            ),
+            Wrong(
+                {"en": "the newest results collapsed too", "zh-CN": "最新的结果也被折叠了"},
+                (("for i in old_results(messages, keep):", "for i in old_results(messages, 0):"),),
+                r"one of the newest",
+                {
+                    "en": "The model is working on its newest results: leave the newest `keep` messages of "
+                    "results whole, and collapse only older ones (old_results(messages, keep)).",
+                    "zh-CN": "模型正用着最新的结果：最新的 `keep` 条结果消息保持完整，只折叠更旧的"
+                    "（old_results(messages, keep)）。",
+                },
+            ),
+            Wrong(
+                {"en": "a copy collapsed, not the conversation", "zh-CN": "折叠的是副本，不是对话本身"},
+                (('\n        messages[i] = {"role": "user", "content": content}', ""),),
+                r"nothing in messages changed",
+                {
+                    "en": "blocks(message) gives a copy: changing it changes nothing the loop sends. Put the "
+                    'message back: messages[i] = {"role": "user", "content": content}.',
+                    "zh-CN": "blocks(message) 给的是副本：改它，循环发出去的东西一点没变。要把消息放回去："
+                    'messages[i] = {"role": "user", "content": content}。',
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        9,
+        "s09_keep_the_work",
+        "answer_open_calls",
+        {
+            "en": "never losing the work: after a stop, every open tool_use is answered, so the run goes on",
+            "zh-CN": "不丢掉已做的工作：停下之后，每个还没有回答的 tool_use 都得到回答，运行才能继续",
+        },
+        table="answer_open_calls",
+        hints={
+            "en": [
+                "A run stopped mid-turn (a Ctrl-C, a limit) may leave tool_use blocks nobody answered, and "
+                "the API refuses such a conversation: --resume could not go on. Answer each, and return "
+                "whether there were any. Each hint shows the cases it is checked on.",
+                "Look at the last message only: if it is the assistant's, collect the ids of its tool_use "
+                "blocks. Its content may be the SDK's objects, as a reply holds them: "
+                "conversation.plain(message) makes it plain dicts.",
+                "Append ONE user message: [tool_result(i, STILL_OPEN, True) for i in ids], in order; "
+                "is_error True, as the call never gave a result. Return True; with no call open, append "
+                "nothing and return False.",
+            ],
+            "zh-CN": [
+                "在一轮中间停下的运行（Ctrl-C、某个上限）可能留下没人回答的 tool_use block，"
+                "API 会拒绝这样的对话：--resume 就没法继续。回答每一个，并返回是否有要回答的。"
+                "每条提示都列出检查用的情况。",
+                "只看最后一条消息：如果它是 assistant 的，收集它每个 tool_use block 的 id。"
+                "它的内容可能是 SDK 的对象，就像回复里那样："
+                "conversation.plain(message) 把它变成普通的 dict。",
+                "追加一条 user 消息：[tool_result(i, STILL_OPEN, True) for i in ids]，按顺序；"
+                "is_error 为 True，因为调用没有给出结果。返回 True；"
+                "没有未回答的调用时，什么都不追加，返回 False。",
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "results split over two messages", "zh-CN": "结果分在两条消息里"},
+                (
+                    (
+                        'messages.append({"role": "user", "content": [tool_result(i, STILL_OPEN, True) '
+                        "for i in asked]})",
+                        'messages.extend({"role": "user", "content": [tool_result(i, STILL_OPEN, True)]} '
+                        "for i in asked)",
+                    ),
+                ),
+                r"came in \d+ user messages",
+                {
+                    "en": "All the answers to one assistant message go in ONE user message right after it: "
+                    "a second user message in a row would leave the first message's other calls unanswered.",
+                    "zh-CN": "对同一条 assistant 消息的所有回答，放在紧跟其后的同一条 user 消息里："
+                    "分成两条的话，第一条就缺了其余调用的回答。",
+                },
+            ),
+            Wrong(
+                {"en": "one result for two calls", "zh-CN": "两个调用只有一个结果"},
+                (("for i in asked]", "for i in asked[:1]]"),),
+                r"needs its own",
+                {
+                    "en": "Every open tool_use id needs its own tool_result: one for each tool_use block of "
+                    "the last assistant message, in the order asked.",
+                    "zh-CN": "每个还没有回答的 tool_use id 都要有自己的 tool_result："
+                    "最后一条 assistant 消息里每个 tool_use block 一个，按调用的顺序。",
+                },
+            ),
+            Wrong(
+                {"en": "a call that never ran answered as done", "zh-CN": "没执行完的调用被当成成功回答"},
+                (("tool_result(i, STILL_OPEN, True)", "tool_result(i, STILL_OPEN)"),),
+                r"has is_error",
+                {
+                    "en": "The call was stopped before it had a result: answer it with is_error True, so the "
+                    "model reads it as not done and calls again if it still needs it.",
+                    "zh-CN": "这个调用在有结果之前就被停下了：用 is_error True 回答它，"
+                    "让模型知道它没有完成，需要的话再调用一次。",
                 },
             ),
         ),
