@@ -38,6 +38,7 @@ TEXT_LIMIT = 110  # characters of a text block shown on its one line
 INPUT_LIMIT = 80  # characters of a tool's input, as JSON
 RESULT_LIMIT = 90  # characters of a tool result
 ID_CHARS = 10  # "toolu_01A8…": enough to tell a request's ids apart (more if they share a prefix)
+LONG_RUN_COMMAND = "seq 1 500 # {n}"  # about 1.9 kB of output a call: a file read's worth
 EXPAND_LINES = 12  # a rewritten text (s06's compaction summary) is shown whole, up to this many lines
 
 
@@ -442,48 +443,29 @@ def png(figure) -> bytes:
 
 
 def long_run(turns: int, step: str, context_limit: int | None = None) -> dict:
-    """A long scripted run of `step`'s own loop, built as the token benchmark builds it (bench/): one
-    bash call per turn whose output is about 1.9 kB. With `context_limit`, a request over it gets the
-    API's 400 "prompt is too long" (for s06). Returns the input tokens of every answered request, and
-    how many requests were refused as too long or asked for a summary (compaction)."""
-    import dataclasses
+    """A long scripted run of `step`'s own loop (workbook/scripted_run.py): one bash call per turn whose
+    output is about 1.9 kB. With `context_limit`, a request over it gets the API's 400 "prompt is too
+    long" (for s06). Returns the input tokens of every answered request, and how many requests were
+    refused as too long or asked for a summary (compaction)."""
+    import importlib
 
-    from bench import per_turn
-    from bench.common import load_step
-    from bench.tokens import COMMAND, per_turn_tokens
+    from workbook import scripted_run
 
-    module = load_step(step)
-    model = per_turn.ScriptedModel(per_turn.scripted_responses(turns, COMMAND), context_limit)
-    # The command is not on s02's allowlist of read-only commands: let it run (--permission all), or
-    # every result would be a short refusal and the history would not grow as a real run's does.
-    fields = {f.name for f in dataclasses.fields(module.Settings)}  # what the step's loop is given
-    allow = {"permission": "all"} if "permission" in fields else {}
-    saved = per_turn.LOOP_KWARGS.get(step)
-    per_turn.LOOP_KWARGS[step] = {**(saved or {}), **allow}
-    try:
-        with tempfile.TemporaryDirectory(prefix="long-run-") as workspace:
-            per_turn.run_loop(
-                module, anthropic_client(model), Path(workspace), turns, console_class=plain_console
-            )
-    finally:
-        if saved is None:
-            del per_turn.LOOP_KWARGS[step]
-        else:
-            per_turn.LOOP_KWARGS[step] = saved
-    exchanges = model.exchanges
+    model = scripted_run.ScriptedModel(
+        scripted_run.scripted_responses(turns, LONG_RUN_COMMAND), context_limit
+    )
+    with tempfile.TemporaryDirectory(prefix="long-run-") as workspace:
+        scripted_run.run_loop(
+            importlib.import_module(step), model, Path(workspace), console_class=plain_console
+        )
+    answered = [e for e in model.exchanges if e["response"].get("status") == 200]
     return {
-        "tokens": per_turn_tokens({"exchanges": exchanges}),
-        "refused": sum(e["response"].get("status") == 400 for e in exchanges),
-        "summaries": sum((e["request"].get("tool_choice") or {}).get("type") == "none" for e in exchanges),
+        "tokens": [scripted_run.estimate_tokens(e["request"]) for e in answered],
+        "refused": sum(e["response"].get("status") == 400 for e in model.exchanges),
+        "summaries": sum(
+            (e["request"].get("tool_choice") or {}).get("type") == "none" for e in model.exchanges
+        ),
     }
-
-
-def anthropic_client(handler):
-    """The HTTP client the SDK takes, with `handler` answering every request (no network)."""
-    import anthropic
-    import httpx2
-
-    return anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(handler))
 
 
 def plain_console(**options):
