@@ -363,7 +363,7 @@ def test_the_refusal_names_its_error_code_and_what_replay_cannot_hold():
 
 
 def test_the_transport_keeps_each_request_as_bytes_the_collector_never_scans():
-    client, transport = replay.replay_client(S01, "s01", checked=True)
+    client, transport = replay.replay_client(S01, "s01")
     messages = S01["exchanges"][0]["request"]
     client.messages.create(**messages)
     assert [type(raw) for raw in transport.sent] == [bytes] and not gc.is_tracked(transport.sent[0])

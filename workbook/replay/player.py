@@ -244,13 +244,6 @@ class Player:
         """Keep nothing of the requests judged so far: the next is judged whole."""
         self.requests = contract.Requests()
 
-    def replayed(self) -> Played:
-        """The next recorded request, sent again exactly (the in-process replay knows it by its bytes):
-        judged when its fixture loaded, and equal to itself, so it is answered with no more judging."""
-        recorded = self.exchanges[self.served]
-        self.served += 1
-        return Played(self.served, recorded["response"], recorded["request"].get("stream") is True)
-
     def restart(self) -> None:
         """Back to turn 1 (the threads held stay: a continue names its own reply)."""
         self.served, self.restarts = 0, self.restarts + 1
