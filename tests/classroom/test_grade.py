@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbook import cli
+from workbook import cli, processes
 from workbook.api import compare, contract
 from workbook.api.wire import recorded_message
 from workbook.classroom import grade, rung_server
@@ -532,17 +532,7 @@ def test_the_program_sees_only_the_allowlisted_environment(sandbox, capsys, monk
 
 def sleepers(marker: str) -> list[int]:
     """The processes still running `sleep <marker>`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[:2] == [
-                b"sleep",
-                marker.encode(),
-            ]:
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    return processes.running(f"sleep {marker}")
 
 
 LEAVES_SLEEPERS = (

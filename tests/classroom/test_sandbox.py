@@ -13,9 +13,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from workbook import processes
 from workbook.classroom import grade, keeper
 from workbook.classroom import sandbox as grade_sandbox
 
+import psutil
 import pytest
 from conftest import ROOT
 from grading import PLAIN, PYTHON, no_waiting  # noqa: F401  (autouse)
@@ -339,8 +341,9 @@ def test_memory_written_to_a_memfd_counts_against_the_bound(monkeypatch):
     )
     try:
         assert writer.stdout.readline() == b"WROTE\n"
-        assert keeper.resident(writer.pid) < 64 << 20 <= keeper.shared_memory([writer.pid])
-        monkeypatch.setattr(keeper, "descendants", lambda me: [writer.pid])
+        process = psutil.Process(writer.pid)
+        assert processes.resident([process]) < 64 << 20 <= processes.shared_memory([process])
+        monkeypatch.setattr(processes, "below", lambda me: [process])
         monkeypatch.setattr(keeper, "TOTAL_MEMORY", 64 << 20)
         assert keeper.too_much(os.getpid()) == "more than 0 GiB of memory"
     finally:
