@@ -20,7 +20,7 @@ from workbook import errors, scratch
 from workbook.api import compaction, threads, wire
 from workbook.api.compare import Match
 from workbook.classroom import server as classroom_server
-from workbook.classroom import students as classroom
+from workbook.classroom import students
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
 
@@ -131,7 +131,7 @@ def server_client(server, fixture_name: str, student: str = "alice"):
         api_key=student,
         base_url=server.url,
         http_client=anthropic.DefaultHttpxClient(transport=logged),
-        default_headers={classroom.FIXTURE_HEADER: fixture_name},
+        default_headers={students.FIXTURE_HEADER: fixture_name},
         max_retries=0,
     )
     return client, logged

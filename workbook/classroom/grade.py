@@ -41,7 +41,7 @@ from pathlib import Path
 
 from workbook import display, errors, paths, scratch, scrub
 from workbook.classroom import reasons as reasons
-from workbook.classroom import sandbox as grade_sandbox
+from workbook.classroom import sandbox
 from workbook.classroom.rung_server import RungServer
 from workbook.replay import fixtures
 
@@ -159,7 +159,7 @@ class Options:
     """How to grade: seconds per rung, the sandbox, and whether the SDK's own retries are accepted."""
 
     timeout: float = DEFAULT_TIMEOUT
-    sandbox: grade_sandbox.Sandbox = grade_sandbox.Sandbox()
+    sandbox: sandbox.Sandbox = sandbox.Sandbox()
     allow_sdk_retries: bool = False
 
 
@@ -192,9 +192,9 @@ class Result:
         }
 
 
-def sandbox_words(sandbox: grade_sandbox.Sandbox) -> str:
+def sandbox_words(chosen: sandbox.Sandbox) -> str:
     """How the programs run, in the report's words: "bwrap", or "none" and why not bwrap."""
-    return "bwrap" if sandbox.kind == "bwrap" else f"{sandbox.kind}: {sandbox.why}"
+    return "bwrap" if chosen.kind == "bwrap" else f"{chosen.kind}: {chosen.why}"
 
 
 # -- the rungs' servers: one per rung, each program a student of its own -----------------------------
@@ -234,7 +234,7 @@ def run_rung(rung_server: RungServer, command: list[str], options: Options) -> r
     seen = rung_server.runs[student] = []
     fixture = rung_server.fixture
     workspace = scratch.copy_workspace(fixture["workspace"])
-    run = grade_sandbox.Run(
+    run = sandbox.Run(
         [*command, fixture["task"]],
         workspace.parent,
         workspace,
@@ -243,7 +243,7 @@ def run_rung(rung_server: RungServer, command: list[str], options: Options) -> r
         options.timeout,
     )
     try:
-        code, output = grade_sandbox.run_program(run, options.sandbox, RUNNING)
+        code, output = sandbox.run_program(run, options.sandbox, RUNNING)
         rung_server.settle()  # every request it sent has reached `seen`
     finally:
         shutil.rmtree(workspace.parent, ignore_errors=True)
@@ -279,7 +279,7 @@ def grade_runs(runs: list[tuple[Rung, list[str]]], options: Options = Options())
             return list(pool.map(grade_one, runs))
         except KeyboardInterrupt:
             for proc in list(RUNNING):
-                grade_sandbox.stop(proc)  # its keeper ends it and all it started
+                sandbox.stop(proc)  # its keeper ends it and all it started
             raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -376,7 +376,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument(
         "--sandbox",
-        choices=grade_sandbox.SANDBOX_MODES,
+        choices=sandbox.SANDBOX_MODES,
         default="auto",
         help="run each program in bubblewrap: auto or required (refuse without it), off (your rights)",
     )
@@ -388,7 +388,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
-def show(results: list[Result], command: list[str], sandbox: grade_sandbox.Sandbox | None = None) -> None:
+def show(results: list[Result], command: list[str], chosen: sandbox.Sandbox | None = None) -> None:
     """The report as a table: rung, step, what it checks, pass or FAIL, why, and the sandbox the program
     ran in; under it, how the programs ran (the sandbox, or why none). Every cell is plain text
     (rich.text.Text) with no control sequence (display.printable): a student's words in a reason never
@@ -401,8 +401,8 @@ def show(results: list[Result], command: list[str], sandbox: grade_sandbox.Sandb
         return Text(display.printable(text))
 
     table = Table(title=plain(f"grading: {' '.join(command)}"), show_lines=True)
-    if sandbox is not None:
-        table.caption = plain(f"programs ran in: {sandbox.how}")
+    if chosen is not None:
+        table.caption = plain(f"programs ran in: {chosen.how}")
     for column in ("step", "rung", "checks", "result", "reason", "sandbox"):
         table.add_column(column, overflow="fold")
     for r in results:
@@ -424,15 +424,15 @@ def main(argv: list[str]) -> int:
     try:
         args, command = parse(argv)
         rungs, command = pick_rungs(args.only), resolve(command)
-        sandbox = grade_sandbox.choose(args.sandbox)
+        chosen = sandbox.choose(args.sandbox)
     except errors.WorkbookError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if sandbox.notice:
-        print(sandbox.notice, file=sys.stderr)
-    if sandbox.kind == "none":
-        grade_sandbox.hide_from_programs()
-    options = Options(args.timeout, sandbox, args.allow_sdk_retries)
+    if chosen.notice:
+        print(chosen.notice, file=sys.stderr)
+    if chosen.kind == "none":
+        sandbox.hide_from_programs()
+    options = Options(args.timeout, chosen, args.allow_sdk_retries)
     try:
         results = grade_runs([(rung, command) for rung in rungs], options)
     except KeyboardInterrupt:
@@ -440,10 +440,10 @@ def main(argv: list[str]) -> int:
         return 130
     if args.json:
         print(
-            json.dumps({"rungs": [r.row() for r in results], "sandbox": sandbox.report()}, ensure_ascii=False)
+            json.dumps({"rungs": [r.row() for r in results], "sandbox": chosen.report()}, ensure_ascii=False)
         )
     else:
-        show(results, command, sandbox)
+        show(results, command, chosen)
     return 0 if all(r.passed for r in results) else 1
 
 

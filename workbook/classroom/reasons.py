@@ -1,4 +1,4 @@
-"""grade_reasons — judging one rung's run, and saying why in the student's terms.
+"""reasons — judging one rung's run, and saying why in the student's terms.
 
 The replay server (the contract) says what was wrong with a request; its words are kept, and the
 grader's hint comes after them. A run is the student's loop's work, not the library's: a request the

@@ -1,4 +1,4 @@
-"""grade_sandbox — running a stranger's program for the grader: it sees only what it needs, it is
+"""sandbox — running a stranger's program for the grader: it sees only what it needs, it is
 bounded, and nothing it started is left running when its rung ends.
 
 With bubblewrap (Debian: `apt-get install bubblewrap`), each rung's program runs in a sandbox of its
