@@ -40,17 +40,26 @@ def estimate_tokens(body) -> int:
     return len(json.dumps(body, ensure_ascii=False)) // 4
 
 
-def message(n: int, content: list, stop_reason: str) -> dict:
-    """A Messages API response body, the n-th of the script."""
+def message(
+    content: list,
+    stop_reason: str = "end_turn",
+    message_id: str = "msg_scripted",
+    input_tokens: int = 0,
+    output_tokens: int | None = None,
+) -> dict:
+    """A Messages API response body (output tokens, unless given: chars/4 of the content)."""
     return {
-        "id": f"msg_scripted_{n:04d}",
+        "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": "claude-sonnet-5",
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": 0, "output_tokens": max(1, estimate_tokens(content))},
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": max(1, estimate_tokens(content)) if output_tokens is None else output_tokens,
+        },
     }
 
 
@@ -59,7 +68,6 @@ def scripted_responses(turns: int, command: str = "true {n}") -> list[dict]:
     repeated-call brake fires), then an end_turn."""
     calls = [
         message(
-            n,
             [
                 {
                     "type": "tool_use",
@@ -69,11 +77,16 @@ def scripted_responses(turns: int, command: str = "true {n}") -> list[dict]:
                 }
             ],
             "tool_use",
+            f"msg_scripted_{n:04d}",
         )
         for n in range(1, turns)
     ]
     return calls + [
-        message(turns, [{"type": "text", "text": f"Done: ran it {turns - 1} times."}], "end_turn")
+        message(
+            [{"type": "text", "text": f"Done: ran it {turns - 1} times."}],
+            "end_turn",
+            f"msg_scripted_{turns:04d}",
+        )
     ]
 
 
@@ -99,7 +112,7 @@ class ScriptedModel:
             return self._answer(body, {"status": 400, "headers": JSON, "body": error})
         if (body.get("tool_choice") or {}).get("type") == "none":
             summary = [{"type": "text", "text": f"Summary: the command ran {self.served} times so far."}]
-            reply = message(0, summary, "end_turn") | {"id": f"msg_scripted_summary_{len(self.exchanges)}"}
+            reply = message(summary, "end_turn", f"msg_scripted_summary_{len(self.exchanges)}")
         elif self.served < len(self.responses):
             reply = copy.deepcopy(self.responses[self.served])
             self.served += 1
