@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from workbook import scripted_run
 from workbook.api import contract, wire
 
 
@@ -33,7 +32,7 @@ def message(
     content: list, stop_reason: str = "end_turn", input_tokens: int = 10, output_tokens: int = 5
 ) -> dict:
     """A Messages API response body."""
-    return scripted_run.message(content, stop_reason, "msg_standin", input_tokens, output_tokens)
+    return wire.message_body(content, stop_reason, "msg_standin", usage=(input_tokens, output_tokens))
 
 
 def tool_use(tool_id: str, name: str, tool_input: dict) -> dict:

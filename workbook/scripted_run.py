@@ -40,27 +40,9 @@ def estimate_tokens(body) -> int:
     return len(json.dumps(body, ensure_ascii=False)) // 4
 
 
-def message(
-    content: list,
-    stop_reason: str = "end_turn",
-    message_id: str = "msg_scripted",
-    input_tokens: int = 0,
-    output_tokens: int | None = None,
-) -> dict:
-    """A Messages API response body (output tokens, unless given: chars/4 of the content)."""
-    return {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-5",
-        "content": content,
-        "stop_reason": stop_reason,
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": input_tokens,
-            "output_tokens": max(1, estimate_tokens(content)) if output_tokens is None else output_tokens,
-        },
-    }
+def message(content: list, stop_reason: str, message_id: str) -> dict:
+    """A scripted reply: its output tokens chars/4 of its content (its input tokens are the request's)."""
+    return wire.message_body(content, stop_reason, message_id, usage=(0, max(1, estimate_tokens(content))))
 
 
 def scripted_responses(turns: int, command: str = "true {n}") -> list[dict]:
