@@ -31,7 +31,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from workbook.conversation import result_text
+from workbook.api.messages import blocks, common_prefix, plain, result_text
 
 WIDTH = 200  # no line this module prints is wider
 TEXT_LIMIT = 110  # characters of a text block shown on its one line
@@ -114,12 +114,6 @@ def block_line(block: dict, ids: dict | None = None) -> str:
     return f"{kind:<12} {short(rest, RESULT_LIMIT)}"
 
 
-def blocks_of(message: dict) -> list[dict]:
-    """A message's content as blocks (a plain string is one text block)."""
-    content = message["content"]
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-
-
 def message_lines(messages: list, ids: dict | None = None, start: int = 0, expand=()) -> list[str]:
     """`  [i] role      block`, one line per block, from message `start` on. A long text block of a
     message in `expand` is shown whole below its line (wrapped), up to EXPAND_LINES lines."""
@@ -128,7 +122,7 @@ def message_lines(messages: list, ids: dict | None = None, start: int = 0, expan
     lines = []
     for i, message in enumerate(messages[start:], start):
         head = f"  {f'[{i}]':<{width}} {message['role']:<9} "
-        for j, block in enumerate(blocks_of(message)):
+        for j, block in enumerate(blocks(message)):
             lines.append(clip((head if j == 0 else " " * len(head)) + block_line(block, ids)))
             if i in expand and block.get("type") == "text" and len(short(block["text"])) >= TEXT_LIMIT:
                 lines += whole_text(block["text"], indent=len(head) + 4)
@@ -148,17 +142,9 @@ def whole_text(text: str, indent: int) -> list[str]:
 # -- how the list changed since the request before -------------------------------------------------
 
 
-def common_prefix(before: list, after: list) -> int:
-    """How many messages at the start are the same in both lists."""
-    n = 0
-    while n < min(len(before), len(after)) and before[n] == after[n]:
-        n += 1
-    return n
-
-
 def extends(before: dict, after: dict) -> bool:
     """`after` is `before` with more blocks at its end (a paused turn resumed into the same message)."""
-    old, new = blocks_of(before), blocks_of(after)
+    old, new = blocks(before), blocks(after)
     return before["role"] == after["role"] and len(new) > len(old) and new[: len(old)] == old
 
 
@@ -228,8 +214,8 @@ def system_text(system) -> str:
 
 def as_message(response) -> dict:
     """A response in any form this module takes, as a dict: a Message, or {"status", "error", …}."""
-    if hasattr(response, "model_dump"):  # the SDK's typed Message
-        return response.model_dump(mode="json")
+    if not isinstance(response, dict):  # the SDK's typed Message
+        return plain(response)
     if response.get("type") == "message":
         return response
     if response.get("error") in ("connect", "timeout"):
@@ -274,11 +260,6 @@ def exchange_lines(
     ids = ids if ids is not None else id_names(ids_in(body, plain(response)))
     lines = request_lines(n, body, before, ids, new_only)
     return lines + ([] if response is None else response_lines(n, response, ids))
-
-
-def plain(response):
-    """A response as JSON-like data (the SDK's Message dumped), for looking through."""
-    return response.model_dump(mode="json") if hasattr(response, "model_dump") else response
 
 
 def run_lines(
