@@ -32,6 +32,7 @@ import textwrap
 from pathlib import Path
 
 from workbook.api.messages import blocks, common_prefix, plain, result_text
+from workbook.text import clip
 
 WIDTH = 200  # no line this module prints is wider
 TEXT_LIMIT = 110  # characters of a text block shown on its one line
@@ -43,11 +44,6 @@ EXPAND_LINES = 12  # a rewritten text (s06's compaction summary) is shown whole,
 
 
 # -- one value, one line ---------------------------------------------------------------------------
-
-
-def clip(line: str, width: int = WIDTH) -> str:
-    """A line cut to `width` characters, ending in … when cut."""
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def short(value, limit: int = TEXT_LIMIT) -> str:
@@ -123,7 +119,7 @@ def message_lines(messages: list, ids: dict | None = None, start: int = 0, expan
     for i, message in enumerate(messages[start:], start):
         head = f"  {f'[{i}]':<{width}} {message['role']:<9} "
         for j, block in enumerate(blocks(message)):
-            lines.append(clip((head if j == 0 else " " * len(head)) + block_line(block, ids)))
+            lines.append(clip((head if j == 0 else " " * len(head)) + block_line(block, ids), WIDTH))
             if i in expand and block.get("type") == "text" and len(short(block["text"])) >= TEXT_LIMIT:
                 lines += whole_text(block["text"], indent=len(head) + 4)
     return lines
@@ -136,7 +132,7 @@ def whole_text(text: str, indent: int) -> list[str]:
     ]
     more = len(wrapped) - EXPAND_LINES
     shown = wrapped[:EXPAND_LINES] + ([f"… ({more} more lines)"] if more > 0 else [])
-    return [clip(" " * indent + line) for line in shown]
+    return [clip(" " * indent + line, WIDTH) for line in shown]
 
 
 # -- how the list changed since the request before -------------------------------------------------
@@ -183,7 +179,7 @@ def request_header(n: int, body: dict) -> str:
         parts.append(f"tool_choice={body['tool_choice'].get('type')}")
     if body.get("stream"):
         parts.append("stream")
-    return clip("  ".join(parts))
+    return clip("  ".join(parts), WIDTH)
 
 
 def request_lines(
@@ -195,7 +191,7 @@ def request_lines(
     ids = ids if ids is not None else id_names(ids_in(body))
     lines = [request_header(n, body)]
     if before is None or before.get("system") != body.get("system"):
-        lines.append(clip(f"  system: {short(system_text(body.get('system')))}"))
+        lines.append(clip(f"  system: {short(system_text(body.get('system')))}", WIDTH))
     note, first_new = change(before.get("messages") if before else None, messages, n)
     lines.append(f"  messages: {len(messages)}" + (f"  {note}" if note else ""))
     start = first_new if new_only else 0
@@ -234,12 +230,12 @@ def response_lines(n: int, response, ids: dict | None = None) -> list[str]:
     """RESPONSE n: the stop_reason and tokens, then one line per block; or what went wrong instead."""
     message = as_message(response)
     if message.get("type") != "message":
-        return [clip(f"RESPONSE {n}  {failure(message)}")]
+        return [clip(f"RESPONSE {n}  {failure(message)}", WIDTH)]
     ids = ids if ids is not None else id_names(ids_in(message))
     usage = message.get("usage") or {}
     head = f"RESPONSE {n}  stop_reason={message.get('stop_reason')}"
     head += f"  tokens in {usage.get('input_tokens')} / out {usage.get('output_tokens')}"
-    return [head] + [clip("  " + block_line(block, ids)) for block in message.get("content", [])]
+    return [head] + [clip("  " + block_line(block, ids), WIDTH) for block in message.get("content", [])]
 
 
 def failure(answer: dict) -> str:

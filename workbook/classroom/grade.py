@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import os
 import secrets
 import shutil
@@ -39,9 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import display, errors, paths, scratch, scrub
-from workbook.classroom import reasons as reasons
-from workbook.classroom import sandbox
+from workbook import display, errors, flags, paths, scratch, scrub
+from workbook.classroom import reasons, sandbox
 from workbook.classroom.rung_server import RungServer
 from workbook.replay import fixtures
 
@@ -335,19 +333,6 @@ def names_a_file(arg: str) -> bool:
         return False
 
 
-def seconds(text: str) -> float:
-    """--timeout: a finite number of seconds, above 0 and at most an hour (nan, inf and 1e309 are not)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
-    if not math.isfinite(value) or not 0 < value <= LONGEST_TIMEOUT:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a timeout: give seconds, more than 0 and at most {LONGEST_TIMEOUT:.0f}"
-        )
-    return value
-
-
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors raised as GradeError (one line) instead of printed with the usage."""
 
@@ -372,7 +357,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--only", action="append", default=[], metavar="RUNG", help="a rung or a step (s03)")
     parser.add_argument(
-        "--timeout", type=seconds, default=DEFAULT_TIMEOUT, help="seconds per rung (default 60)"
+        "--timeout",
+        type=flags.seconds(LONGEST_TIMEOUT, "a timeout", zero=False),
+        default=DEFAULT_TIMEOUT,
+        help="seconds per rung (default 60)",
     )
     parser.add_argument(
         "--sandbox",
