@@ -55,6 +55,12 @@ def make(turns: int, path: Path) -> None:
     write_json(path, fixture)
 
 
+def commands(path: Path) -> list[list[str]]:
+    """s06's replay of the recording at `path`, and the bare loop's."""
+    replay = [sys.executable, "s06_recovery.py", "--replay", str(path), "--permission", "all", *LIMITS]
+    return [replay, [sys.executable, str(BARE), str(path)]]
+
+
 def made(turns: int, folder: Path) -> Path:
     path = folder / f"long_{turns}.json"
     argv = [sys.executable, "-m", "bench.long_replay", "make", str(turns), str(path)]

@@ -53,7 +53,7 @@ def scripted_responses(turns: int, command: str = "true {n}") -> list[dict]:
             [
                 {
                     "type": "tool_use",
-                    "id": f"toolu_scripted_{n:04d}",
+                    "id": f"toolu_turn_{n:05d}",
                     "name": "bash",
                     "input": {"command": command.format(n=n)},
                 }
