@@ -1,11 +1,11 @@
-"""Benchmarks for the workbook: each figure a ratio measured side by side in one run.
+"""Benchmarks of the workbook's performance goals (docs/benchmarks.md), each measured side by side with
+what a user would pick instead:
 
-    python bench/run.py            the whole table (replay cost, per-turn overhead, parallel speedup, tokens)
-    python bench/run.py --quick    fewer repetitions
-    python bench/run.py --suite    also time the README's test command (`pytest`), which is slow
+    python bench/run.py            every figure but the suite's
+    python bench/run.py --suite    also the suite's time (slow)
 
-Modules: common (timing, steps), bare_replay (1's floor), replay_cost (1), per_turn (2, and
-make_long_fixture), record_long (2, a 1,000-turn recording), parallel (3), tokens (4), suite (5),
-server_load (6), whatif (changes not made), run (the table).
-Benchmarks print figures; they never assert timings.
+replay_cost: a step's default replay against the bare replay loop (bare_replay.py); long_replay: a
+1,000-turn s06 replay against the same loop, per extra turn, and its peak memory; server_load: the
+classroom server under wrk against a threaded http.server; suite: the README's test command.
+Benchmarks print figures; nothing here asserts a timing.
 """

@@ -1,12 +1,10 @@
-"""What every benchmark shares: the repo's steps, a quiet step module, medians, process timing."""
+"""What the benchmarks share: the steps, a reader's offline environment, and commands timed side by side."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import importlib
-import io
 import os
+import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+BARE = ROOT / "bench" / "bare_replay.py"  # the floor of every replay figure
 
 
 def steps() -> list[str]:
@@ -25,22 +24,12 @@ def steps() -> list[str]:
     return sorted(p.stem for p in ROOT.glob("s[0-9][0-9]_*.py"))
 
 
-def has_step(prefix: str) -> str | None:
-    """The module name of the step starting with `prefix` (e.g. "s04"), or None if not written yet."""
-    return next((name for name in steps() if name.startswith(prefix + "_")), None)
-
-
-def load_step(name: str):
-    """Import a step script as a module (from the repo root)."""
-    return importlib.import_module(name)
-
-
-def owner(name: str, attr: str):
-    """The module whose global `attr` the step `name` really uses: the step itself, else the latest step
-    before it that defines (or imports) it. Steps import what they inherit, so s06 runs s03's run_bash."""
-    names = steps()
-    chain = [load_step(n) for n in reversed(names[: names.index(name) + 1])]
-    return next((m for m in chain if attr in vars(m)), chain[0])
+def default_fixture(step: str) -> str:
+    """The fixture `python sNN_x.py` replays with no task: its DEFAULT_FIXTURE, read from the source."""
+    found = re.search(r'^DEFAULT_FIXTURE = "([^"]+)"', (ROOT / f"{step}.py").read_text(), re.M)
+    if not found:
+        raise ValueError(f"{step}.py names no DEFAULT_FIXTURE")
+    return found.group(1)
 
 
 def offline_env(**extra) -> dict:
@@ -50,35 +39,20 @@ def offline_env(**extra) -> dict:
     return env | {"PYTHONIOENCODING": "utf-8", "COLUMNS": "100"} | extra
 
 
-def median(values: list[float]) -> float:
+def median(values) -> float:
+    values = list(values)
     return statistics.median(values) if values else float("nan")
 
 
-@contextlib.contextmanager
-def quiet(module, console_class=None):
-    """Swap a step's module-level `console` for one writing to memory: rendering still runs, no terminal."""
-    from workbook import display
+def machine() -> str:
+    """The machine a figure was measured on: cores, Python, SDK, and its load average now."""
+    import anthropic
 
-    from rich.console import Console
-
-    module = display  # every step prints through display.console
-    saved = module.console
-    module.console = (console_class or Console)(file=io.StringIO(), width=100, force_terminal=False)
-    try:
-        yield module.console
-    finally:
-        module.console = saved
-
-
-@contextlib.contextmanager
-def replaced(module, name: str, value):
-    """Set `module.name` for the duration (the loop looks its helpers up by global name)."""
-    saved = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, saved)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, anthropic {anthropic.__version__}, "
+        f"load average {load}"
+    )
 
 
 def last_line(text: str, limit: int = 70) -> str:
@@ -86,6 +60,12 @@ def last_line(text: str, limit: int = 70) -> str:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     line = lines[-1] if lines else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def shown(argv: list[str]) -> str:
+    """A command as a reader would type it: `python`, paths relative to the repo."""
+    words = ["python"] + [os.path.relpath(a, ROOT) if a.startswith(str(ROOT)) else a for a in argv[1:]]
+    return " ".join(f'"{w}"' if " " in w else w for w in words)
 
 
 def side_by_side(commands: list[list[str]], env: dict, cwd: Path = ROOT) -> list[dict]:
@@ -114,117 +94,15 @@ def side_by_side(commands: list[list[str]], env: dict, cwd: Path = ROOT) -> list
     return results
 
 
-# -- where the time goes: exclusive timing by category -----------------------------------------------
-
-# (category, "module:attribute.path"): the calls timed. A missing one is skipped, so a step that adds
-# its own tool runner (s02's execute, s04's run_tools) or streams just adds a line here.
-TIMED = [
-    ("fixture load", "workbook.launch:load_with_bytes"),
-    ("pydantic check", "workbook.api.contract:message_problems"),
-    ("contract check", "workbook.replay.fixtures:exchange_problems"),  # a load: validators built + run
-    ("workspace copy", "workbook.launch:copy_workspace"),
-    ("transport", "workbook.replay.transport:ReplayTransport.__call__"),
-    ("SDK", "anthropic._base_client:SyncAPIClient.request"),
-    ("SDK", "anthropic.lib.streaming._messages:MessageStream.__iter__"),  # parsing a stream, event by event
-    ("SDK", "anthropic.lib.streaming._messages:MessageStream.__next__"),
-    ("SDK", "anthropic.lib.streaming._messages:MessageStream.get_final_message"),
-    ("tools", "STEP:run_tool"),
-    ("tools", "STEP:execute"),
-    ("tools", "STEP:run_tools"),
-    ("rendering", "rich.console:Console.print"),
-    ("rendering", "rich.console:Console.rule"),
-    ("spinner", "rich.status:Status.__enter__"),
-    ("spinner", "rich.status:Status.__exit__"),
-]
-
-
-class Clock:
-    """Exclusive timing by category: time inside a nested timed call goes to the inner category only.
-
-    `timer` is time.perf_counter (wall) by default; time.process_time (this process's CPU, all its
-    threads) is steadier on a busy shared machine, where other people's work only inflates wall time.
-    """
-
-    def __init__(self, timer=time.perf_counter):
-        self.timer = timer
-        self.totals: dict[str, float] = {}  # category -> seconds
-        self.stack: list[list] = []  # [category, started], innermost last
-
-    def wrap(self, category: str, fn):
-        def timed(*args, **kwargs):
-            now = self.timer()
-            if self.stack:
-                self._charge(self.stack[-1], now)
-            self.stack.append([category, now])
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                now = self.timer()
-                self._charge(self.stack.pop(), now)
-                if self.stack:
-                    self.stack[-1][1] = now
-
-        timed.__wrapped__ = fn
-        return timed
-
-    def wrap_iter(self, category: str, fn):
-        """Like wrap, for a generator function: the time spent producing each item is charged."""
-
-        def timed(*args, **kwargs):
-            step = self.wrap(category, fn(*args, **kwargs).__next__)
-            while True:
-                try:
-                    item = step()
-                except StopIteration:
-                    return
-                yield item
-
-        timed.__wrapped__ = fn
-        return timed
-
-    def _charge(self, frame: list, now: float) -> None:
-        self.totals[frame[0]] = self.totals.get(frame[0], 0.0) + now - frame[1]
-        frame[1] = now
-
-
-@contextlib.contextmanager
-def timing(step_module, targets=TIMED, timer=time.perf_counter):
-    """Wrap every target that exists in a Clock for the duration; yield the clock; put them back after."""
-    clock, undo = Clock(timer), []
-    for category, target in targets:
-        module_name, path = target.split(":")
-        try:
-            owner = step_module if module_name == "STEP" else importlib.import_module(module_name)
-            *parents, attr = path.split(".")
-            for parent in parents:
-                owner = getattr(owner, parent)
-            original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
-        except (AttributeError, ImportError, KeyError):
-            continue
-        wrap = clock.wrap_iter if attr == "__iter__" else clock.wrap
-        setattr(owner, attr, wrap(category, getattr(owner, attr)))
-        undo.append((owner, attr, original))
-    try:
-        yield clock
-    finally:
-        for owner, attr, original in reversed(undo):
-            setattr(owner, attr, original)
-
-
-@contextlib.contextmanager
-def gc_pauses(timer=time.perf_counter):
-    """Yield [seconds the garbage collector ran meanwhile, how many of its runs were full collections]."""
-    totals, started = [0.0, 0], [0.0]
-
-    def callback(phase, info):
-        if phase == "start":
-            started[0] = timer()
-        else:
-            totals[0] += timer() - started[0]
-            totals[1] += info["generation"] == 2
-
-    gc.callbacks.append(callback)
-    try:
-        yield totals
-    finally:
-        gc.callbacks.remove(callback)
+def paired(subject: list[dict], floor: list[dict]) -> dict:
+    """A subject's runs against the floor's run beside each: CPU median of each, and the figure, the
+    median of the rounds' own ratios; the first failure of either, if any."""
+    cpu, floor_cpu = [r["cpu"] for r in subject], [r["cpu"] for r in floor]
+    failed = [(what, r) for what, runs in (("subject", subject), ("floor", floor)) for r in runs if r["rc"]]
+    return {
+        "cpu": median(cpu),
+        "floor_cpu": median(floor_cpu),
+        "ratio": median(a / b for a, b in zip(cpu, floor_cpu)),
+        "peak_mb": max(r["peak_mb"] for r in subject),
+        "error": "; ".join(f"{what}: exit {r['rc']}: {r['last']}" for what, r in failed[:1]),
+    }

@@ -1,5 +1,5 @@
-"""5. Test suite time: the README's test command, `pytest` at the repo root, timed whole (goal <= 60 s on
-2 cores, median of 3 runs on a quiet machine).
+"""Test suite time: the README's test command, `pytest` at the repo root, timed whole (goal <= 120 s on
+2 cores, median of 3 runs on a quiet machine; green beside two busy processes).
 
 Each run is timed whole (wall), with the CPU it and its children used (the grader's sandboxed programs
 are not its waited-for children, so they are missing from that figure), the machine's core count and
@@ -10,8 +10,7 @@ With `busy=N` (`python -m bench.suite RUNS N`), N processes spinning on a core e
 (`python -c "while True: pass"`) run beside the suite, started before it and killed by their pids after:
 the suite must stay green beside them (the goal is "green", not a time).
 
-Slow and recursive (the suite includes tests/bench/test_bench.py), so `bench/run.py` runs it only with
---suite; `python -m bench.suite [RUNS [BUSY]]` runs it alone.
+Slow, so `bench/run.py` runs it only with --suite; `python -m bench.suite [RUNS [BUSY]]` runs it alone.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from bench.common import ROOT, offline_env
 
-GOAL = 60.0
+GOAL = 120.0
 SLOWEST = 12  # tests named in the report
 
 

@@ -2,7 +2,6 @@
 and running a step's main() in this process (no interpreter start, no SDK import: ~2 s of CPU saved)."""
 
 import atexit
-import gc
 import importlib
 import io
 import os
@@ -30,69 +29,17 @@ SESSION_TMP = tempfile.mkdtemp(prefix="workbook-tests-")
 os.environ["TMPDIR"] = tempfile.tempdir = SESSION_TMP
 atexit.register(shutil.rmtree, SESSION_TMP, ignore_errors=True)
 
-# Some machines and CI images set PYTHONDONTWRITEBYTECODE. Under it each pytest worker rewrites every
-# test module's asserts again (about 3 s of CPU a worker) and each program the suite starts compiles the
-# workbook from source again (about 50 ms each, some hundred times). The suite lets Python keep its
-# usual __pycache__ folders beside the sources instead, which git ignores (.gitignore).
-if sys.dont_write_bytecode:
-    sys.dont_write_bytecode = False
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-
-# Collecting imports every test module, and with them the SDK and the steps: hundreds of thousands of
-# objects that live as long as the process. Collecting garbage meanwhile finds none and rescans them
-# all, about a second of CPU a worker. As a step does (workbook/__init__.py, launch.start), the collector
-# waits until they are all made, then freezes them, so that no later collection scans them again.
-gc.disable()
-
-
-def pytest_collection_finish(session) -> None:
-    gc.freeze()
-    gc.enable()
-
-
-def pytest_xdist_setupnodes(config, specs) -> None:
-    """xdist's controller collects nothing: its collector comes back on as it starts the workers."""
-    gc.freeze()
-    gc.enable()
-
-
 # A shell starts a background job (`pytest &`, a CI runner's) with SIGINT ignored, and an ignored signal
 # stays ignored in every child: the Ctrl-C tests' programs would never see their Ctrl-C. Handled here,
 # it is reset to the default in each child, which then takes it as a KeyboardInterrupt.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# -- how pytest-xdist shares the suite out (`-n auto --dist loadscope --no-loadscope-reorder`) --------
+
 # Many tests wait on a program of their own (a signal, a timeout, a graded run) about as long as they
-# compute, so two workers a core keep the cores busy (on 2 cores: 80 s with 2 workers, 69 with 3, 65
-# with 4). Whole modules are handed out in collection order, and the modules that take longest go
-# first: none of them then starts late and runs alone at the end (`python -m bench.suite` names the
-# slowest tests; move a module here when it joins them). The modules that mostly wait out timeouts
-# (test_s03_errors.py, test_bounded_tools.py) are not here: first, they waited at the same time as
-# test_grade.py's hanging programs, and both cores were idle for three seconds; in their place in the
-# alphabet, they wait while other workers compute.
-SLOWEST_FIRST = (  # by each module's summed durations in one plain `pytest --durations=0` run, slowest first
-    "tests/classroom/test_grade.py",
-    "tests/classroom/test_grade_clients.py",
-    "tests/classroom/test_grade_ladder.py",
-    "tests/classroom/test_grade_fresh_clone.py",
-    "tests/classroom/test_replay_server.py",
-    "tests/steps/test_s05_budget.py",
-    "tests/classroom/test_sandbox.py",
-    "tests/classroom/test_grade_report.py",
-    "notebooks/s03_errors.ipynb",
-)
-
-
+# compute, so two workers a core keep the cores busy (`-n auto` in pyproject.toml).
 def pytest_xdist_auto_num_workers(config) -> int:
     return 2 * (os.cpu_count() or 1)
-
-
-def pytest_collection_modifyitems(items) -> None:
-    rank = {module: place for place, module in enumerate(SLOWEST_FIRST)}
-    items.sort(
-        key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank))
-    )  # stable: the rest keep their order
 
 
 def pytest_configure(config) -> None:

@@ -32,16 +32,7 @@ def message(
     content: list, stop_reason: str = "end_turn", input_tokens: int = 10, output_tokens: int = 5
 ) -> dict:
     """A Messages API response body."""
-    return {
-        "id": "msg_standin",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-5",
-        "content": content,
-        "stop_reason": stop_reason,
-        "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
-    }
+    return wire.message_body(content, stop_reason, "msg_standin", usage=(input_tokens, output_tokens))
 
 
 def tool_use(tool_id: str, name: str, tool_input: dict) -> dict:

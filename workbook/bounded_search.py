@@ -36,6 +36,8 @@ except ImportError:  # Python 3.10
 
 from workbook.scrub import scrub_secrets
 
+import psutil
+
 SECONDS = 5.0  # of CPU, for a whole search, compile included
 WALL_SECONDS = 60.0  # a child that has not answered by then (blocked on a FIFO?) is killed
 MEMORY_BYTES = 512 << 20  # what the compile and the search may add to the process
@@ -163,9 +165,7 @@ def _bound(seconds: float) -> None:
     if hard != resource.RLIM_INFINITY:
         cpu = min(cpu, hard)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
-    with open("/proc/self/statm", "rb") as statm:
-        now = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    limit = now + MEMORY_BYTES
+    limit = psutil.Process().memory_info().vms + MEMORY_BYTES
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)

@@ -21,6 +21,7 @@ import threading
 from contextlib import suppress
 from pathlib import Path
 
+from workbook import processes
 from workbook.scrub import scrub_secrets, tool_environment
 
 KEPT_BYTES = 32_000  # of a command's output, at most: about three tool results' worth (s02 cuts to 10,000)
@@ -136,9 +137,7 @@ class Group:
             marked = self.marked()
             if not marked:
                 break
-            for pid in marked:
-                with suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            processes.kill(marked)
         if self.leader is not None and self.leader.poll() is None:
             self.leader.kill()
             self.leader.wait()
@@ -146,20 +145,7 @@ class Group:
     def marked(self) -> list[int]:
         """The live processes started after the command (a higher pid; any, if it is not known yet)
         whose environment has our mark."""
-        needle = f"{MARK}={self.mark}".encode()
-        after = self.leader.pid if self.leader is not None else 0
-        found = []
-        try:
-            entries = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) > after]
-        except OSError:
-            return found
-        for pid in entries:
-            try:
-                if needle in Path(f"/proc/{pid}/environ").read_bytes():
-                    found.append(pid)
-            except OSError:
-                continue  # ended, or not ours to read
-        return found
+        return processes.carrying(MARK, self.mark, self.leader.pid if self.leader is not None else 0)
 
     def __enter__(self) -> Group:
         return self

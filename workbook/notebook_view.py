@@ -31,22 +31,19 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from workbook.conversation import result_text
+from workbook.api.messages import blocks, common_prefix, plain, result_text
+from workbook.text import clip
 
 WIDTH = 200  # no line this module prints is wider
 TEXT_LIMIT = 110  # characters of a text block shown on its one line
 INPUT_LIMIT = 80  # characters of a tool's input, as JSON
 RESULT_LIMIT = 90  # characters of a tool result
 ID_CHARS = 10  # "toolu_01A8…": enough to tell a request's ids apart (more if they share a prefix)
+LONG_RUN_COMMAND = "seq 1 500 # {n}"  # about 1.9 kB of output a call: a file read's worth
 EXPAND_LINES = 12  # a rewritten text (s06's compaction summary) is shown whole, up to this many lines
 
 
 # -- one value, one line ---------------------------------------------------------------------------
-
-
-def clip(line: str, width: int = WIDTH) -> str:
-    """A line cut to `width` characters, ending in … when cut."""
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def short(value, limit: int = TEXT_LIMIT) -> str:
@@ -113,12 +110,6 @@ def block_line(block: dict, ids: dict | None = None) -> str:
     return f"{kind:<12} {short(rest, RESULT_LIMIT)}"
 
 
-def blocks_of(message: dict) -> list[dict]:
-    """A message's content as blocks (a plain string is one text block)."""
-    content = message["content"]
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-
-
 def message_lines(messages: list, ids: dict | None = None, start: int = 0, expand=()) -> list[str]:
     """`  [i] role      block`, one line per block, from message `start` on. A long text block of a
     message in `expand` is shown whole below its line (wrapped), up to EXPAND_LINES lines."""
@@ -127,8 +118,8 @@ def message_lines(messages: list, ids: dict | None = None, start: int = 0, expan
     lines = []
     for i, message in enumerate(messages[start:], start):
         head = f"  {f'[{i}]':<{width}} {message['role']:<9} "
-        for j, block in enumerate(blocks_of(message)):
-            lines.append(clip((head if j == 0 else " " * len(head)) + block_line(block, ids)))
+        for j, block in enumerate(blocks(message)):
+            lines.append(clip((head if j == 0 else " " * len(head)) + block_line(block, ids), WIDTH))
             if i in expand and block.get("type") == "text" and len(short(block["text"])) >= TEXT_LIMIT:
                 lines += whole_text(block["text"], indent=len(head) + 4)
     return lines
@@ -141,23 +132,15 @@ def whole_text(text: str, indent: int) -> list[str]:
     ]
     more = len(wrapped) - EXPAND_LINES
     shown = wrapped[:EXPAND_LINES] + ([f"… ({more} more lines)"] if more > 0 else [])
-    return [clip(" " * indent + line) for line in shown]
+    return [clip(" " * indent + line, WIDTH) for line in shown]
 
 
 # -- how the list changed since the request before -------------------------------------------------
 
 
-def common_prefix(before: list, after: list) -> int:
-    """How many messages at the start are the same in both lists."""
-    n = 0
-    while n < min(len(before), len(after)) and before[n] == after[n]:
-        n += 1
-    return n
-
-
 def extends(before: dict, after: dict) -> bool:
     """`after` is `before` with more blocks at its end (a paused turn resumed into the same message)."""
-    old, new = blocks_of(before), blocks_of(after)
+    old, new = blocks(before), blocks(after)
     return before["role"] == after["role"] and len(new) > len(old) and new[: len(old)] == old
 
 
@@ -196,7 +179,7 @@ def request_header(n: int, body: dict) -> str:
         parts.append(f"tool_choice={body['tool_choice'].get('type')}")
     if body.get("stream"):
         parts.append("stream")
-    return clip("  ".join(parts))
+    return clip("  ".join(parts), WIDTH)
 
 
 def request_lines(
@@ -208,7 +191,7 @@ def request_lines(
     ids = ids if ids is not None else id_names(ids_in(body))
     lines = [request_header(n, body)]
     if before is None or before.get("system") != body.get("system"):
-        lines.append(clip(f"  system: {short(system_text(body.get('system')))}"))
+        lines.append(clip(f"  system: {short(system_text(body.get('system')))}", WIDTH))
     note, first_new = change(before.get("messages") if before else None, messages, n)
     lines.append(f"  messages: {len(messages)}" + (f"  {note}" if note else ""))
     start = first_new if new_only else 0
@@ -227,8 +210,8 @@ def system_text(system) -> str:
 
 def as_message(response) -> dict:
     """A response in any form this module takes, as a dict: a Message, or {"status", "error", …}."""
-    if hasattr(response, "model_dump"):  # the SDK's typed Message
-        return response.model_dump(mode="json")
+    if not isinstance(response, dict):  # the SDK's typed Message
+        return plain(response)
     if response.get("type") == "message":
         return response
     if response.get("error") in ("connect", "timeout"):
@@ -247,12 +230,12 @@ def response_lines(n: int, response, ids: dict | None = None) -> list[str]:
     """RESPONSE n: the stop_reason and tokens, then one line per block; or what went wrong instead."""
     message = as_message(response)
     if message.get("type") != "message":
-        return [clip(f"RESPONSE {n}  {failure(message)}")]
+        return [clip(f"RESPONSE {n}  {failure(message)}", WIDTH)]
     ids = ids if ids is not None else id_names(ids_in(message))
     usage = message.get("usage") or {}
     head = f"RESPONSE {n}  stop_reason={message.get('stop_reason')}"
     head += f"  tokens in {usage.get('input_tokens')} / out {usage.get('output_tokens')}"
-    return [head] + [clip("  " + block_line(block, ids)) for block in message.get("content", [])]
+    return [head] + [clip("  " + block_line(block, ids), WIDTH) for block in message.get("content", [])]
 
 
 def failure(answer: dict) -> str:
@@ -273,11 +256,6 @@ def exchange_lines(
     ids = ids if ids is not None else id_names(ids_in(body, plain(response)))
     lines = request_lines(n, body, before, ids, new_only)
     return lines + ([] if response is None else response_lines(n, response, ids))
-
-
-def plain(response):
-    """A response as JSON-like data (the SDK's Message dumped), for looking through."""
-    return response.model_dump(mode="json") if hasattr(response, "model_dump") else response
 
 
 def run_lines(
@@ -442,48 +420,29 @@ def png(figure) -> bytes:
 
 
 def long_run(turns: int, step: str, context_limit: int | None = None) -> dict:
-    """A long scripted run of `step`'s own loop, built as the token benchmark builds it (bench/): one
-    bash call per turn whose output is about 1.9 kB. With `context_limit`, a request over it gets the
-    API's 400 "prompt is too long" (for s06). Returns the input tokens of every answered request, and
-    how many requests were refused as too long or asked for a summary (compaction)."""
-    import dataclasses
+    """A long scripted run of `step`'s own loop (workbook/scripted_run.py): one bash call per turn whose
+    output is about 1.9 kB. With `context_limit`, a request over it gets the API's 400 "prompt is too
+    long" (for s06). Returns the input tokens of every answered request, and how many requests were
+    refused as too long or asked for a summary (compaction)."""
+    import importlib
 
-    from bench import per_turn
-    from bench.common import load_step
-    from bench.tokens import COMMAND, per_turn_tokens
+    from workbook import scripted_run
 
-    module = load_step(step)
-    model = per_turn.ScriptedModel(per_turn.scripted_responses(turns, COMMAND), context_limit)
-    # The command is not on s02's allowlist of read-only commands: let it run (--permission all), or
-    # every result would be a short refusal and the history would not grow as a real run's does.
-    fields = {f.name for f in dataclasses.fields(module.Settings)}  # what the step's loop is given
-    allow = {"permission": "all"} if "permission" in fields else {}
-    saved = per_turn.LOOP_KWARGS.get(step)
-    per_turn.LOOP_KWARGS[step] = {**(saved or {}), **allow}
-    try:
-        with tempfile.TemporaryDirectory(prefix="long-run-") as workspace:
-            per_turn.run_loop(
-                module, anthropic_client(model), Path(workspace), turns, console_class=plain_console
-            )
-    finally:
-        if saved is None:
-            del per_turn.LOOP_KWARGS[step]
-        else:
-            per_turn.LOOP_KWARGS[step] = saved
-    exchanges = model.exchanges
+    model = scripted_run.ScriptedModel(
+        scripted_run.scripted_responses(turns, LONG_RUN_COMMAND), context_limit
+    )
+    with tempfile.TemporaryDirectory(prefix="long-run-") as workspace:
+        scripted_run.run_loop(
+            importlib.import_module(step), model, Path(workspace), console_class=plain_console
+        )
+    answered = [e for e in model.exchanges if e["response"].get("status") == 200]
     return {
-        "tokens": per_turn_tokens({"exchanges": exchanges}),
-        "refused": sum(e["response"].get("status") == 400 for e in exchanges),
-        "summaries": sum((e["request"].get("tool_choice") or {}).get("type") == "none" for e in exchanges),
+        "tokens": [scripted_run.estimate_tokens(e["request"]) for e in answered],
+        "refused": sum(e["response"].get("status") == 400 for e in model.exchanges),
+        "summaries": sum(
+            (e["request"].get("tool_choice") or {}).get("type") == "none" for e in model.exchanges
+        ),
     }
-
-
-def anthropic_client(handler):
-    """The HTTP client the SDK takes, with `handler` answering every request (no network)."""
-    import anthropic
-    import httpx2
-
-    return anthropic.DefaultHttpxClient(transport=httpx2.MockTransport(handler))
 
 
 def plain_console(**options):

@@ -11,7 +11,7 @@ import sys
 
 from workbook import errors
 from workbook.api import compare, contract, wire
-from workbook.classroom import students as classroom
+from workbook.classroom import students
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
 
@@ -257,7 +257,7 @@ def test_the_workbooks_own_steps_still_replay_strictly():
 
 
 def test_the_classroom_answers_a_refused_request_with_the_apis_400_and_a_hint():
-    room = classroom.Classroom({"s01": S01}, out=open("/dev/null", "w"))
+    room = students.Classroom({"s01": S01}, out=open("/dev/null", "w"))
     reply = room.answer("alice", body(*ROUND, user(result("toolu_A"))), None)
     message = reply.body["error"]["message"]
     assert reply.status == 400 and message.startswith("messages.1: `tool_use` ids were found without")
@@ -327,7 +327,7 @@ def test_replay_never_hands_on_a_framing_header_or_a_long_wait():
     assert wire.client_headers(recorded) == {"retry-after": "60", "retry-after-ms": "60000"}
     response = wire.http_response({"status": 529, "headers": recorded, "body": {"type": "error"}})
     assert response.headers["retry-after"] == "60" and "x-injected" not in response.headers
-    reply = classroom.recorded_reply({"status": 529, "headers": recorded, "body": {}}, False)
+    reply = students.recorded_reply({"status": 529, "headers": recorded, "body": {}}, False)
     assert reply.headers == {"retry-after": "60", "retry-after-ms": "60000"}
 
 

@@ -10,13 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbook import cli
+from workbook import cli, processes
 from workbook.api import compare, contract
 from workbook.api.wire import recorded_message
-from workbook.classroom import grade, rung_server
-from workbook.classroom import reasons as reasons
+from workbook.classroom import grade, reasons, rung_server, students
 from workbook.classroom import sandbox as grade_sandbox
-from workbook.classroom import students as classroom
 from workbook.replay import fixtures
 
 import pytest
@@ -325,7 +323,7 @@ def test_each_recording_replays_offline_through_its_own_step(rung, run_main):
 
 def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
     fixture = fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
-    room = classroom.Classroom({"grade_s01_loop": fixture}, out=rung_server.LogLines())
+    room = students.Classroom({"grade_s01_loop": fixture}, out=rung_server.LogLines())
     seen = []
     room.observer = lambda *event: seen.append(event)
     first = fixture["exchanges"][0]["request"]
@@ -342,7 +340,7 @@ def test_the_classroom_tells_its_observer_each_answer_and_each_mistake():
 
 def test_the_thread_fallback_is_not_counted_as_a_mistake_on_the_class_table():
     fixture = fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
-    room = classroom.Classroom({"grade_s01_loop": fixture}, out=rung_server.LogLines())
+    room = students.Classroom({"grade_s01_loop": fixture}, out=rung_server.LogLines())
     first = fixture["exchanges"][0]["request"]
     edits = {"edits": [{"type": "clear_tool_uses_20250919"}]}
     as_the_sdk_sends_it = {"anthropic-beta": contract.THREADS_BETA}  # a thread without it is a plain 400
@@ -532,17 +530,7 @@ def test_the_program_sees_only_the_allowlisted_environment(sandbox, capsys, monk
 
 def sleepers(marker: str) -> list[int]:
     """The processes still running `sleep <marker>`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[:2] == [
-                b"sleep",
-                marker.encode(),
-            ]:
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    return processes.running(f"sleep {marker}")
 
 
 LEAVES_SLEEPERS = (

@@ -5,7 +5,6 @@ import copy
 
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
-from workbook.replay.player import Player
 
 import anthropic
 import pytest
@@ -91,24 +90,9 @@ def test_a_request_is_compared_with_the_recording_of_its_own_turn():
     assert transport.cursor == 1
 
 
-def test_the_recordings_own_bytes_are_answered_unjudged_in_a_checked_strict_replay(monkeypatch):
-    judged, play = [], Player.play
-    monkeypatch.setattr(
-        Player, "play", lambda player, body, betas: judged.append(body) or play(player, body, betas)
-    )
+def test_a_request_is_judged_and_compared_in_full():
     fixture = good()
-    client, transport = replay.replay_client(fixture, "t", checked=True)
-    for exchange in fixture["exchanges"]:
-        client.messages.create(**exchange["request"])
-    assert transport.cursor == len(fixture["exchanges"]) and judged == []
-    client, _ = replay.replay_client(fixture, "t")  # not checked when it loaded: every request is judged
-    client.messages.create(**fixture["exchanges"][0]["request"])
-    assert len(judged) == 1
-
-
-def test_other_bytes_in_a_checked_replay_are_judged_and_compared_in_full():
-    fixture = good()
-    client, transport = replay.replay_client(fixture, "t", checked=True, max_retries=0)
+    client, transport = replay.replay_client(fixture, "t", max_retries=0)
     first = copy.deepcopy(fixture["exchanges"][0]["request"])
     with pytest.raises(anthropic.BadRequestError, match="foo: Extra inputs are not permitted"):
         client.messages.create(**first, extra_body={"foo": 1})
@@ -119,11 +103,10 @@ def test_other_bytes_in_a_checked_replay_are_judged_and_compared_in_full():
 
 
 def test_a_recorded_request_with_a_system_message_is_judged_when_it_is_sent():
-    """The exact-bytes path skips a request holding a system message: its placement is judged on send."""
     fixture = good()
     system_turn = {"role": "system", "content": "be brief"}
     fixture["exchanges"][0]["request"]["messages"].insert(0, system_turn)  # never messages[0]
-    client, _ = replay.replay_client(fixture, "t", checked=True, max_retries=0)
+    client, _ = replay.replay_client(fixture, "t", max_retries=0)
     with pytest.raises(
         anthropic.BadRequestError,
         match="messages.0.role: a system message must immediately follow a user message",

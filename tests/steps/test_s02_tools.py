@@ -7,14 +7,13 @@ import json
 import subprocess
 from datetime import date
 
-from workbook import environment, scratch, step_cli
+from workbook import environment, processes, scratch, step_cli
 from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
 
 import anthropic
 import pytest
 from conftest import ROOT
-from processes import descendants
 from standin import StandIn, message, scripted, text, tool_use
 
 import s01_agent_loop as s01
@@ -496,7 +495,7 @@ def test_ctrl_c_while_a_command_runs_ends_it_and_everything_it_started(step_name
             argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         deadline = time.monotonic() + 120  # a safety net only: the test waits on the sleeps starting
-        while not any(marker.encode() in command for command in descendants(proc.pid)):
+        while not any(marker in processes.command_line(p) for p in processes.below(proc.pid)):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)

@@ -19,6 +19,7 @@ from workbook.replay import transport as replay
 
 import anthropic
 import httpx2
+import psutil
 import pytest
 from conftest import ROOT, STEPS, load_step, main_in_process, run_script
 from standin import StandIn, api_error, message, scripted, text, tool_use
@@ -104,8 +105,8 @@ def test_a_command_waiting_for_input_gets_eof_not_a_hang(step, ws):
 def alive(pid: int) -> bool:
     """True while pid is a running process (a zombie waiting to be reaped counts as dead)."""
     try:
-        return " (zombie)" not in Path(f"/proc/{pid}/status").read_text().splitlines()[1]
-    except (FileNotFoundError, IndexError):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
 
 

@@ -17,7 +17,7 @@ from argparse import Namespace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from workbook import conversation, errors, launch, scratch, step_cli
+from workbook import conversation, errors, launch, processes, scratch, step_cli
 from workbook.api import contract, wire
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -25,7 +25,6 @@ from workbook.replay import transport as replay
 import anthropic
 import pytest
 from conftest import ROOT, STEPS, load_step, offline_env
-from processes import children_of
 from rich.console import Console
 from standin import Reply, StandIn, message, scripted, text, tool_use
 
@@ -65,24 +64,24 @@ def wait_for_line(proc, trace: Path, event: str, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
-def runs_under(pid: int, needle: bytes) -> bool:
+def runs_under(pid: int, needle: str) -> bool:
     """Whether a child of process `pid` is running a command line that holds `needle`."""
-    return any(needle in command for _, command in children_of(pid))
+    return any(needle in processes.command_line(child) for child in processes.children(pid))
 
 
-def sleeps_below(pid: int, needle: bytes) -> list[int]:
+def sleeps_below(pid: int, needle: str) -> list[int]:
     """The `sleep` processes under the child of `pid` running `needle`: its shell, the script the shell
     runs, what the script runs."""
-    below = [child for child, command in children_of(pid) if needle in command]
-    sleeps = []
-    while below:
-        process = below.pop()
-        for child, command in children_of(process):
-            (sleeps if command.startswith(b"sleep\0") else below).append(child)
-    return sleeps
+    below = [child for child in processes.children(pid) if needle in processes.command_line(child)]
+    return [
+        p.pid
+        for child in below
+        for p in processes.below(child.pid)
+        if processes.command_line(p).startswith("sleep ")
+    ]
 
 
-def end_the_wait_in(pid: int, needle: bytes, timeout: float = 120) -> None:
+def end_the_wait_in(pid: int, needle: str, timeout: float = 120) -> None:
     """Let the command holding `needle`, a child of `pid`, run on to its end now: once its `sleep` has
     started (an event, not a guess), it is ended, so the script goes on as if the time had passed. The
     test then waits on the run, not on a clock."""
@@ -96,7 +95,7 @@ def end_the_wait_in(pid: int, needle: bytes, timeout: float = 120) -> None:
         os.kill(child, signal.SIGPIPE)
 
 
-def wait_until_running(proc, needle: bytes, timeout: float = 120) -> None:
+def wait_until_running(proc, needle: str, timeout: float = 120) -> None:
     """Until the run's tools have started the command holding `needle`, or fail (an event, not a guess)."""
     deadline = time.monotonic() + timeout
     while not runs_under(proc.pid, needle):
@@ -116,10 +115,10 @@ def read_until(proc, words: str, timeout: float = 120) -> str:
     return "".join(seen)
 
 
-def workspace_of(pid: int, needle: bytes) -> Path:
+def workspace_of(pid: int, needle: str) -> Path:
     """The folder the command holding `needle`, a child of `pid`, runs in: the run's workspace."""
-    [child] = [child for child, command in children_of(pid) if needle in command]
-    return Path(os.readlink(f"/proc/{child}/cwd"))
+    [child] = [child for child in processes.children(pid) if needle in processes.command_line(child)]
+    return Path(child.cwd())
 
 
 def interrupt_during_the_slow_command(
@@ -130,16 +129,16 @@ def interrupt_during_the_slow_command(
     finishes as it would have (the first Ctrl-C must let it). (output, exit code, saved conversation)."""
     saved = tmp_path / "conversation.json"
     proc, _ = start_script("--replay", f"fixtures/{fixture}.json", "--save", str(saved), tmp_path=tmp_path)
-    wait_until_running(proc, b"slow_check.sh")
+    wait_until_running(proc, "slow_check.sh")
     if fixture == "s05_interrupt_keeps_what_ended":  # its first command ran, alone, before the check
-        assert (workspace_of(proc.pid, b"slow_check.sh") / "marker.txt").read_text() == "written\n"
+        assert (workspace_of(proc.pid, "slow_check.sh") / "marker.txt").read_text() == "written\n"
     proc.send_signal(signal.SIGINT)
     before = read_until(proc, "Ctrl-C: this turn's tools run to their end")
-    assert runs_under(proc.pid, b"slow_check.sh"), "the command ended before the Ctrl-C was acknowledged"
+    assert runs_under(proc.pid, "slow_check.sh"), "the command ended before the Ctrl-C was acknowledged"
     if second:
         proc.send_signal(signal.SIGINT)
     else:
-        end_the_wait_in(proc.pid, b"slow_check.sh")
+        end_the_wait_in(proc.pid, "slow_check.sh")
     out = before + proc.communicate(timeout=120)[0]
     return out, proc.returncode, json.loads(saved.read_text())
 
@@ -249,7 +248,7 @@ def test_live_two_ctrl_cs_keep_the_result_of_every_call_that_had_ended(script, t
             stderr=subprocess.STDOUT,
             text=True,
         )
-        wait_until_running(proc, b"wait.fifo")
+        wait_until_running(proc, "wait.fifo")
         proc.send_signal(signal.SIGINT)
         out = read_until(proc, "Ctrl-C: this turn's tools run to their end")
         proc.send_signal(signal.SIGINT)
@@ -267,7 +266,7 @@ def test_live_two_ctrl_cs_keep_the_result_of_every_call_that_had_ended(script, t
         },
         {"type": "tool_result", "tool_use_id": "toolu_b", "content": STILL_OPEN, "is_error": True},
     ]
-    assert not runs_under(proc.pid, b"wait.fifo")
+    assert not runs_under(proc.pid, "wait.fifo")
 
 
 def test_ctrl_c_during_a_model_call_drops_the_partial_reply(signalled):

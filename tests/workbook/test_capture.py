@@ -9,28 +9,15 @@ import sys
 import time
 from pathlib import Path
 
-from workbook import capture
+from workbook import capture, processes
 
 import pytest
-
-
-def running(marker: str) -> list[int]:
-    """The live processes whose command line holds `marker` (zombies, already dead, are not counted)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 def wait_until_running(marker: str) -> None:
     """Wait for the event: a process with `sleep <marker>` as its command line is running."""
     deadline = time.monotonic() + 30  # a safety net only
-    while not running(f"sleep\0{marker}") and time.monotonic() < deadline:
+    while not processes.running(f"sleep {marker}") and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
@@ -38,9 +25,9 @@ def all_ended(*markers: str) -> bool:
     """Whether every process with one of `markers` in its command line has ended: a SIGKILL is delivered
     as the process next runs, so wait for that event (a deadline only as a safety net)."""
     deadline = time.monotonic() + 30
-    while any(running(m) for m in markers) and time.monotonic() < deadline:
+    while any(processes.running(m) for m in markers) and time.monotonic() < deadline:
         time.sleep(0.01)
-    return not any(running(m) for m in markers)
+    return not any(processes.running(m) for m in markers)
 
 
 @pytest.fixture
@@ -48,7 +35,9 @@ def marker():
     """A sleep length no other process uses: `sleep <marker>` is how a test finds what was left."""
     value = str(310_000 + os.getpid() % 1000 * 10 + int(time.monotonic() * 1000) % 10)
     yield value
-    for pid in running(f"sleep\0{value}") + running(f"cat\0fifo{value}"):  # never leave one behind
+    for pid in processes.running(f"sleep {value}") + processes.running(
+        f"cat fifo{value}"
+    ):  # never leave one behind
         os.kill(pid, 9)
 
 

@@ -22,6 +22,7 @@ import hashlib
 import json
 import zlib
 
+from workbook.api import wire
 from workbook.api.contract import COMPACTION_BETA, Problem
 
 BETA = COMPACTION_BETA  # the anthropic-beta value a compaction request needs
@@ -45,16 +46,7 @@ def answer(body: dict, messages: list) -> dict:
     block = {"type": "compaction", "content": summary, "encrypted_content": packed}
     block["signature"] = checksum(summary, packed)
     model = body.get("model") if isinstance(body.get("model"), str) else "replay"
-    return {
-        "id": "msg_replay_compaction",
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [block],
-        "stop_reason": "compaction",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 0, "output_tokens": 0},
-    }
+    return wire.message_body([block], "compaction", "msg_replay_compaction", model)
 
 
 def checksum(content, packed) -> str:

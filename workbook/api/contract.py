@@ -560,6 +560,6 @@ def _block_order_problems(events: list[dict]) -> list[str]:
     return []
 
 
-def message_problems(body) -> list[str]:  # bench's "pydantic check" row times this one
+def message_problems(body) -> list[str]:
     """Whether a 200 body is the SDK's own `Message` (empty when it is)."""
     return [str(p) for p in shape_problems("message", body)]

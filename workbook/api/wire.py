@@ -86,6 +86,26 @@ def _capped_wait(name: str, value: str) -> str | None:
     return f"{min(max(seconds, 0), MAX_WAIT) * WAITS[name]:g}"
 
 
+def message_body(
+    content: list,
+    stop_reason: str = "end_turn",
+    message_id: str = "msg_replay",
+    model: str = "claude-sonnet-5",
+    usage: tuple[int, int] = (0, 0),
+) -> dict:
+    """A Messages API response body: a Message as JSON, its usage (input, output tokens)."""
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+    }
+
+
 def sse_bytes(events: list[dict]) -> bytes:
     """Server-sent events in the wire format the API streams."""
     return b"".join(

@@ -1,4 +1,4 @@
-"""notebook_twins — the Chinese notebooks in notebooks/zh-CN/, built from the English ones.
+"""twins — the Chinese notebooks in notebooks/zh-CN/, built from the English ones.
 
 A twin is never edited by hand. It is the English notebook, copied whole (every code cell byte for
 byte, every output, the metadata), with each markdown cell's text swapped for its Chinese translation.

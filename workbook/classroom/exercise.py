@@ -185,13 +185,13 @@ def command(file: Path, exercise: Exercise) -> list[str]:
 
 def sandbox_for_student():
     """Your own file, on your own machine: in bubblewrap where it works, else with your rights."""
-    from workbook.classroom import sandbox
+    from workbook.classroom import sandbox as grade_sandbox
 
     try:
-        return sandbox.choose("auto")
+        return grade_sandbox.choose("auto")
     except errors.WorkbookError:
-        sandbox.hide_from_programs()
-        return sandbox.Sandbox()
+        grade_sandbox.hide_from_programs()
+        return grade_sandbox.Sandbox()
 
 
 def check(file: Path, exercise: Exercise, lang: str = "en", sandbox=None, servers=None) -> Verdict:

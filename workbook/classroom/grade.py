@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import os
 import secrets
 import shutil
@@ -39,9 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import display, errors, paths, scratch, scrub
-from workbook.classroom import reasons as reasons
-from workbook.classroom import sandbox as grade_sandbox
+from workbook import display, errors, flags, paths, scratch, scrub
+from workbook.classroom import reasons, sandbox
 from workbook.classroom.rung_server import RungServer
 from workbook.replay import fixtures
 
@@ -159,7 +157,7 @@ class Options:
     """How to grade: seconds per rung, the sandbox, and whether the SDK's own retries are accepted."""
 
     timeout: float = DEFAULT_TIMEOUT
-    sandbox: grade_sandbox.Sandbox = grade_sandbox.Sandbox()
+    sandbox: sandbox.Sandbox = sandbox.Sandbox()
     allow_sdk_retries: bool = False
 
 
@@ -192,9 +190,9 @@ class Result:
         }
 
 
-def sandbox_words(sandbox: grade_sandbox.Sandbox) -> str:
+def sandbox_words(chosen: sandbox.Sandbox) -> str:
     """How the programs run, in the report's words: "bwrap", or "none" and why not bwrap."""
-    return "bwrap" if sandbox.kind == "bwrap" else f"{sandbox.kind}: {sandbox.why}"
+    return "bwrap" if chosen.kind == "bwrap" else f"{chosen.kind}: {chosen.why}"
 
 
 # -- the rungs' servers: one per rung, each program a student of its own -----------------------------
@@ -234,7 +232,7 @@ def run_rung(rung_server: RungServer, command: list[str], options: Options) -> r
     seen = rung_server.runs[student] = []
     fixture = rung_server.fixture
     workspace = scratch.copy_workspace(fixture["workspace"])
-    run = grade_sandbox.Run(
+    run = sandbox.Run(
         [*command, fixture["task"]],
         workspace.parent,
         workspace,
@@ -243,7 +241,7 @@ def run_rung(rung_server: RungServer, command: list[str], options: Options) -> r
         options.timeout,
     )
     try:
-        code, output = grade_sandbox.run_program(run, options.sandbox, RUNNING)
+        code, output = sandbox.run_program(run, options.sandbox, RUNNING)
         rung_server.settle()  # every request it sent has reached `seen`
     finally:
         shutil.rmtree(workspace.parent, ignore_errors=True)
@@ -279,7 +277,7 @@ def grade_runs(runs: list[tuple[Rung, list[str]]], options: Options = Options())
             return list(pool.map(grade_one, runs))
         except KeyboardInterrupt:
             for proc in list(RUNNING):
-                grade_sandbox.stop(proc)  # its keeper ends it and all it started
+                sandbox.stop(proc)  # its keeper ends it and all it started
             raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -335,19 +333,6 @@ def names_a_file(arg: str) -> bool:
         return False
 
 
-def seconds(text: str) -> float:
-    """--timeout: a finite number of seconds, above 0 and at most an hour (nan, inf and 1e309 are not)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
-    if not math.isfinite(value) or not 0 < value <= LONGEST_TIMEOUT:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a timeout: give seconds, more than 0 and at most {LONGEST_TIMEOUT:.0f}"
-        )
-    return value
-
-
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors raised as GradeError (one line) instead of printed with the usage."""
 
@@ -372,11 +357,14 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--only", action="append", default=[], metavar="RUNG", help="a rung or a step (s03)")
     parser.add_argument(
-        "--timeout", type=seconds, default=DEFAULT_TIMEOUT, help="seconds per rung (default 60)"
+        "--timeout",
+        type=flags.seconds(LONGEST_TIMEOUT, "a timeout", zero=False),
+        default=DEFAULT_TIMEOUT,
+        help="seconds per rung (default 60)",
     )
     parser.add_argument(
         "--sandbox",
-        choices=grade_sandbox.SANDBOX_MODES,
+        choices=sandbox.SANDBOX_MODES,
         default="auto",
         help="run each program in bubblewrap: auto or required (refuse without it), off (your rights)",
     )
@@ -393,7 +381,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
-def show(results: list[Result], command: list[str], sandbox: grade_sandbox.Sandbox | None = None) -> None:
+def show(results: list[Result], command: list[str], chosen: sandbox.Sandbox | None = None) -> None:
     """The report as a table: rung, step, what it checks, pass or FAIL, why, and the sandbox the program
     ran in; under it, how the programs ran (the sandbox, or why none). Every cell is plain text
     (rich.text.Text) with no control sequence (display.printable): a student's words in a reason never
@@ -406,8 +394,8 @@ def show(results: list[Result], command: list[str], sandbox: grade_sandbox.Sandb
         return Text(display.printable(text))
 
     table = Table(title=plain(f"grading: {' '.join(command)}"), show_lines=True)
-    if sandbox is not None:
-        table.caption = plain(f"programs ran in: {sandbox.how}")
+    if chosen is not None:
+        table.caption = plain(f"programs ran in: {chosen.how}")
     for column in ("step", "rung", "checks", "result", "reason", "sandbox"):
         table.add_column(column, overflow="fold")
     for r in results:
@@ -428,22 +416,22 @@ def main(argv: list[str]) -> int:
     ended; 0 only if all pass, 1 if one fails, 2 for bad input."""
     try:
         args, command = parse(argv)
-        sandbox = grade_sandbox.choose(args.sandbox)
+        chosen = sandbox.choose(args.sandbox)
         if args.exercises:
             from workbook.classroom import exercise
 
-            if sandbox.kind == "none":
-                grade_sandbox.hide_from_programs()
-            return exercise.show_class(Path(args.exercises), sandbox)
+            if chosen.kind == "none":
+                sandbox.hide_from_programs()
+            return exercise.show_class(Path(args.exercises), chosen)
         rungs, command = pick_rungs(args.only), resolve(command)
     except errors.WorkbookError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if sandbox.notice:
-        print(sandbox.notice, file=sys.stderr)
-    if sandbox.kind == "none":
-        grade_sandbox.hide_from_programs()
-    options = Options(args.timeout, sandbox, args.allow_sdk_retries)
+    if chosen.notice:
+        print(chosen.notice, file=sys.stderr)
+    if chosen.kind == "none":
+        sandbox.hide_from_programs()
+    options = Options(args.timeout, chosen, args.allow_sdk_retries)
     try:
         results = grade_runs([(rung, command) for rung in rungs], options)
     except KeyboardInterrupt:
@@ -451,10 +439,10 @@ def main(argv: list[str]) -> int:
         return 130
     if args.json:
         print(
-            json.dumps({"rungs": [r.row() for r in results], "sandbox": sandbox.report()}, ensure_ascii=False)
+            json.dumps({"rungs": [r.row() for r in results], "sandbox": chosen.report()}, ensure_ascii=False)
         )
     else:
-        show(results, command, sandbox)
+        show(results, command, chosen)
     return 0 if all(r.passed for r in results) else 1
 
 

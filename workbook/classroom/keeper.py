@@ -1,13 +1,14 @@
-"""grade_keeper — the graded program's parent: it sets the program's bounds, and nothing the program
+"""keeper — the graded program's parent: it sets the program's bounds, and nothing the program
 starts outlives its rung.
 
     python keeper.py [--seed FROM TO] [--relay SOCKET PORT] [--cwd FOLDER] -- PROGRAM [ARGS...]
 
-The grader starts this small script (standard library only, so it starts in milliseconds), and it
-starts the program. It makes itself a *child subreaper* (Linux prctl): whatever the program starts
-and abandons, even a `setsid` daemon that forked twice, is handed to the keeper instead of to init.
-So when the program ends, or the grader asks it to stop (SIGTERM), the keeper finds every process
-left below it, kills them all, and only then exits with the program's exit code.
+The grader starts this small script (the standard library and psutil, through workbook/processes.py,
+so it starts in milliseconds), and it starts the program. It makes itself a *child subreaper* (Linux
+prctl): whatever the program starts and abandons, even a `setsid` daemon that forked twice, is handed
+to the keeper instead of to init. So when the program ends, or the grader asks it to stop (SIGTERM),
+the keeper finds every process left below it, kills them all, and only then exits with the program's
+exit code.
 
 Before it starts the program, the keeper bounds what it may use (LIMITS: memory, file size, open
 files, processes; a watchdog ends a program that runs more than PROCESSES at once, which the rlimit
@@ -30,6 +31,11 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script, isolated (python -I: sandbox.keeper_argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project, for workbook.processes
+from workbook import processes  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 MEMORY_BYTES = 2 << 30  # each process's data (RLIMIT_DATA: not RLIMIT_AS, which node's WebAssembly outgrows)
@@ -54,45 +60,14 @@ def become_subreaper() -> None:
         pass
 
 
-def processes_by_parent() -> dict[int, int]:
-    """pid -> parent pid, for every process /proc shows."""
-    parent_of = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()  # after "(command name)"
-                parent_of[int(entry)] = int(fields[1])
-            except (OSError, IndexError, ValueError):
-                continue  # it ended while we looked
-    return parent_of
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below `root`, found by walking each process's parent in /proc."""
-    children_of: dict[int, list[int]] = {}
-    for pid, ppid in processes_by_parent().items():
-        children_of.setdefault(ppid, []).append(pid)
-    below, frontier = [], [root]
-    while frontier:
-        children = children_of.get(frontier.pop(), [])
-        below += children
-        frontier += children
-    return below
-
-
 def kill_everything_below(me: int) -> None:
     """SIGKILL every descendant, reap them, and look again until none is left (a fork mid-kill is
     found on the next pass: its orphaned children come to us, the subreaper)."""
     for _ in range(100):
-        left = descendants(me)
+        left = processes.below(me)
         if not left:
             return
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        processes.kill(left)
         reap()
 
 
@@ -172,30 +147,15 @@ def start_relay(unix_path: str, port: int) -> None:
 # -- bounds ----------------------------------------------------------------------------------------
 
 
-def user_tasks() -> int:
-    """How many processes and threads this user runs now (what RLIMIT_NPROC counts outside a namespace)."""
-    uid, count = os.getuid(), 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status", "rb") as status:
-                    fields = dict(line.split(b":", 1) for line in status.read().splitlines() if b":" in line)
-                if int(fields[b"Uid"].split()[0]) == uid:
-                    count += int(fields[b"Threads"])
-            except (OSError, KeyError, ValueError, IndexError):
-                continue
-    return count
-
-
 def set_limits(shared_count: bool) -> None:
     """Memory, file size, open files and processes, for this process and all it starts. Outside a user
     namespace of its own (`shared_count`) RLIMIT_NPROC counts all the user's tasks: PROCESSES more, then."""
-    processes = PROCESSES + (user_tasks() if shared_count else 0)
+    most = PROCESSES + (processes.threads_of_user(os.getuid()) if shared_count else 0)
     for kind, value in (
         (resource.RLIMIT_DATA, MEMORY_BYTES),
         (resource.RLIMIT_FSIZE, FILE_BYTES),
         (resource.RLIMIT_NOFILE, OPEN_FILES),
-        (resource.RLIMIT_NPROC, processes),
+        (resource.RLIMIT_NPROC, most),
         (resource.RLIMIT_CORE, 0),
     ):
         _, hard = resource.getrlimit(kind)
@@ -206,50 +166,14 @@ def set_limits(shared_count: bool) -> None:
             pass  # a lower hard limit stays as it is
 
 
-def resident(pid: int) -> int:
-    """A process's resident memory in bytes (0 if it has ended)."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * PAGE
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-SHARED = ("/memfd:", "/dev/shm/")  # what an open file descriptor's link names when it is memory
-
-
-def shared_memory(pids: list[int]) -> int:
-    """Bytes held in memfds and /dev/shm files the processes keep open, each file counted once: memory
-    no rlimit and no resident count sees until it is mapped (red team five wrote 1,500 MB to memfds
-    while 14 MB was resident). Blocks, not sizes: a file made large and never written holds nothing."""
-    held: dict[tuple[int, int], int] = {}
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue  # ended while we looked
-        for fd in fds:
-            link = f"/proc/{pid}/fd/{fd}"
-            try:
-                if os.readlink(link).startswith(SHARED):
-                    info = os.stat(link)
-                    held[(info.st_dev, info.st_ino)] = info.st_blocks * 512
-            except OSError:
-                continue
-    return sum(held.values())
-
-
 def too_much(me: int) -> str | None:
     """What the program has outgrown, in words, or None: more processes than PROCESSES, or more memory
     all together than TOTAL_MEMORY, its memfds and /dev/shm files counted too (RLIMIT_NPROC does not
     bind root; RLIMIT_DATA counts no shared memory)."""
-    running = descendants(me)
+    running = processes.below(me)
     if len(running) > PROCESSES:
         return f"more than {PROCESSES} processes at once"
-    if sum(resident(pid) for pid in running) + shared_memory(running) > TOTAL_MEMORY:
+    if processes.resident(running) + processes.shared_memory(running) > TOTAL_MEMORY:
         return f"more than {TOTAL_MEMORY >> 30} GiB of memory"
     return None
 

@@ -1,4 +1,4 @@
-"""grade_reasons — judging one rung's run, and saying why in the student's terms.
+"""reasons — judging one rung's run, and saying why in the student's terms.
 
 The replay server (the contract) says what was wrong with a request; its words are kept, and the
 grader's hint comes after them. A run is the student's loop's work, not the library's: a request the
@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from workbook.api import compare
+from workbook.api.messages import result_text
 from workbook.api.wire import stop_reason
 
 SDK_RETRY_FIX = "Set max_retries=0 and retry in your loop (s03)"
@@ -381,15 +382,6 @@ def tool_use_answered(messages: list, tool_use_id: str) -> dict | None:
             if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") == tool_use_id:
                 return block
     return None
-
-
-def result_text(block: dict) -> str:
-    """A tool_result's content as text: a string, or its text blocks joined."""
-    content = block.get("content")
-    if isinstance(content, str):
-        return content
-    parts = content if isinstance(content, list) else []
-    return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
 def dropped_reply(request: Seen, reached: int) -> str | None:

@@ -29,8 +29,7 @@ import threading
 
 from workbook import paths
 from workbook.api import json_text
-from workbook.classroom import reasons
-from workbook.classroom import students as classroom
+from workbook.classroom import reasons, students
 
 MEMORY = 1024 * 2**20  # the child's address space: about 100 MB at start; a few 32 MB bodies fit
 KEPT_BODY_BYTES = 2**20  # a mistaken request bigger than this reaches the grader without its body
@@ -62,7 +61,7 @@ class Lines:
 
 def seen_of(name, turn, body, reply, mistake, headers) -> reasons.Seen:
     """One request as the grader judges it (see RungServer.observe, of old in workbook/classroom/grade.py)."""
-    fallback = mistake is not None and classroom.is_thread_fallback(mistake)
+    fallback = mistake is not None and students.is_thread_fallback(mistake)
     if mistake is not None and len(json.dumps(body)) > KEPT_BODY_BYTES:
         body = None  # reasons.py explains a mistake from its words when the body is gone
     return reasons.Seen(
@@ -90,7 +89,7 @@ def child(name: str) -> int:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
     lines = Lines(sys.stdout)
     fixture = fixtures.load_fixture(paths.ROOT / "fixtures" / f"{name}.json")
-    http = server.ReplayServer({name: fixture}, classroom.LOOPBACK, 0, out=lines)
+    http = server.ReplayServer({name: fixture}, students.LOOPBACK, 0, out=lines)
 
     def observe(student, name, turn, body, reply, mistake, headers) -> None:
         lines.send(

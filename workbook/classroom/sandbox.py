@@ -1,4 +1,4 @@
-"""grade_sandbox — running a stranger's program for the grader: it sees only what it needs, it is
+"""sandbox — running a stranger's program for the grader: it sees only what it needs, it is
 bounded, and nothing it started is left running when its rung ends.
 
 With bubblewrap (Debian: `apt-get install bubblewrap`), each rung's program runs in a sandbox of its
@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbook import capture, errors, paths, scratch, scrub
+from workbook import capture, errors, paths, processes, scratch, scrub
 from workbook.classroom import keeper
 from workbook.classroom.keeper import carry
 
@@ -269,8 +269,9 @@ def bwrap_argv(bwrap: str, run: Run, relay: UnixRelay) -> list[str]:
 
 
 def keeper_argv(options: list[str]) -> list[str]:
-    """The keeper, by the grader's own interpreter, isolated (-I) and without site packages (-S)."""
-    return [sys.executable, "-I", "-S", str(KEEPER), *options, "--"]
+    """The keeper, by the grader's own interpreter, isolated (-I: no environment variables, no user site,
+    not its folder on the path), with the interpreter's packages (psutil)."""
+    return [sys.executable, "-I", str(KEEPER), *options, "--"]
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -348,30 +349,7 @@ def signal_group(pgid: int, signum: int) -> None:
 def end_session(sid: int) -> None:
     """Whatever is left of the run's session (the keeper's, started with start_new_session): killed.
     The keeper normally leaves nothing; this covers a program that killed its keeper."""
-    for pid in session_members(sid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def session_members(sid: int) -> list[int]:
-    """The processes whose session id is `sid` (field 6 of /proc/PID/stat)."""
-    members = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return members
-    for entry in entries:
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-                if int(fields[3]) == sid:
-                    members.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return members
+    processes.kill(processes.in_session(sid))
 
 
 SOCKET_FOLDER_CHARS = 64  # a Unix socket's whole path is at most 107 bytes on Linux

@@ -119,7 +119,7 @@ def _lone_surrogate(fixture: dict) -> str | None:
 
 
 def _each_string_once(fixture: dict) -> dict:
-    """A fixture built in memory with whole requests sharing their history (bench/per_turn.py's, say),
+    """A fixture built in memory with whole requests sharing their history (a scripted run's, say),
     in the stored form: every string it holds, each history once (serialised whole, the history would
     be written once per turn); anything not of that shape is checked as it is."""
     exchanges = fixture.get("exchanges")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from workbook.api import compaction, contract, server_tools
+from workbook.api import compaction, contract, server_tools, wire
 from workbook.api.compare import Match, request_diff
 from workbook.api.threads import Refusal, Threads
 from workbook.api.wire import recorded_message
@@ -91,16 +91,9 @@ def side_request(body: dict, recorded: dict | None) -> str | None:
 def side_message(body: dict) -> dict:
     """The answer to a side request: a short end_turn Message saying what it is (no recorded turn used)."""
     model = body.get("model") if isinstance(body.get("model"), str) else "replay"
-    return {
-        "id": "msg_replay_side_request",
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [{"type": "text", "text": SIDE_WORDS}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 0, "output_tokens": 0},
-    }
+    return wire.message_body(
+        [{"type": "text", "text": SIDE_WORDS}], "end_turn", "msg_replay_side_request", model
+    )
 
 
 def undeclared_server_tool(recorded: dict, body: dict) -> tuple[list[contract.Problem], str] | None:
@@ -254,13 +247,6 @@ class Player:
     def forget(self) -> None:
         """Keep nothing of the requests judged so far: the next is judged whole."""
         self.requests = contract.Requests()
-
-    def replayed(self) -> Played:
-        """The next recorded request, sent again exactly (the in-process replay knows it by its bytes):
-        judged when its fixture loaded, and equal to itself, so it is answered with no more judging."""
-        recorded = self.exchanges[self.served]
-        self.served += 1
-        return Played(self.served, recorded["response"], recorded["request"].get("stream") is True)
 
     def restart(self) -> None:
         """Back to turn 1 (the threads held stay: a continue names its own reply)."""

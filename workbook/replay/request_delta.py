@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 
+from workbook.api.messages import common_prefix
+
 _ABSENT = object()  # a field the request before did not have
 DELTA_FIELDS = ("messages_kept", "messages_added", "set", "unset")
 MAX_REBUILT_MESSAGES = 5_000_000  # messages in all rebuilt requests (1,000 turns of s06: ~1,000,000)
@@ -31,7 +33,7 @@ def delta_of(previous: dict | None, request) -> dict:
     if not _buildable(previous) or not _buildable(request):
         return {"request": request}
     old, new = previous["messages"], request["messages"]
-    kept = _common_prefix(old, new)
+    kept = common_prefix(old, new)
     delta = {"messages_kept": kept, "messages_added": new[kept:]}
     changed = {k: v for k, v in request.items() if k != "messages" and previous.get(k, _ABSENT) != v}
     gone = [k for k in previous if k != "messages" and k not in request]
@@ -44,19 +46,6 @@ def delta_of(previous: dict | None, request) -> dict:
 
 def _buildable(request) -> bool:
     return isinstance(request, dict) and isinstance(request.get("messages"), list)
-
-
-def _common_prefix(old: list, new: list) -> int:
-    """How many messages `new` starts with that `old` holds, in order. A loop that only appends meets
-    the first test (one C-level comparison); one that rewrote its history (s06's collapse) is scanned."""
-    if new[: len(old)] == old:
-        return len(old)
-    kept = 0
-    for a, b in zip(old, new):
-        if a != b:
-            break
-        kept += 1
-    return kept
 
 
 def applied(previous: dict, delta: dict) -> dict:

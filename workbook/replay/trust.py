@@ -216,12 +216,6 @@ def unasked(block, workspace: Path) -> bool:
     return any(user is transport for transport in trusted)
 
 
-def from_stranger(block, workspace: Path) -> bool:
-    """Whether a replay served this call and it may not run unasked: s01, which has no gate to ask, then
-    refuses it. A live model's call is not a stranger's (s01 runs what its own model asks)."""
-    return bool(_serving(block)) and not unasked(block, workspace)
-
-
 def _vouched(transport, recorded: tuple, block, workspace: str) -> bool:
     """Rules 1 and 2, and the copy is of the fixture's workspace (rule 3's `own` is _claim's)."""
     fixture, calls = _LOADED.get(id(transport.fixture), (None, None))

@@ -1,0 +1,22 @@
+"""workbook/text.py: text cut to a width in terminal cells."""
+
+from workbook.text import clip
+
+from rich.cells import cell_len
+
+
+def test_text_that_fits_is_left_as_it_is():
+    assert clip("hello", 5) == "hello" and clip("", 0) == ""
+
+
+def test_text_that_does_not_fit_ends_in_an_ellipsis_at_the_width():
+    assert clip("hello world", 8) == "hello w…"
+
+
+def test_wide_characters_count_two_cells():
+    cut = clip("智能体的循环就是全部", 9)
+    assert cut == "智能体的…" and cell_len(cut) == 9
+
+
+def test_a_long_text_is_cut_at_once():
+    assert clip("x" * 10_000_000, 80) == "x" * 79 + "…"
