@@ -137,14 +137,16 @@ class Retry:
     attempts: int = MAX_ATTEMPTS
 
     def reason(self, err: anthropic.APIError) -> str | None:
-        """Why a failed call may pass if sent again, in a few words; None when it cannot. An
-        `x-should-retry: true|false` header decides first, whatever the status (the SDK obeys it too)."""
+        """Why a failed call may pass if sent again, in a few words; None when it cannot. When headers
+        arrived, an `x-should-retry: true|false` among them decides first, whatever the status, as in the
+        SDK (even if the body then broke off); a call with no response at all may pass if sent again."""
+        response = getattr(err, "response", None)
+        told = response.headers.get("x-should-retry") if response is not None else None
+        if told in ("true", "false"):  # the API's own word wins
+            return f"the API says retry ({status_of(err)})" if told == "true" else None
         status = status_of(err)
         if status is None:
             return "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
-        told = err.response.headers.get("x-should-retry")  # the API's own word wins, as in the SDK
-        if told in ("true", "false"):
-            return f"the API says retry ({status})" if told == "true" else None
         return (REASONS.get(status) or f"server error {status}") if retryable(status) else None
 
     @classmethod

@@ -509,6 +509,16 @@ def test_x_should_retry_true_is_obeyed_even_on_a_4xx(step):
     assert outcome.content[0].text == "done" and requests == 2
 
 
+def test_x_should_retry_false_is_obeyed_on_a_failure_whose_headers_had_arrived(step):
+    """As the SDK: headers that say x-should-retry: false decide, even if the body then broke off; a
+    failure with no response at all may pass if sent again."""
+    request = httpx.Request("POST", "https://api.anthropic.com/v1/messages")
+    dropped = anthropic.APIConnectionError(request=request)
+    assert step.Retry().reason(dropped) == "connection failed"
+    dropped.response = httpx.Response(200, headers={"x-should-retry": "false"}, request=request)
+    assert step.Retry().reason(dropped) is None
+
+
 def test_the_should_not_retry_fixture_stops_in_one_line_with_the_conversation(run_main):
     code, out = run_main("s03_errors", "--replay", "fixtures/s03_should_not_retry.json")
     assert code == 1 and "Traceback" not in out and "retrying" not in out
