@@ -512,10 +512,10 @@ def test_x_should_retry_true_is_obeyed_even_on_a_4xx(step):
 def test_x_should_retry_false_is_obeyed_on_a_failure_whose_headers_had_arrived(step):
     """As the SDK: headers that say x-should-retry: false decide, even if the body then broke off; a
     failure with no response at all may pass if sent again."""
-    request = httpx.Request("POST", "https://api.anthropic.com/v1/messages")
+    request = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
     dropped = anthropic.APIConnectionError(request=request)
     assert step.Retry().reason(dropped) == "connection failed"
-    dropped.response = httpx.Response(200, headers={"x-should-retry": "false"}, request=request)
+    dropped.response = httpx2.Response(200, headers={"x-should-retry": "false"}, request=request)
     assert step.Retry().reason(dropped) is None
 
 
