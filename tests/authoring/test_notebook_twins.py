@@ -133,6 +133,19 @@ def test_a_translation_of_english_that_changed_since_is_named_stale():
     assert twin.stale == ["intro"] and not twin.complete
 
 
+def test_a_translation_that_names_code_nobody_has_is_named_though_its_marker_matches():
+    """A section left behind by the code it names: `wait_for` is in neither its English cell nor the
+    code, while `stream_reply` (s06) and `agent_loop()` are."""
+    text = "# s01 — 循环\n`stream_reply` 和 `agent_loop()` 之外，`wait_for` 也在等。"
+    twin = twins.build_twin(NOTEBOOK, translated(text))
+    assert twin.unknown == {"intro": ["wait_for"]} and not twin.complete and not twin.stale
+
+
+def test_no_translation_names_code_that_neither_its_english_nor_the_code_has(english):
+    twin = twins.build(english)
+    assert twin.unknown == {}, twins.report(english, twin)
+
+
 def test_a_translation_for_a_cell_that_is_gone_is_named():
     translations = {**translated("# s01 — 循环"), "gone": twins.Translation("旧的", "00000000")}
     assert twins.build_twin(NOTEBOOK, translations).unused == ["gone"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -69,10 +70,11 @@ class Twin:
     stale: list[str] = field(default_factory=list)  # ids whose English changed since translation
     unused: list[str] = field(default_factory=list)  # sections for cells the English no longer has
     english: dict[str, str] = field(default_factory=dict)  # id -> an English sentence its section kept
+    unknown: dict[str, list] = field(default_factory=dict)  # id -> code names no cell nor code has
 
     @property
     def complete(self) -> bool:
-        return not (self.missing or self.stale or self.unused or self.english)
+        return not (self.missing or self.stale or self.unused or self.english or self.unknown)
 
 
 # -- reading ------------------------------------------------------------------------------------------
@@ -152,9 +154,28 @@ def build_twin(english: dict, translations: dict[str, Translation]) -> Twin:
             twin.stale.append(cell["id"])
         if leftover := english_left(translation.text):
             twin.english[cell["id"]] = leftover
+        if unknown := unknown_names(translation.text, cell_text(cell)):
+            twin.unknown[cell["id"]] = unknown
         cell["source"] = as_lines(translation.text)
     twin.unused = sorted(set(translations) - markdown_ids)
     return twin
+
+
+CODE_NAME = re.compile(r"`([A-Za-z_][A-Za-z0-9_.]*)(?:\(\))?`")  # `name`, `module.name`, `name()`
+
+
+@functools.cache
+def code_words() -> frozenset[str]:
+    """Every word of the steps' and the package's code: the names a translation may quote."""
+    paths = [*ROOT.glob("s[0-9][0-9]_*.py"), *(ROOT / "workbook").rglob("*.py")]
+    return frozenset(word for path in paths for word in re.findall(r"\w+", path.read_text()))
+
+
+def unknown_names(chinese: str, english: str) -> list[str]:
+    """The code names a translation quotes that neither its English cell nor the code has: a section
+    left behind when the English, or the code it names, moved on (its marker may still match)."""
+    quoted = dict.fromkeys(CODE_NAME.findall(chinese))
+    return [name for name in quoted if name not in english and name.split(".")[-1] not in code_words()]
 
 
 # What may stay English in a Chinese cell: code, commands, quotes of what a model or fixture said, links.
@@ -210,6 +231,10 @@ def report(english_path: Path, twin: Twin) -> list[str]:
         )
     lines += [f"{name}: cell {i} is translated but no longer in the English notebook" for i in twin.unused]
     lines += [f"{name}: cell {i} is still English: {words[:60]!r}" for i, words in twin.english.items()]
+    lines += [
+        f"{name}: cell {i} names code that neither its English nor the code has: {', '.join(names)}"
+        for i, names in twin.unknown.items()
+    ]
     return lines
 
 
