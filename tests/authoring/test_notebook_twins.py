@@ -141,6 +141,7 @@ def test_a_translation_that_names_code_nobody_has_is_named_though_its_marker_mat
     assert twin.unknown == {"intro": ["wait_for"]} and not twin.complete and not twin.stale
 
 
+@pytest.mark.parametrize("english", ENGLISH, ids=NAMES)
 def test_no_translation_names_code_that_neither_its_english_nor_the_code_has(english):
     twin = twins.build(english)
     assert twin.unknown == {}, twins.report(english, twin)
