@@ -1,8 +1,8 @@
 """s03_errors.py — Errors are data: a failure is read by the model, or reported.
 
-Adds over s02: whatever a tool raises is an `is_error` result the model reads
-(s02 caught refusals, file and value errors; any other exception, a bug in a
-handler, crashed the run). Model calls go
+Adds over s02: whatever a tool raises is an `is_error` result named by its
+type, `FileNotFoundError: ...` (s02 caught file and value errors unnamed, and
+a bug in a handler crashed the run). Model calls go
 through one retry layer, `call_model()`; a failed tool call is never re-run.
 What retrying cannot fix stops the run: one line saying what to do, the
 conversation saved, exit 1; so does a broken harness (the workspace gone).

@@ -171,6 +171,7 @@ class RepeatBrake:
     recent: list = field(default_factory=list)  # [call, result] of the latest calls; result None: not yet
     files: dict = field(default_factory=dict)  # path -> its text as the changes let through leave it
     changes: dict = field(default_factory=dict)  # path -> the (before, after) of each change, as hashes
+    pending: dict = field(default_factory=dict)  # tool_use id -> (path, text before, change): until it ran
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
 
     def hold_back(self, calls: list) -> dict[str, str]:
@@ -226,6 +227,7 @@ class RepeatBrake:
         if change in done and change[::-1] in done[done.index(change) :]:
             return True
         done.append(change)
+        self.pending[block.id] = (path, before, change)  # taken back in remember() if the call fails
         self.files[path] = after
         return False
 
@@ -245,6 +247,12 @@ class RepeatBrake:
         for entry, result in zip(self.recent[-len(results) :], results):
             entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
         del self.recent[: -(REPEAT_LIMIT - 1)]
+        for result in results:  # a change that failed or was refused left the file as it was
+            path, before, change = self.pending.pop(result["tool_use_id"], (None, None, None))
+            if path is not None and result["is_error"]:
+                self.files[path] = before
+                self.changes[path].remove(change)
+        self.pending.clear()
 
 
 def edited(text: str | None, given: dict) -> str | None:

@@ -70,6 +70,7 @@ CONTINUE_PROMPT = (
     "with no apology and no recap. If a tool call was cut off, make it again in full."
 )
 TRUNCATED_CALL = "error: not run — your reply was cut off ({}) before this call was complete. Call again."
+DROPPED_CALL = "never run: its input was cut off, and the reply is dropped and asked for again"  # shown only
 TRANSITIONS = {  # every iteration ends in exactly one of these; Claude Code's query.ts name after the |
     "next_turn": "tool_use: run the tools, send their results | next_turn",
     "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
@@ -158,6 +159,7 @@ def recover(transition: str, messages: list, response: Message, settings: "Setti
     state = settings.recovery
     if transition == "escalate":
         state.max_tokens = ESCALATED_MAX_TOKENS  # nothing else changes: the same request, more room
+        show_cut_calls(response, DROPPED_CALL)
     elif transition == "continue":
         state.continuations += 1
         continue_cut(messages, response, CONTINUE_PROMPT)
@@ -166,11 +168,17 @@ def recover(transition: str, messages: list, response: Message, settings: "Setti
 def continue_cut(messages: list, response: Message, go_on: str) -> None:
     """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
     the model to `go_on`. Answering keeps the reply verbatim and tells the model exactly what happened."""
-    answer = TRUNCATED_CALL.format(response.stop_reason)
+    results = show_cut_calls(response, TRUNCATED_CALL.format(response.stop_reason))
+    messages.append({"role": "user", "content": [*results, {"type": "text", "text": go_on}]})
+
+
+def show_cut_calls(response: Message, answer: str) -> list:
+    """Each tool call of a cut reply (its input never whole), shown with `answer`, the error that takes
+    the place of its result; those results, one per call."""
     calls = [block for block in response.content if block.type == "tool_use"]
     results = [conversation.tool_result(block.id, answer, True) for block in calls]
-    display.show_tools(calls, results, [])  # each cut call, and the error that answers it
-    messages.append({"role": "user", "content": [*results, {"type": "text", "text": go_on}]})
+    display.show_tools(calls, results, [])
+    return results
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -239,9 +247,9 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         results, timeline = run_tools(calls, settings, held)
-        messages.append({"role": "user", "content": results})
         brake.remember(results)
         display.show_tools(calls, results, timeline)
+        messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
         if brake.stop:
             stopped(settings, brake.stop)

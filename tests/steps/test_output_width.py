@@ -202,6 +202,7 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
     "s05_budget": ["stopped: max steps: 3 model calls made (--max-steps 3)", "conversation saved:"],
     "s06_recovery": [
         "→ escalate  cut at 8000 tokens: reply dropped, sent again with 64000",
+        "  never run: its input was cut off, and the reply is dropped and asked for again",
         "turn 1, sent again (escalate)",
         "→ done",
     ],

@@ -537,3 +537,18 @@ def test_the_help_names_the_budgets_own_defaults(step, capsys):
     assert f"tokens in + out (default {budget.max_tokens_total:,})" in out
     assert f"input, one request (default {budget.max_input_tokens:,})" in out
     assert f"warned at 80% (default {budget.max_cost:.2f})" in out
+
+
+def test_a_write_the_gate_refused_does_not_count_as_a_change(step, tmp_path):
+    """Writes B, A, B over an A on disk, each refused (under --permission deny, say): the file never
+    changed, so the third is no circle."""
+    (tmp_path / "a.txt").write_text("A")
+    brake = step.RepeatBrake(tmp_path)
+    said = []
+    for n, content in enumerate("BAB"):
+        asked = call("write_file", f"toolu_w{n}", path="a.txt", content=content)
+        said.append(brake.hold_back([asked]).get(asked.id))
+        brake.remember(
+            [{"tool_use_id": asked.id, "content": "denied: read-only tools only", "is_error": True}]
+        )
+    assert said == [None, None, None]
