@@ -18,7 +18,7 @@ from conftest import ROOT
 ENGLISH = ROOT / "docs" / "articles.md"
 CHINESE = ROOT / "docs" / "articles.zh-CN.md"
 NOTEBOOKS = {
-    p.stem[:3] if p.stem.startswith("s0") else "epilogue": p for p in (ROOT / "notebooks").glob("*.ipynb")
+    p.stem[:3] if re.match(r"s\d\d_", p.stem) else "epilogue": p for p in (ROOT / "notebooks").glob("*.ipynb")
 }
 CHINESE_DOCS = sorted([ROOT / "README.zh-CN.md", *(ROOT / "docs").glob("*.zh-CN.md")])
 LINK = re.compile(r"\[([^\]]*)\]\((?:<([^>]*)>|([^)\s]*))\)")  # [label](target) or [label](<target>)
@@ -67,7 +67,7 @@ def test_the_chinese_page_has_a_row_for_every_point_of_the_english_one():
 
 def test_every_notebook_section_named_is_a_heading_of_that_notebook():
     text = ENGLISH.read_text(encoding="utf-8")
-    named = list(re.finditer(r"nb (s0\d|epilogue) › ", text))
+    named = list(re.finditer(r"nb (s\d\d|epilogue) › ", text))
     assert len(named) > 50
     wrong = []
     for mention in named:
@@ -80,7 +80,7 @@ def test_every_notebook_section_named_is_a_heading_of_that_notebook():
 @pytest.mark.parametrize("path", [ENGLISH, CHINESE], ids=lambda p: p.name)
 def test_every_fixture_and_file_named_exists(path):
     text = path.read_text(encoding="utf-8")
-    fixtures = re.findall(r"`((?:s0\d|grade)_\w+\.json)`", text)
+    fixtures = re.findall(r"`((?:s\d\d|grade)_\w+\.json)`", text)
     files = re.findall(r"`((?:workbook|tests|notebooks|fixtures|docs)/[\w./-]+\.\w+)`", text)
     assert fixtures and files
     missing = [f for f in fixtures if not (ROOT / "fixtures" / f).exists()]
@@ -90,8 +90,8 @@ def test_every_fixture_and_file_named_exists(path):
 
 @pytest.mark.parametrize("path", [ENGLISH, CHINESE], ids=lambda p: p.name)
 def test_every_name_in_a_step_is_defined_there(path):
-    names = re.findall(r"`(s0\d):([A-Za-z_][\w.]*)`", path.read_text(encoding="utf-8"))
-    steps = {p.stem[:3]: p.stem for p in ROOT.glob("s0*.py")}
+    names = re.findall(r"`(s\d\d):([A-Za-z_][\w.]*)`", path.read_text(encoding="utf-8"))
+    steps = {p.stem[:3]: p.stem for p in ROOT.glob("s[0-9][0-9]_*.py")}
     missing = []
     for step, name in names:
         found = importlib.import_module(steps[step])
@@ -105,7 +105,7 @@ def test_every_name_in_a_step_is_defined_there(path):
 @pytest.mark.parametrize("path", CHINESE_DOCS, ids=lambda p: p.name)
 def test_chinese_docs_link_notebook_sections_by_their_chinese_headings(path):
     text = path.read_text(encoding="utf-8")
-    assert not re.search(r"nb (s0\d|epilogue) › ", text), (
+    assert not re.search(r"nb (s\d\d|epilogue) › ", text), (
         "a section named in English: link its Chinese heading"
     )
     broken = []

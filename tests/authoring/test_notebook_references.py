@@ -18,7 +18,7 @@ from conftest import ROOT, STEPS
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 PATH = re.compile(
-    r"`((?:tests|workbook|fixtures|docs|notebooks|bench)/[\w./-]+\.\w+|s0\d_\w+\.(?:py|ipynb))`"
+    r"`((?:tests|workbook|fixtures|docs|notebooks|bench)/[\w./-]+\.\w+|s\d\d_\w+\.(?:py|ipynb))`"
 )
 CALLED = re.compile(r"`(?:([a-z_][\w]*)\.)?([A-Za-z_]\w*)\(\)`")
 
@@ -29,9 +29,9 @@ def prose(path) -> str:
 
 
 def modules_for(path) -> list:
-    """The notebook's step and those before it (the epilogue: all six), then every workbook module."""
+    """The notebook's step and those before it (the epilogue: all of them), then every workbook module."""
     step = path.stem[:3]
-    steps = [s for s in STEPS if s[:3] <= step] if step.startswith("s0") else STEPS
+    steps = [s for s in STEPS if s[:3] <= step] if re.match(r"s\d\d", step) else STEPS
     names = [
         *steps,
         *(f"workbook.{m.name}" for m in pkgutil.iter_modules(workbook.__path__) if m.name != "__main__"),
@@ -45,7 +45,7 @@ def test_every_file_a_notebook_names_exists(path):
     missing += [
         n
         for n in PATH.findall(prose(path))
-        if n.startswith("s0") and not (ROOT / "notebooks" / n).exists() and not (ROOT / n).exists()
+        if re.match(r"s\d\d_", n) and not (ROOT / "notebooks" / n).exists() and not (ROOT / n).exists()
     ]
     assert not missing, f"{path.name} names files that do not exist: {sorted(set(missing))}"
 
