@@ -7,7 +7,8 @@ keeps the first and the last KEPT_BYTES / 2 bytes, and only counts the rest, so 
 A command may leave processes behind: `sleep 313 &`, a `cat` blocked on a FIFO, children that outlive a
 timeout, a `setsid` daemon. Group ends them all when the call ends, on success, timeout or Ctrl-C: the
 command runs in a process group of its own, and its environment carries a mark (MARK) that whatever it
-starts inherits, even in a session of its own.
+starts inherits, even in a session of its own. What drops the mark too (`env -i setsid daemon &`) is
+re-parented to this process once its shell ends (processes.become_subreaper), and ended as an orphan.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ DRAIN_WAIT = 2.0  # s: after the command ends, how long a process it left behind
 # reader every 64 KiB: 3 GB of `cat` then cost 2.7 s of CPU; with 256 KiB, 2.0 s (the command and the
 # reader together). An unprivileged process may ask for up to 1 MiB (/proc/sys/fs/pipe-max-size).
 PIPE_BYTES = 256 * 1024
+LEADERS: set[int] = set()  # the commands running now: another call's orphans are never one of these
+ORPHANS_FOUND_HERE = processes.become_subreaper()  # once, on import: orphans come to this process
 
 
 class Output:
@@ -115,6 +118,7 @@ class Group:
     def __init__(self):
         self.mark = secrets.token_hex(8)
         self.leader: subprocess.Popen | None = None
+        self.since = float("inf")  # the leader's start time, on the system's clock for processes
 
     def environment(self, base: dict | None = None) -> dict:
         """A tool's environment (scrub.tool_environment, unless `base`), with this call's mark."""
@@ -123,6 +127,8 @@ class Group:
     def started(self, process: subprocess.Popen) -> None:
         """The command's process, started with start_new_session=True: the leader of its own group."""
         self.leader = process
+        LEADERS.add(process.pid)
+        self.since = processes.started_at(process.pid)
 
     def end(self) -> None:
         """Kill the command's whole group, then every process that carries this call's mark (what left
@@ -141,6 +147,11 @@ class Group:
         if self.leader is not None and self.leader.poll() is None:
             self.leader.kill()
             self.leader.wait()
+        if self.leader is not None:
+            LEADERS.discard(self.leader.pid)
+        left = processes.orphans(self.since, spared=LEADERS)  # what dropped the mark, re-parented here
+        processes.kill(left)
+        processes.reap(left)
 
     def marked(self) -> list[int]:
         """The live processes started after the command (a higher pid; any, if it is not known yet)

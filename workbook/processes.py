@@ -12,6 +12,7 @@ Every function takes processes that end while it looks as gone, not as errors.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 from collections.abc import Iterable
@@ -19,6 +20,43 @@ from collections.abc import Iterable
 import psutil
 
 GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess)
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2): orphans below this process are re-parented to it, not to init
+
+
+def become_subreaper() -> bool:
+    """Make this process the one that a command's orphans are re-parented to (Linux 3.4 on): a `setsid`
+    daemon that dropped every mark, whatever its environment or dumpable flag, then stays one of our
+    children, where `orphans()` finds it. False where the system does not offer it."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def started_at(pid: int) -> float:
+    """When a process started, on the clock psutil keeps for processes (inf if it has ended)."""
+    try:
+        return psutil.Process(pid).create_time()
+    except GONE:
+        return float("inf")
+
+
+def orphans(since: float, spared: Iterable[int] = ()) -> list[psutil.Process]:
+    """This process's children started at `since` (started_at's clock) or later, but those in `spared`:
+    what a command left behind and the system re-parented here (become_subreaper)."""
+    found = []
+    for child in children(os.getpid()):
+        try:
+            if child.pid not in set(spared) and child.create_time() >= since:
+                found.append(child)
+        except GONE:
+            continue
+    return found
+
+
+def reap(processes: Iterable[psutil.Process], timeout: float = 5.0) -> None:
+    """Wait for killed children of ours to end, so that none is left as a zombie."""
+    psutil.wait_procs(list(processes), timeout=timeout)
 
 
 def below(pid: int) -> list[psutil.Process]:

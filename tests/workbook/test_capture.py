@@ -50,6 +50,10 @@ LEAVERS = {
         "    if os.fork() == 0: os.execvp('sleep', ['sleep', '{m}'])\n    os._exit(0)\n\" ; echo started"
     ),
     "nohup": "nohup sleep {m} >/dev/null 2>&1 & echo started",
+    # setsid with no environment, so without the call's mark: found as an orphan re-parented to us.
+    # The shell waits until the daemon is in its own session (its pid written), then ends.
+    "unmarked": "env -i setsid sh -c 'echo $$ > daemon.pid; exec sleep {m}' & "
+    "while [ ! -s daemon.pid ]; do :; done; echo started",
 }
 
 
