@@ -1,10 +1,10 @@
 """s07_really_done.py — Really done? A turn can end otherwise than it seems.
 
-Adds over s06: three more transitions for a turn that ends otherwise than it
-seems. A paused turn (pause_turn, from a server-side tool such as the API's
-web search) is sent back as it is, to go on. A refusal ends the run, saying
-why. And --stop-hook CMD must pass before the loop may stop: while it fails,
-its output goes back to the model.
+Adds over s06: three more moves for a turn that ends otherwise than it seems
+(two new transitions, and a reason for done). A paused turn (pause_turn,
+from a server-side tool such as the API's web search) is sent back as it is,
+to go on. A refusal ends the run, saying why. And --stop-hook CMD must pass
+before the loop may stop: while it fails, its output goes back to the model.
 
     +------------+ stop_reason +=============================================+
     | call model | ----------> | next_transition() (new): three more moves   |

@@ -25,6 +25,7 @@ Run: python s09_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
 
 import signal
 import sys
+import textwrap
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -131,9 +132,12 @@ def first_messages(run: launch.Run, args) -> list:
     if not resume:
         return s08.opening(run, args)
     saved, refused = conversation.resumable(conversation.load_conversation(conversation.repo_path(resume)))
-    display.say(f"resuming {len(saved)} saved messages, from\n  {resume}\ntheir last turn:", "bold")
+    task = s08.clipped(s08.first_text(saved), 300)  # the task it was given, as the model read it
+    display.say(f"resuming {len(saved)} saved messages, from\n  {resume}\nits task:", "bold")
+    display.say(textwrap.fill(task, display.console.width - 2, initial_indent="  ", subsequent_indent="  "))
+    display.say("its last turn:", "bold")
     display.show_resumed(saved)  # the last calls, and the answers saved for them
-    display.say(refused or "the task above comes next, as the new instruction", "bold")
+    display.say(refused or "then the new instruction (the task: line above)", "bold")
     return continued(saved, run.task)
 
 

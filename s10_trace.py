@@ -19,6 +19,7 @@ Run: python s10_trace.py   replay: a resumed run, its trace written
 
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -63,9 +64,11 @@ class Trace:
         self.script = script  # the step that writes it, named on the start line
         self.logged: list = []
         self.shared: dict = {}  # what the start line logged, which a model_call line need not repeat
+        self.written: Counter = Counter()  # lines written, by event
 
     def write(self, event: str, **fields) -> None:
         tracing.trace(self.path, event, **fields)
+        self.written[event] += 1
 
     def start(self, request: dict, budget, **more) -> None:
         """The first line: what every request of the run shares (model, system, tools, max_tokens,
@@ -266,7 +269,8 @@ def run_task(run: launch.Run, args) -> int:
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran (s09)
         interrupted(messages, settings)
         settings.trace.stop(settings.budget.reason, settings.budget)
-    display.say(f"trace, to --replay (the run again, offline):\n  {settings.trace.path}")
+    lines = ", ".join(f"{n} {event}" for event, n in settings.trace.written.items())
+    display.say(f"trace: {lines}\n--replay it to run it again, offline:\n  {settings.trace.path}")
     code = keep_the_work(run, messages, settings, saved)
     gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
     return 1 if code == 0 and gave_up else code

@@ -175,6 +175,8 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
     fixture, raw = load_with_bytes(path)
     trusted = is_trusted(raw)
     name = display_name(path)
+    if getattr(args, "replayed_trace", None):  # a trace, converted to this fixture first
+        name = f"the trace {display_name(Path(args.replayed_trace))}"
     if not trusted and script in UNGATED and recorded_commands(fixture):
         raise FixtureError(
             f"{name}: {script} runs commands with no permission gate, and this fixture is not on the "

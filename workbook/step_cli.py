@@ -130,6 +130,7 @@ def prepared(args: argparse.Namespace) -> argparse.Namespace:
         elif not args.task:
             args.task = instruction
     if hasattr(args, "trace") and args.replay and args.replay.endswith(".jsonl"):
+        args.replayed_trace = args.replay  # the file the reader named, for the banner
         args.replay = fixture_file(args.replay, args.script)
     return args
 

@@ -220,8 +220,12 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
         "turn 5, sent again (compact)",
         "→ done",
     ],
-    "s09_keep_the_work": ["their last turn:", "  error: interrupted by the user", "→ done"],
-    "s10_trace": ["→ done", "trace, to --replay (the run again, offline):"],
+    "s09_keep_the_work": ["its last turn:", "  error: interrupted by the user", "→ done"],
+    "s10_trace": [
+        "→ done",
+        "trace: 1 run, 1 start, 2 model_call, 2 transition, 1 tools, 1 stop",
+        "--replay it to run it again, offline:",
+    ],
 }
 
 
