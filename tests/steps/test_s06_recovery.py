@@ -685,6 +685,33 @@ def test_live_prompt_too_long_until_the_context_shrinks(step, tmp_path):
     assert sizes[-1] <= limit < max(sizes)  # it went over, and came back under
 
 
+@ROOM
+def test_live_a_summary_request_too_long_itself_ends_in_fail_saying_so(step, tmp_path):
+    """The history before the last turn has nothing to collapse and sits just under the limit: the
+    request for its summary (that history, and the summary prompt) is too long too. The run fails,
+    saying why, in place of a 400 taken for a bug (issue 49)."""
+    limit = 6000  # characters of messages the stand-in accepts
+
+    def brain(req, n):
+        if size(req) > limit:
+            return api_error(400, "invalid_request_error", f"prompt is too long: {size(req)} tokens > 5000")
+        said = sum(1 for m in req["messages"] if m["role"] == "assistant")
+        if said == 0:  # a long reply, no tool output to collapse: the next request is just under the limit
+            filler = text("x" * (limit - size(req) - 400))  # the call and its result take about 270 more
+            return message([filler, tool_use("toolu_0", "list_files", {})], "tool_use")
+        if said == 1:
+            return message([text("one more look"), tool_use("toolu_1", "list_files", {})], "tool_use")
+        return message([text("done")])
+
+    with StandIn(streamed(brain)) as api:
+        client = anthropic.Anthropic(api_key="test", base_url=api.url, max_retries=0)
+        log = run_loop(step, client, tmp_path).recovery.log
+    assert [name for name, _ in log][-3:] == ["next_turn", "compact", "fail"], log
+    assert "even the summary's request was too long" in log[-1][1]
+    summary_asked = [r for r in api.requests if r["body"].get("tool_choice") == {"type": "none"}]
+    assert len(summary_asked) == 1 and size(summary_asked[0]["body"]) > limit
+
+
 @HOOKED
 def test_live_pause_turn_is_resumed_with_the_content_unchanged(step, tmp_path):
     paused = [
