@@ -1,4 +1,4 @@
-"""The graded ladder (workbook/classroom/grade.py) is the workbook's progression: each step climbs it up to
+"""The graded ladder (workbook/classroom/ladder.py) is the workbook's progression: each step climbs it up to
 its own rung, a loop written outside the workbook (plain Python with the SDK, the SDK's tool runner) is
 graded the same way, and the library's work is never credited to the student.
 
@@ -18,7 +18,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from workbook.classroom import grade
+from workbook.classroom import ladder
 from workbook.classroom import sandbox as grade_sandbox
 from workbook.replay.no_wait import no_wait
 
@@ -81,25 +81,25 @@ def run_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None, str]
     return run_loop_here(run, sandbox, running)
 
 
-def programs(runs: list, chosen: list[int], commands: dict) -> list[tuple[grade.Rung, list[str]]]:
+def programs(runs: list, chosen: list[int], commands: dict) -> list[tuple[ladder.Rung, list[str]]]:
     """The (rung, command) pairs grade_runs takes, for the chosen runs (indices into `runs`)."""
     return [(runs[i][1], commands[runs[i][0]]) for i in chosen]
 
 
-def grade_here(runs: list[tuple[grade.Rung, list[str]]]) -> list[grade.Result]:
-    """grade.grade_runs, one run after another in this thread (a step's main() sets signal handlers,
+def grade_here(runs: list[tuple[ladder.Rung, list[str]]]) -> list[ladder.Result]:
+    """ladder.grade_runs, one run after another in this thread (a step's main() sets signal handlers,
     which only the main thread may), each program run by run_here. The SDK's own pause before a retry
     (0.5 s and up: the rungs' retry-after is 0, so it takes its backoff) is not spent here, as a replay
     does not spend it (workbook/replay/no_wait.py): the grader judges the requests it saw, never when
     they came. The programs graded in the sandbox wait as they would for a student."""
-    with grade.Servers() as servers, pytest.MonkeyPatch.context() as patch:
+    with ladder.Servers() as servers, pytest.MonkeyPatch.context() as patch:
         patch.setattr(grade_sandbox, "run_program", run_here)
         patch.setattr(anthropic.Anthropic, "_calculate_retry_timeout", no_wait)
         results = []
         for rung, command in runs:
             rung_server = servers.of(rung)
-            outcome = grade.run_rung(rung_server, command, OPTIONS)
-            results.append(grade.judged(rung, rung_server, outcome, OPTIONS))
+            outcome = ladder.run_rung(rung_server, command, OPTIONS)
+            results.append(ladder.judged(rung, rung_server, outcome, OPTIONS))
         return results
 
 
@@ -116,11 +116,11 @@ def plain_loop_without_sdk_retries(folder: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
+def ladder(tmp_path_factory) -> dict[str, dict[str, ladder.Result]]:
     """Every program these tests grade, on its rungs: each step on every rung up to its own; s01 and
     s02 on s03's rungs too (the SDK's retries must not count as theirs); the plain SDK loop, with and
     without the SDK's retries; the SDK's tool runner. The runs started as programs (see the module's
-    doc) go side by side (grade.grade_runs); then the rest run here, in turn (run_here)."""
+    doc) go side by side (ladder.grade_runs); then the rest run here, in turn (run_here)."""
     no_retries = plain_loop_without_sdk_retries(tmp_path_factory.mktemp("loops"))
     commands = {step: [PYTHON, str(ROOT / f"{step}.py")] for step in STEPS}
     for step in STEPS:  # the pause-turn rung's server tool, declared as the API needs (s07 on)
@@ -131,7 +131,7 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
     wanted |= {"plain": ["loop", "tool-errors", "retries", "parallel"]}
     wanted["plain-no-retries"] = ["retries", "no-retry-400", "bad-key"]
     wanted["tool-runner"] = ["loop"]
-    runs = [(who, rung) for who, names in wanted.items() for rung in grade.RUNGS if rung.name in names]
+    runs = [(who, rung) for who, names in wanted.items() for rung in ladder.RUNGS if rung.name in names]
     started = [step for step in STEPS if step[:3] in ("s03", STEPS[-1][:3])]  # see the module's doc
     as_programs = [
         i
@@ -142,7 +142,7 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
     here = [i for i in range(len(runs)) if i not in as_programs]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WORKBOOK_NO_SLEEP", "1")  # the steps print their retry waits instead of sleeping them
-        results = dict(zip(as_programs, grade.grade_runs(programs(runs, as_programs, commands), OPTIONS)))
+        results = dict(zip(as_programs, ladder.grade_runs(programs(runs, as_programs, commands), OPTIONS)))
         results |= dict(zip(here, grade_here(programs(runs, here, commands))))
     graded_runs = {who: {} for who in wanted}
     for i, (who, rung) in enumerate(runs):
@@ -188,8 +188,8 @@ def test_the_last_step_is_graded_on_every_rung_and_every_step_to_s07_has_a_rung(
     in the requests a recording can judge. s08's, making room in a full context, is judged by what the
     loop's own shrunk history holds, which no recording of ours can foresee (docs/teaching.md, Grading)."""
     last = STEPS[-1][:3]
-    assert rungs_up_to(last) == [r.name for r in grade.RUNGS]
-    assert {r.step for r in grade.RUNGS} == {s[:3] for s in STEPS} - {"s08", "s09", "s10"}
+    assert rungs_up_to(last) == [r.name for r in ladder.RUNGS]
+    assert {r.step for r in ladder.RUNGS} == {s[:3] for s in STEPS} - {"s08", "s09", "s10"}
 
 
 # -- loops written outside the workbook ------------------------------------------------------------

@@ -3,14 +3,15 @@
 A check is data: each row (a truth table's, or a small conversation's) is what the piece is given and
 what the step's answer is. A test holds the step's own function to every row
 (tests/classroom/test_exercises.py), so a row that no longer says what the step does fails there, not
-in front of a student. `first_mistake(name, piece)` runs a table on a student's piece: the first row it
-gets wrong, in words, or None; `shown(name)` is the table as the hints print it.
+in front of a student. `first_mistake(name, piece, step)` runs a table on a student's piece: the first
+row it gets wrong, in words, or None; `shown(name)` is the table as the hints print it. The step's module
+is given, never imported here (the steps import the package, not the other way round): a table that
+needs the step's own types (its recovery state, its trace) takes them from it.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -31,7 +32,7 @@ PLAN_ROWS = [  # the tools asked for in one turn, in order -> the groups of inde
 ]
 
 
-def plan_mistake(plan) -> str | None:
+def plan_mistake(plan, step) -> str | None:
     """The first row the student's plan() gets wrong, said as what went wrong."""
     for tools, expected in PLAN_ROWS:
         blocks = [
@@ -96,15 +97,14 @@ REALLY_DONE_ROWS = [  # s07: a pause, a refusal and the stop hook first; anythin
 ]
 
 
-def transition_mistake(rows: list, step: str, next_transition) -> str | None:
+def transition_mistake(rows: list, next_transition, step) -> str | None:
     """The first row the student's next_transition() gets wrong, named by its case. s06's takes
-    (response, state); s07's takes the stop hook's result too."""
-    module = importlib.import_module(step)  # the step's own state and hook types: what the loop passes
-
+    (response, state); s07's takes the stop hook's result too. The step's own state and hook types are
+    what the loop passes."""
     for case, stop, fields, hook, expected in rows:
-        state = module.Recovery(**fields)
+        state = step.Recovery(**fields)
         response = SimpleNamespace(stop_reason=stop, content=[], stop_details=None)
-        hooked = (hook and module.HookResult(*hook),) if hasattr(module, "HookResult") else ()
+        hooked = (hook and step.HookResult(*hook),) if hasattr(step, "HookResult") else ()
         result = next_transition(response, state, *hooked)
         got = result[0] if isinstance(result, tuple) and result else result
         if got != expected:
@@ -173,7 +173,7 @@ def conversation(turns: list) -> list:
     return messages
 
 
-def collapse_mistake(collapse) -> str | None:
+def collapse_mistake(collapse, step) -> str | None:
     """The first case the student's collapse() gets wrong, said as what went wrong."""
     from workbook.conversation import blocks
 
@@ -284,7 +284,7 @@ OPEN_ROWS = [  # (the case, the conversation when the run stopped) -> the ids st
 ]
 
 
-def open_calls_mistake(answer_open_calls) -> str | None:
+def open_calls_mistake(answer_open_calls, step) -> str | None:
     """The first case the student's answer_open_calls() gets wrong, said as what went wrong."""
     from workbook.conversation import plain
 
@@ -338,17 +338,17 @@ def open_calls_text() -> str:
 
 @dataclass(frozen=True)
 class Table:
-    mistake: Callable  # the piece -> its first mistake, in words, or None
+    mistake: Callable  # (the piece, the step's module) -> its first mistake, in words, or None
     shown: Callable[[], str]  # the table as the hints print it
 
 
 TABLES = {
     "plan": Table(plan_mistake, plan_text),
     "s06_next_transition": Table(
-        partial(transition_mistake, RECOVERY_ROWS, "s06_recovery"), partial(transition_text, RECOVERY_ROWS)
+        partial(transition_mistake, RECOVERY_ROWS), partial(transition_text, RECOVERY_ROWS)
     ),
     "s07_next_transition": Table(
-        partial(transition_mistake, REALLY_DONE_ROWS, "s07_really_done"),
+        partial(transition_mistake, REALLY_DONE_ROWS),
         partial(transition_text, REALLY_DONE_ROWS),
     ),
     "collapse": Table(collapse_mistake, collapse_text),
@@ -356,8 +356,9 @@ TABLES = {
 }
 
 
-def first_mistake(name: str, piece) -> str | None:
-    return TABLES[name].mistake(piece)
+def first_mistake(name: str, piece, step) -> str | None:
+    """The first row of table `name` that `piece` gets wrong; `step`: the module of the step it is from."""
+    return TABLES[name].mistake(piece, step)
 
 
 def shown(name: str) -> str:

@@ -36,7 +36,7 @@ class Exercise:
     step: str  # the step's module, e.g. "s06_recovery"
     piece: str  # the step's function the student writes (cut out by name: no marker in the step)
     about: dict  # lang -> the step's idea, one line
-    rungs: tuple = ()  # the grader's rungs (workbook/classroom/grade.py) the step runs up, piece swapped
+    rungs: tuple = ()  # the grader's rungs (workbook/classroom/ladder.py) the step runs up, piece swapped
     args: tuple = ()  # flags the step is started with on the rungs
     replays: tuple = ()  # the step's own fixtures, replayed with the piece swapped (its --replay)
     table: str | None = (
