@@ -430,7 +430,7 @@ EXERCISES = [
         "next_transition",
         {
             "en": "really done? a pause goes on, a refusal ends, the stop hook must pass",
-            "zh-CN": "真的结束了吗？暂停的轮接着走，拒绝就结束，停止钩子必须通过",
+            "zh-CN": "真的结束了吗？暂停的轮接着走，拒绝就结束，stop hook 必须通过",
         },
         rungs=("pause-turn",),
         args=("--web-search",),
@@ -448,7 +448,7 @@ EXERCISES = [
                 "why can say the hook passed.",
             ],
             "zh-CN": [
-                "返回 (transition, why)。先看三种情况：pause_turn、refusal，以及失败的停止钩子"
+                "返回 (transition, why)。先看三种情况：pause_turn、refusal，以及失败的 stop hook"
                 "（没有运行钩子时 `hook` 是 None）；其他情况 return s06.next_transition(response, state)。"
                 "每条提示都列出你的函数要满足的真值表。",
                 "pause_turn：state.pauses < MAX_PAUSES 时 resume_pause，否则 fail。refusal：done"
@@ -470,7 +470,7 @@ EXERCISES = [
                 },
             ),
             Wrong(
-                {"en": "a failing stop hook retried without end", "zh-CN": "失败的停止钩子被无休止地重试"},
+                {"en": "a failing stop hook retried without end", "zh-CN": "失败的 stop hook 被无休止地重试"},
                 (("state.hook_failures < state.hook_retries", "state.hook_failures >= 0"),),
                 r"hook failed (after 2 retries|, no retries allowed) .*returned 'hook_retry'",
                 {
