@@ -107,16 +107,23 @@ def step_of(exercise: Exercise):
     return importlib.import_module(exercise.step)
 
 
+def holder(exercise: Exercise, step):
+    """Where the piece lives in the step: the module, or the class it is a method of."""
+    return getattr(step, exercise.owner) if exercise.owner else step
+
+
 @contextlib.contextmanager
 def swapped(exercise: Exercise, piece):
-    """The step, its piece replaced by the student's for as long as this lasts."""
+    """The step, its piece replaced by the student's for as long as this lasts (a method: on its class,
+    so every instance the step makes has it)."""
     step = step_of(exercise)
-    own = getattr(step, exercise.piece)
-    setattr(step, exercise.piece, piece)
+    home = holder(exercise, step)
+    own = getattr(home, exercise.piece)
+    setattr(home, exercise.piece, piece)
     try:
         yield step
     finally:
-        setattr(step, exercise.piece, own)
+        setattr(home, exercise.piece, own)
 
 
 def exercise_of(file: str | Path) -> Exercise:
@@ -292,7 +299,7 @@ def write_progress(progress: dict[int, dict], path: Path | None = None) -> None:
     for e in EXERCISES:
         p = progress[e.number]
         state = "solved" if p["solved"] else "to do"
-        lines.append(f"{e.number:02d}  {e.step + '.' + e.piece:<30} {state:<6}  hints seen: {p['hints']}")
+        lines.append(f"{e.number:02d}  {e.step + '.' + e.qualified:<30} {state:<6}  hints seen: {p['hints']}")
     path.parent.mkdir(exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -357,7 +364,7 @@ def check_here(file: str) -> int:
 
 
 def title(exercise: Exercise, lang: str) -> str:
-    return f"{exercise.number}. {exercise.step}.py: {exercise.piece}() — {exercise.about[lang]}"
+    return f"{exercise.number}. {exercise.step}.py: {exercise.qualified}() — {exercise.about[lang]}"
 
 
 def listing(lang: str) -> str:

@@ -333,6 +333,86 @@ def open_calls_text() -> str:
     return "\n".join(f"  {case} -> {', '.join(ids) or 'nothing'} answered" for case, _, ids in OPEN_ROWS)
 
 
+# -- s10's Trace.first_new: where the messages stop being the ones the last model_call line logged ----
+
+REPLY_1 = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {}}],
+}
+RESULT_1 = {
+    "role": "user",
+    "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": output(900)}],
+}
+REPLY_2 = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {}}],
+}
+RESULT_2 = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "ok"}]}
+COLLAPSED_1 = {  # RESULT_1 after s08's collapse: a new message in its place
+    "role": "user",
+    "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": PLACEHOLDER.format(900, "grep")}
+    ],
+}
+SUMMARY = {"role": "user", "content": "A summary of the work so far: ..."}  # s08's compaction
+ASK = {"role": "user", "content": "Why do the orders fail?"}
+FIRST_NEW_ROWS = [  # (the case, what the last line logged, the messages sent now) -> where the new ones start
+    ("nothing logged yet: the first call", [], [ASK], 0),
+    ("a reply and its results appended", [ASK], [ASK, REPLY_1, RESULT_1], 1),
+    ("another turn appended", [ASK, REPLY_1, RESULT_1], [ASK, REPLY_1, RESULT_1, REPLY_2, RESULT_2], 3),
+    (
+        "the same list sent again (an escalation asks again)",
+        [ASK, REPLY_1, RESULT_1],
+        [ASK, REPLY_1, RESULT_1],
+        3,
+    ),
+    (
+        "messages[2] collapsed in place (s08), a turn appended",
+        [ASK, REPLY_1, RESULT_1, REPLY_2],
+        [ASK, REPLY_1, COLLAPSED_1, REPLY_2, RESULT_2],
+        2,
+    ),
+    ("the history compacted into a summary (s08)", [ASK, REPLY_1, RESULT_1, REPLY_2, RESULT_2], [SUMMARY], 0),
+]
+
+
+def first_new_mistake(first_new, step) -> str | None:
+    """The first case the student's first_new() gets wrong, said as what the trace would then log. The
+    piece is a method: it is given a Trace of the step's, as the loop's model_call line left it."""
+    for case, logged, messages, expected in FIRST_NEW_ROWS:
+        trace = step.Trace(None)
+        trace.logged = list(logged)
+        sent = list(messages)
+        got = first_new(trace, sent)
+        where = f"first_new({case}: {len(logged)} logged, {len(messages)} sent)"
+        if sent != messages or trace.logged != logged:
+            return f"{where}: the messages or the log changed; first_new only looks"
+        if got == expected:
+            continue
+        said = f"{where} returned {got!r}; the step's returns {expected}"
+        if got == len(messages) and expected < len(messages):
+            return (
+                f"{said}: {got} is the length of messages, so messages[{got}:] is empty and the line "
+                "would log nothing new"
+            )
+        if got == 0:
+            return f"{said}: the line would log the whole history again, not only what is new"
+        if got == len(logged) and expected < len(logged):
+            return (
+                f"{said}: messages[{expected}] was replaced in place, so the line would never log "
+                "the change (look for the first message that is not the one logged)"
+            )
+        return said
+    return None
+
+
+def first_new_text() -> str:
+    return "\n".join(
+        f"  {case}: {len(logged)} logged, {len(messages)} sent -> {expected}"
+        for case, logged, messages, expected in FIRST_NEW_ROWS
+    )
+
+
 # -- the tables, by name (an exercise's `table`) ------------------------------------------------------
 
 
@@ -353,6 +433,7 @@ TABLES = {
     ),
     "collapse": Table(collapse_mistake, collapse_text),
     "answer_open_calls": Table(open_calls_mistake, open_calls_text),
+    "first_new": Table(first_new_mistake, first_new_text),
 }
 
 
