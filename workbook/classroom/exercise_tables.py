@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import partial
 from types import SimpleNamespace
 
+from workbook.api.messages import blocks, plain, result_text
+
 # -- s04's plan: which calls run together ----------------------------------------------------------
 
 READS = {"read_file", "grep", "list_files"}  # s02's read-only tools
@@ -175,8 +177,6 @@ def conversation(turns: list) -> list:
 
 def collapse_mistake(collapse, step) -> str | None:
     """The first case the student's collapse() gets wrong, said as what went wrong."""
-    from workbook.conversation import blocks
-
     for case, turns, keep, collapsed in COLLAPSE_ROWS:
         messages = conversation(turns)
         before = copy.deepcopy(messages)
@@ -201,8 +201,6 @@ def collapse_mistake(collapse, step) -> str | None:
 
 def message_mistake(old: list, new: list, names: dict, collapsed: set, newest: bool, keep: int) -> str | None:
     """What went wrong in one message: a tool_result gone, kept whole or shortened when it should not be."""
-    from workbook.conversation import result_text
-
     results = {b["tool_use_id"]: b for b in new if isinstance(b, dict) and b.get("type") == "tool_result"}
     for block in old:
         if block["type"] != "tool_result":
@@ -286,8 +284,6 @@ OPEN_ROWS = [  # (the case, the conversation when the run stopped) -> the ids st
 
 def open_calls_mistake(answer_open_calls, step) -> str | None:
     """The first case the student's answer_open_calls() gets wrong, said as what went wrong."""
-    from workbook.conversation import plain
-
     for case, made, ids in OPEN_ROWS:
         messages = made()
         before = plain(copy.deepcopy(messages))
