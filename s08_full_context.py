@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Self
 
 from workbook import conversation, display, launch, step_cli
-from workbook.conversation import blocks, context_chars, json_chars, result_text  # blocks, sizes
+from workbook.api.messages import blocks, result_text  # a message's blocks, a result's text
+from workbook.conversation import context_chars, json_chars  # sizes, in characters of JSON
 
 import anthropic
 from anthropic.types import Message

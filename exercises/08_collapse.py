@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the steps, one folder up
 
-from workbook.conversation import blocks, result_text
+from workbook.api.messages import blocks, result_text
 
 from s08_full_context import COLLAPSE_MIN_CHARS, KEEP_RECENT_RESULTS, old_results
 

@@ -5,7 +5,7 @@ import json
 import shutil
 import sys
 
-from workbook.classroom import grade
+from workbook.classroom import grade, ladder
 from workbook.classroom import sandbox as grade_sandbox
 
 import pytest
@@ -21,7 +21,7 @@ PYTHON = sys.executable
 PLAIN = str(LOOPS / "plain_loop.py")
 # What `grade` itself uses by default where bubblewrap is installed; without it (a Mac), `grade` refuses,
 # and these tests of the grading itself run the suite's own loops with --sandbox off
-OPTIONS = grade.Options(sandbox=grade_sandbox.choose("auto" if BWRAP else "off"))
+OPTIONS = ladder.Options(sandbox=grade_sandbox.choose("auto" if BWRAP else "off"))
 SANDBOX_FLAGS = [] if BWRAP else ["--sandbox", "off"]  # the same, for grade.main
 
 
@@ -46,4 +46,4 @@ def failures(rows: dict) -> dict:
 
 
 def rungs_up_to(step: str) -> list[str]:
-    return [r.name for r in grade.RUNGS if r.step <= step]
+    return [r.name for r in ladder.RUNGS if r.step <= step]

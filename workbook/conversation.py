@@ -7,30 +7,15 @@ import json
 from pathlib import Path
 
 from workbook.api.contract import api_rule_problems, messages_problems
+from workbook.api.messages import plain
 from workbook.errors import WorkbookError
 from workbook.files import read_json, write_json
 from workbook.paths import ROOT
-
-import anthropic
 
 
 def tool_result(tool_use_id: str, content: str, is_error: bool = False) -> dict:
     """One tool_result block, as the next user message carries it."""
     return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}
-
-
-def plain(value):
-    """SDK objects, in lists and dicts at any depth, as the plain JSON the API would send. Plain JSON
-    is known first, so that a conversation with no SDK object in it never needs the SDK loaded."""
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, str | int | float):
-        return value
-    if isinstance(value, anthropic.BaseModel):
-        return value.to_dict(mode="json")
-    return value
 
 
 def save_conversation(messages: list, path: Path) -> Path:
@@ -63,21 +48,6 @@ def context_chars(messages: list) -> int:
 def json_chars(value) -> int:
     """The size of a value (a request's system prompt and tools, say) in characters of JSON."""
     return len(json.dumps(plain(value), ensure_ascii=False))
-
-
-def blocks(message: dict) -> list[dict]:
-    """A message's content as a list of plain blocks, whether a string, our dicts or the SDK's objects."""
-    content = plain(message["content"])
-    return [{"type": "text", "text": content}] if isinstance(content, str) else content
-
-
-def result_text(block: dict) -> str:
-    """A tool_result's content as text: a string as it is, else its blocks one per line (a block that
-    is not text as [its type])."""
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return content
-    return "\n".join(c.get("text", f"[{c.get('type')}]") for c in content or [])
 
 
 REFUSED = "refused"  # s09 marks a refused assistant turn with this key (its stop_details); never sent

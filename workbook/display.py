@@ -14,6 +14,7 @@ from functools import cache
 from types import SimpleNamespace
 
 from workbook import scrub
+from workbook.text import clip
 
 import anthropic
 from rich.cells import cell_len
@@ -103,15 +104,6 @@ TELLING = {  # the argument that says most about a call, shown on its one line
     "grep": "pattern",
     "list_files": "glob",
 }
-
-
-def clip(text: str, width: int) -> str:
-    """`text` cut to `width` terminal cells, ending in … when cut."""
-    if cell_len(text) <= width:
-        return text
-    while text and cell_len(text) > width - 1:
-        text = text[:-1]
-    return text + "…"
 
 
 def as_text(value) -> str:

@@ -184,7 +184,7 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
         )
     lenient = bool(os.environ.get(REBUILD_ENV))
     # Only `rebuild` (lenient) reads every request back; a step's own replay keeps only the last.
-    client, transport = replay_client(fixture, name, not lenient, True, keep_all=lenient, **client_options)
+    client, transport = replay_client(fixture, name, strict=not lenient, keep_all=lenient, **client_options)
     workspace = copy_workspace(fixture["workspace"])
     banner = f"offline replay of {name} ({fixture['provenance']}); no API key used"
     banner += "" if trusted else "; not on the trust list, so its commands go through the permission gate"

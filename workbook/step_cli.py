@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
-from workbook import display, scrub
+from workbook import display, flags, scrub
 from workbook.conversation import load_conversation, repo_path
 from workbook.display import error, printable, say
 from workbook.environment import for_run
@@ -188,12 +188,7 @@ def run_files(run: Run) -> Path:
     return run.kept
 
 
-def seconds(text) -> float:
-    """A --read-latency value: seconds, from 0 to 60 (argparse reports a ValueError in one line)."""
-    value = float(text)
-    if not 0 <= value <= 60:
-        raise ValueError(f"{text} is not between 0 and 60 seconds")
-    return value
+LATENCY = flags.seconds(60, "a latency")  # a --read-latency value: seconds, from 0 to 60
 
 
 def read_latency(args, run: Run) -> float:
@@ -202,8 +197,8 @@ def read_latency(args, run: Run) -> float:
     latency = args.read_latency
     if latency is None:
         try:
-            latency = seconds((run.fixture or {}).get("read_latency", 0))
-        except (TypeError, ValueError):
+            latency = LATENCY((run.fixture or {}).get("read_latency", 0))
+        except (TypeError, argparse.ArgumentTypeError):
             raise FixtureError(f"{run.fixture_path}: read_latency must be 0 to 60 seconds") from None
     if latency:
         say(f"each read-only call is slowed by {latency} s (simulated latency)")
@@ -258,7 +253,7 @@ def add_latency_flag(parser) -> None:
     """s04's --read-latency: slow every read down, to watch reads overlap."""
     parser.add_argument(
         "--read-latency",
-        type=seconds,
+        type=LATENCY,
         metavar="SECONDS",
         help="make every read-only call this much slower, like a network drive, to watch reads overlap "
         "(default: the fixture's read_latency in replay, else 0)",

@@ -7,8 +7,8 @@ import os
 import stat
 from pathlib import Path
 
+from workbook.api.messages import plain
 from workbook.api.wire import message_to_events
-from workbook.conversation import plain
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import MAX_JSON_DEPTH, read_bytes, text_depth, write_json
 from workbook.scratch import new_run_folder

@@ -8,14 +8,13 @@ replaced by run_here, as tests/classroom/test_grade_ladder.py does for the steps
 and judge are the real ones. One run in the sandbox (test_a_check_runs_the_program_as_the_grader_does)
 shows the file runs as a program too."""
 
-import importlib
 import io
 import sys
 import tempfile
 from pathlib import Path
 
 from workbook.authoring import exercises as authoring
-from workbook.classroom import exercise, exercise_tables, grade
+from workbook.classroom import exercise, exercise_tables, grade, ladder
 from workbook.classroom import sandbox as grade_sandbox
 from workbook.classroom.exercises import EXERCISES, LANGS
 from workbook.replay.no_wait import no_wait
@@ -55,7 +54,7 @@ def run_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None, str]
 @pytest.fixture(scope="module")
 def servers():
     """The rungs' servers, shared by this module's checks, as one grading run shares them."""
-    with grade.Servers() as started:
+    with ladder.Servers() as started:
         yield started
 
 
@@ -116,8 +115,9 @@ def test_every_step_has_an_exercise_on_its_idea_and_every_exercise_three_hints_i
 @pytest.mark.parametrize("n", [e.number for e in EXERCISES if e.table])
 def test_the_steps_own_piece_meets_every_row_of_its_unit_checks(n):
     ex = by_number(n)
-    own = getattr(importlib.import_module(ex.step), ex.piece)
-    assert exercise_tables.first_mistake(ex.table, own) is None
+    step = exercise.step_of(ex)
+    own = getattr(exercise.holder(ex, step), ex.piece)
+    assert exercise_tables.first_mistake(ex.table, own, step) is None
 
 
 def test_every_unit_check_belongs_to_an_exercise():
@@ -125,7 +125,9 @@ def test_every_unit_check_belongs_to_an_exercise():
 
 
 def test_a_truth_table_names_the_row_a_wrong_piece_gets_wrong():
-    said = exercise_tables.first_mistake("s06_next_transition", lambda *args: ("done", "no"))
+    import s06_recovery as s06
+
+    said = exercise_tables.first_mistake("s06_next_transition", lambda *args: ("done", "no"), s06)
     assert said.startswith("the model asked for tools (stop_reason tool_use, a fresh state)")
     assert "returned 'done'; the step's is 'next_turn'" in said
 
@@ -134,7 +136,7 @@ def test_s07s_truth_table_hands_next_transition_the_stop_hooks_result():
     import s07_really_done as s07
 
     ignored = exercise_tables.first_mistake(
-        "s07_next_transition", lambda r, s, hook: s07.next_transition(r, s, None)
+        "s07_next_transition", lambda r, s, hook: s07.next_transition(r, s, None), s07
     )
     assert ignored.startswith(
         "ended, the stop hook failed (stop_reason end_turn, a fresh state, the stop hook"
@@ -143,6 +145,7 @@ def test_s07s_truth_table_hands_next_transition_the_stop_hooks_result():
     always = exercise_tables.first_mistake(
         "s07_next_transition",
         lambda r, s, hook: ("hook_retry", "") if hook else s07.next_transition(r, s, hook),
+        s07,
     )
     assert always.startswith(
         "ended, the stop hook passed (stop_reason end_turn, a fresh state, the stop hook passed)"
@@ -204,7 +207,7 @@ def test_the_language_defaults_from_the_locale(monkeypatch, env, lang):
 
 
 def test_a_grader_rung_named_by_an_exercise_exists():
-    names = {r.name for r in grade.RUNGS}
+    names = {r.name for r in ladder.RUNGS}
     assert all(set(ex.rungs) <= names for ex in EXERCISES)
     assert all((ROOT / "fixtures" / f"{name}.json").exists() for ex in EXERCISES for name in ex.replays)
 

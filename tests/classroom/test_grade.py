@@ -13,7 +13,7 @@ from pathlib import Path
 from workbook import cli, processes
 from workbook.api import compare, contract
 from workbook.api.wire import recorded_message
-from workbook.classroom import grade, reasons, rung_server, students
+from workbook.classroom import grade, ladder, reasons, rung_server, students
 from workbook.classroom import sandbox as grade_sandbox
 from workbook.replay import fixtures
 
@@ -284,15 +284,16 @@ def test_the_table_names_each_rung_its_check_and_the_reason(capsys, monkeypatch)
 
 def test_every_grade_fixture_is_a_rung_and_every_rung_says_in_one_line_what_it_checks():
     on_disk = sorted(p.stem for p in (ROOT / "fixtures").glob("grade_*.json"))
-    assert sorted(r.fixture for r in grade.RUNGS) == on_disk
-    assert len({r.name for r in grade.RUNGS}) == len(grade.RUNGS)
-    for rung in grade.RUNGS:  # a fixture keeps its first name; its `script` says the step it is for now
+    assert sorted(r.fixture for r in ladder.RUNGS) == on_disk
+    assert len({r.name for r in ladder.RUNGS}) == len(ladder.RUNGS)
+    for rung in ladder.RUNGS:  # a fixture keeps its first name; its `script` says the step it is for now
         script = json.loads((ROOT / "fixtures" / f"{rung.fixture}.json").read_text())["script"]
         assert rung.fixture.startswith("grade_") and script.startswith(f"{rung.step}_")
-        assert "\n" not in rung.checks and len(rung.checks) <= 100
+        assert "
+" not in rung.checks and len(rung.checks) <= 100
 
 
-@pytest.mark.parametrize("rung", grade.RUNGS, ids=lambda r: r.name)
+@pytest.mark.parametrize("rung", ladder.RUNGS, ids=lambda r: r.name)
 def test_each_recording_keeps_the_rule_it_grades_replies_go_back_verbatim(rung):
     fixture = fixtures.load_fixture(ROOT / "fixtures" / f"{rung.fixture}.json")
     assert fixture["provenance"] == "scripted" and "estimates" in fixture["provenance_note"]
@@ -311,7 +312,7 @@ def test_each_recording_keeps_the_rule_it_grades_replies_go_back_verbatim(rung):
                 assert reasons.without_nulls(compare.normalize_messages([message])) in replies
 
 
-@pytest.mark.parametrize("rung", grade.RUNGS, ids=lambda r: r.name)
+@pytest.mark.parametrize("rung", ladder.RUNGS, ids=lambda r: r.name)
 def test_each_recording_replays_offline_through_its_own_step(rung, run_main):
     """The rung's step, replaying the rung strictly, sends the recorded requests: the recording is its own."""
     path = f"fixtures/{rung.fixture}.json"
@@ -399,8 +400,8 @@ def test_a_split_turn_gets_one_explanation_the_servers():
     assert reasons.explain_mistake(seen(1, sent, words), exchanges) == f"turn 1: {words}"
 
 
-def rung(name: str) -> grade.Rung:
-    return next(r for r in grade.RUNGS if r.name == name)
+def rung(name: str) -> ladder.Rung:
+    return next(r for r in ladder.RUNGS if r.name == name)
 
 
 def streamed_count_run(result: dict) -> reasons.Seen:

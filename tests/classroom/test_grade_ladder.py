@@ -1,4 +1,4 @@
-"""The graded ladder (workbook/classroom/grade.py) is the workbook's progression: each step climbs it up to
+"""The graded ladder (workbook/classroom/ladder.py) is the workbook's progression: each step climbs it up to
 its own rung, a loop written outside the workbook (plain Python with the SDK, the SDK's tool runner) is
 graded the same way, and the library's work is never credited to the student.
 
@@ -18,7 +18,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from workbook.classroom import grade
+from workbook.classroom import ladder
 from workbook.classroom import sandbox as grade_sandbox
 from workbook.replay.no_wait import no_wait
 
@@ -81,25 +81,25 @@ def run_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None, str]
     return run_loop_here(run, sandbox, running)
 
 
-def programs(runs: list, chosen: list[int], commands: dict) -> list[tuple[grade.Rung, list[str]]]:
+def programs(runs: list, chosen: list[int], commands: dict) -> list[tuple[ladder.Rung, list[str]]]:
     """The (rung, command) pairs grade_runs takes, for the chosen runs (indices into `runs`)."""
     return [(runs[i][1], commands[runs[i][0]]) for i in chosen]
 
 
-def grade_here(runs: list[tuple[grade.Rung, list[str]]]) -> list[grade.Result]:
-    """grade.grade_runs, one run after another in this thread (a step's main() sets signal handlers,
+def grade_here(runs: list[tuple[ladder.Rung, list[str]]]) -> list[ladder.Result]:
+    """ladder.grade_runs, one run after another in this thread (a step's main() sets signal handlers,
     which only the main thread may), each program run by run_here. The SDK's own pause before a retry
     (0.5 s and up: the rungs' retry-after is 0, so it takes its backoff) is not spent here, as a replay
     does not spend it (workbook/replay/no_wait.py): the grader judges the requests it saw, never when
     they came. The programs graded in the sandbox wait as they would for a student."""
-    with grade.Servers() as servers, pytest.MonkeyPatch.context() as patch:
+    with ladder.Servers() as servers, pytest.MonkeyPatch.context() as patch:
         patch.setattr(grade_sandbox, "run_program", run_here)
         patch.setattr(anthropic.Anthropic, "_calculate_retry_timeout", no_wait)
         results = []
         for rung, command in runs:
             rung_server = servers.of(rung)
-            outcome = grade.run_rung(rung_server, command, OPTIONS)
-            results.append(grade.judged(rung, rung_server, outcome, OPTIONS))
+            outcome = ladder.run_rung(rung_server, command, OPTIONS)
+            results.append(ladder.judged(rung, rung_server, outcome, OPTIONS))
         return results
 
 
@@ -116,11 +116,11 @@ def plain_loop_without_sdk_retries(folder: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
+def climbed(tmp_path_factory) -> dict[str, dict[str, ladder.Result]]:
     """Every program these tests grade, on its rungs: each step on every rung up to its own; s01 and
     s02 on s03's rungs too (the SDK's retries must not count as theirs); the plain SDK loop, with and
     without the SDK's retries; the SDK's tool runner. The runs started as programs (see the module's
-    doc) go side by side (grade.grade_runs); then the rest run here, in turn (run_here)."""
+    doc) go side by side (ladder.grade_runs); then the rest run here, in turn (run_here)."""
     no_retries = plain_loop_without_sdk_retries(tmp_path_factory.mktemp("loops"))
     commands = {step: [PYTHON, str(ROOT / f"{step}.py")] for step in STEPS}
     for step in STEPS:  # the pause-turn rung's server tool, declared as the API needs (s07 on)
@@ -131,7 +131,7 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
     wanted |= {"plain": ["loop", "tool-errors", "retries", "parallel"]}
     wanted["plain-no-retries"] = ["retries", "no-retry-400", "bad-key"]
     wanted["tool-runner"] = ["loop"]
-    runs = [(who, rung) for who, names in wanted.items() for rung in grade.RUNGS if rung.name in names]
+    runs = [(who, rung) for who, names in wanted.items() for rung in ladder.RUNGS if rung.name in names]
     started = [step for step in STEPS if step[:3] in ("s03", STEPS[-1][:3])]  # see the module's doc
     as_programs = [
         i
@@ -142,7 +142,7 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
     here = [i for i in range(len(runs)) if i not in as_programs]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WORKBOOK_NO_SLEEP", "1")  # the steps print their retry waits instead of sleeping them
-        results = dict(zip(as_programs, grade.grade_runs(programs(runs, as_programs, commands), OPTIONS)))
+        results = dict(zip(as_programs, ladder.grade_runs(programs(runs, as_programs, commands), OPTIONS)))
         results |= dict(zip(here, grade_here(programs(runs, here, commands))))
     graded_runs = {who: {} for who in wanted}
     for i, (who, rung) in enumerate(runs):
@@ -151,8 +151,8 @@ def ladder(tmp_path_factory) -> dict[str, dict[str, grade.Result]]:
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_each_step_passes_every_rung_up_to_its_own(step, ladder):
-    own = {name: r for name, r in ladder[step].items() if name in rungs_up_to(step[:3])}
+def test_each_step_passes_every_rung_up_to_its_own(step, climbed):
+    own = {name: r for name, r in climbed[step].items() if name in rungs_up_to(step[:3])}
     assert list(own) == rungs_up_to(step[:3])
     assert {name: r.reason for name, r in own.items() if not r.passed} == {}
     assert {r.passed_by for r in own.values()} == {"loop"}, "a step's own work, not the library's"
@@ -171,11 +171,11 @@ SDK_RETRIES = {"retries": "1, 2", "no-retry-400": "1", "bad-key": "1", "gives-up
 
 
 @pytest.mark.parametrize("step", STEPS[:2])
-def test_s01_and_s02_leave_retrying_to_the_sdk_and_fail_every_s03_rung_saying_so(step, ladder):
+def test_s01_and_s02_leave_retrying_to_the_sdk_and_fail_every_s03_rung_saying_so(step, climbed):
     """Each s03 recording holds an error to retry, before the 400 or 401 it must stop on too: a loop
     that leaves retrying to the SDK passes none of them by default."""
-    assert ladder[step]["loop"].passed
-    s03 = {name: result for name, result in ladder[step].items() if result.rung.step == "s03"}
+    assert climbed[step]["loop"].passed
+    s03 = {name: result for name, result in climbed[step].items() if result.rung.step == "s03"}
     assert list(s03) == ["retries", "no-retry-400", "bad-key", "gives-up"]
     assert {name: (result.passed, result.reason) for name, result in s03.items()} == {
         name: (False, sdk_retried(counts)) for name, counts in SDK_RETRIES.items()
@@ -188,15 +188,15 @@ def test_the_last_step_is_graded_on_every_rung_and_every_step_to_s07_has_a_rung(
     in the requests a recording can judge. s08's, making room in a full context, is judged by what the
     loop's own shrunk history holds, which no recording of ours can foresee (docs/teaching.md, Grading)."""
     last = STEPS[-1][:3]
-    assert rungs_up_to(last) == [r.name for r in grade.RUNGS]
-    assert {r.step for r in grade.RUNGS} == {s[:3] for s in STEPS} - {"s08", "s09", "s10"}
+    assert rungs_up_to(last) == [r.name for r in ladder.RUNGS]
+    assert {r.step for r in ladder.RUNGS} == {s[:3] for s in STEPS} - {"s08", "s09", "s10"}
 
 
 # -- loops written outside the workbook ------------------------------------------------------------
 
 
-def test_a_plain_python_loop_with_the_sdk_passes_its_own_rungs_but_not_the_sdks_retries(ladder):
-    plain = ladder["plain"]
+def test_a_plain_python_loop_with_the_sdk_passes_its_own_rungs_but_not_the_sdks_retries(climbed):
+    plain = climbed["plain"]
     assert {name: r.passed_by for name, r in plain.items()} == {
         "loop": "loop",
         "tool-errors": "loop",
@@ -207,15 +207,15 @@ def test_a_plain_python_loop_with_the_sdk_passes_its_own_rungs_but_not_the_sdks_
     assert plain["retries"].library == ["the SDK retried for you (x-stainless-retry-count: 1, 2)"]
 
 
-def test_the_same_loop_without_the_sdks_retries_stops_on_the_529(ladder):
-    reason = ladder["plain-no-retries"]["retries"].reason
+def test_the_same_loop_without_the_sdks_retries_stops_on_the_529(climbed):
+    reason = climbed["plain-no-retries"]["retries"].reason
     assert reason.startswith("turn 1 of 5: your program stopped on the 529 (overloaded_error) (exit 1")
     assert reason.endswith("retry it, waiting as retry-after asks")
 
 
-def test_a_loop_that_never_retries_fails_the_400_and_key_rungs_on_the_error_before_them(ladder):
+def test_a_loop_that_never_retries_fails_the_400_and_key_rungs_on_the_error_before_them(climbed):
     """It would stop on the 400 and the 401 all the same, but first comes an error it must retry."""
-    plain = ladder["plain-no-retries"]
+    plain = climbed["plain-no-retries"]
     assert not plain["no-retry-400"].passed and not plain["bad-key"].passed
     assert plain["no-retry-400"].reason.startswith(
         "turn 1 of 3: your program stopped on the 529 (overloaded_error) (exit 1"
@@ -235,10 +235,10 @@ def test_a_teacher_may_accept_the_sdks_retries_and_the_json_says_the_library_pas
     )
 
 
-def test_the_sdks_tool_runner_falls_back_from_a_thread_and_passes_the_loop_rung_as_the_librarys(ladder):
+def test_the_sdks_tool_runner_falls_back_from_a_thread_and_passes_the_loop_rung_as_the_librarys(climbed):
     """The runner sends context_management in a thread; the replay refuses it as documented
     (thread_unsupported_request), and the runner's fallback is no mistake of the student's."""
-    loop = ladder["tool-runner"]["loop"]
+    loop = climbed["tool-runner"]["loop"]
     assert loop.passed and loop.passed_by == "library"
     assert loop.library == ["the SDK's tool runner ran the loop (x-stainless-helper: BetaToolRunner)"]
     assert loop.reason.endswith("walked the whole recording: 3 turns (exit 0)")

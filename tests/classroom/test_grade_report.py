@@ -6,7 +6,7 @@ import sys
 
 from workbook import paths, replay_client
 from workbook.api.wire import events_to_message
-from workbook.classroom import grade
+from workbook.classroom import grade, ladder
 from workbook.classroom import reasons as reasons
 from workbook.classroom.sandbox import Sandbox
 from workbook.replay import fixtures
@@ -44,8 +44,8 @@ def test_a_program_run_in_bwrap_says_so_in_the_json_and_in_the_table(capsys, mon
 
 
 def test_the_sandbox_in_words_names_why_there_is_none():
-    assert grade.sandbox_words(Sandbox("bwrap", "/usr/bin/bwrap")) == "bwrap"
-    assert grade.sandbox_words(Sandbox()) == "none: --sandbox off"
+    assert ladder.sandbox_words(Sandbox("bwrap", "/usr/bin/bwrap")) == "bwrap"
+    assert ladder.sandbox_words(Sandbox()) == "none: --sandbox off"
 
 
 # -- a crash, in the program's own words ---------------------------------------------------------------
@@ -136,7 +136,7 @@ def test_a_program_that_says_it_wanted_stdin_is_told_it_is_closed(capsys):
 
 # -- s06's rung: a streamed tool_use, its input in pieces ------------------------------------------------
 
-STREAMED = next(r for r in grade.RUNGS if r.name == "streamed-input")
+STREAMED = next(r for r in ladder.RUNGS if r.name == "streamed-input")
 
 
 def test_s06_has_its_rung_and_it_streams_its_replies():

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbook.classroom import grade, keeper
+from workbook.classroom import grade, keeper, ladder
 from workbook.classroom import sandbox as grade_sandbox
 
 import pytest
@@ -246,8 +246,8 @@ def test_programs_graded_together_cannot_reach_or_starve_each_other(teacher):
     folder = Path(tempfile.mkdtemp(prefix="student-"))
     (folder / "hoarder.py").write_text(hoarder)
     rung = grade.pick_rungs(["loop"])[0]
-    options = grade.Options(timeout=30, sandbox=grade_sandbox.choose("auto"))
-    results = grade.grade_runs(
+    options = ladder.Options(timeout=30, sandbox=grade_sandbox.choose("auto"))
+    results = ladder.grade_runs(
         [(rung, [PYTHON, str(folder / "hoarder.py")]), (rung, [PYTHON, PLAIN])], options
     )
     assert results[1].passed, results[1].reason

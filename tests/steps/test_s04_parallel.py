@@ -345,12 +345,21 @@ def test_tool_storm_the_excess_is_answered_and_asked_for_again(step):
     assert [r["is_error"] for r in seen[3]["messages"][-1]["content"]] == [False, False]
 
 
-@pytest.mark.parametrize("value", ["-1", "x", "nan", "3600"])
-def test_a_bad_read_latency_is_a_one_line_error(step, capsys, value):
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("-1", "'-1' is not a latency: give seconds, from 0 to 60"),
+        ("x", "invalid float value: 'x'"),
+        ("nan", "'nan' is not a latency: give seconds, from 0 to 60"),
+        ("3600", "'3600' is not a latency: give seconds, from 0 to 60"),
+    ],
+)
+def test_a_bad_read_latency_is_a_one_line_error(step, capsys, value, said):
     with pytest.raises(SystemExit) as stop:
         step.main(["--read-latency", value])
     assert stop.value.code == 2
-    assert f"argument --read-latency: invalid seconds value: '{value}'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"argument --read-latency: {said}" in err and err.count("\n") == 1
 
 
 def test_a_fixture_with_a_bad_read_latency_says_so_in_one_line(step, tmp_path, monkeypatch):

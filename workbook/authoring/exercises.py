@@ -38,12 +38,22 @@ def step_source(exercise: Exercise) -> str:
     return (paths.ROOT / f"{exercise.step}.py").read_text(encoding="utf-8")
 
 
-def find_function(tree: ast.Module, name: str) -> ast.FunctionDef:
-    """The step's top-level function of that name (the catalogue names pieces by function)."""
-    for node in tree.body:
+def find_function(tree: ast.Module, name: str, owner: str | None = None) -> ast.FunctionDef:
+    """The step's top-level function of that name, or its class `owner`'s method (the catalogue names
+    pieces by function)."""
+    body = tree.body
+    if owner:
+        body = next((n.body for n in body if isinstance(n, ast.ClassDef) and n.name == owner), [])
+    for node in body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             return node
-    raise LookupError(f"no function {name}() at the top level of the step")
+    where = f"in class {owner}" if owner else "at the top level"
+    raise LookupError(f"no function {name}() {where} of the step")
+
+
+def dedented(lines: list[str], columns: int) -> list[str]:
+    """A method's lines as a top-level function's: `columns` spaces less at the start of each."""
+    return [line if line[:columns].strip() else line[columns:] for line in lines]
 
 
 def names_used(function: ast.FunctionDef) -> set[str]:
@@ -117,7 +127,7 @@ def defined_in(tree: ast.Module) -> set[str]:
 def todo_body(lines: list[str], function: ast.FunctionDef, exercise: Exercise) -> list[str]:
     """What stands where the body was: the TODO, the step's own stage comments as a checklist (so the
     student writes the stages the step names), and an error that says the piece is not written yet."""
-    indent = " " * (function.body[0].col_offset)
+    indent = " " * (function.body[0].col_offset - function.col_offset)
     body = lines[body_start(function) - 1 : function.end_lineno]
     stages, going = [], False
     for line in body:  # each stage comment, with the lines that carry it on ("#    ...")
@@ -149,10 +159,10 @@ def build(exercise: Exercise, source: str | None = None) -> str:
     """The exercise file's text, from the step's source (by default the step as it is now)."""
     source = step_source(exercise) if source is None else source
     tree = ast.parse(source)
-    function = find_function(tree, exercise.piece)
+    function = find_function(tree, exercise.piece, exercise.owner)
     lines = source.splitlines()
     start = (function.decorator_list[0].lineno if function.decorator_list else function.lineno) - 1
-    head = lines[start : body_start(function) - 1]
+    head = dedented(lines[start : body_start(function) - 1], function.col_offset)
     imports = imports_for(tree, exercise.step, names_used(function) - {exercise.piece})
     doc = [
         f'"""Exercise {exercise.number}, {exercise.step}.py: {exercise.piece}()',
@@ -162,6 +172,11 @@ def build(exercise: Exercise, source: str | None = None) -> str:
         f"Write the body of {exercise.piece}() below: the piece {exercise.step[:3]} is about. The rest of "
         "the",
         f"program is {exercise.step}.py itself, which runs with your {exercise.piece}() in its place.",
+        *(
+            [f"It is a method of the step's {exercise.owner}: `self` is the {exercise.owner} the step made."]
+            if exercise.owner
+            else []
+        ),
         "",
         f"Check it:     python -m workbook exercise        (or: python exercises/{file_name(exercise)})",
         f"A hint:       python -m workbook exercise hint {exercise.number}"
@@ -189,13 +204,14 @@ def answered(exercise: Exercise, edits: tuple = ()) -> str:
     which must occur in the step's piece): the step's answer, or a classic wrong answer made from it."""
     source = step_source(exercise)
     tree = ast.parse(source)
-    function = find_function(tree, exercise.piece)
+    function = find_function(tree, exercise.piece, exercise.owner)
     lines = source.splitlines()
     body = "\n".join(lines[body_start(function) - 1 : function.end_lineno])
     for old, new in edits:
         if old not in body:
-            raise LookupError(f"{exercise.step}.{exercise.piece}() no longer holds {old!r}")
+            raise LookupError(f"{exercise.step}.{exercise.qualified}() no longer holds {old!r}")
         body = body.replace(old, new)
+    body = "\n".join(dedented(body.split("\n"), function.col_offset))
     text = build(exercise, source)
     stub = find_function(ast.parse(text), exercise.piece)
     mine = text.splitlines()

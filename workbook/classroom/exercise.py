@@ -8,7 +8,7 @@
   python -m workbook exercise reset N    N as it started (yours kept as .bak)
   --lang en|zh-CN                        the language (default: the locale's)
 
-The check is the grader's (workbook/classroom/grade.py), not a second judge: the step itself runs with
+The check is the grader's (workbook/classroom/ladder.py), not a second judge: the step itself runs with
 your piece in its place, up the grader's rungs for that step, each recording served by the replay
 server's player; the first rung that fails names your first mistake in the grader's words, with the
 request and the message where it went wrong. Then any unit check the idea needs runs (a truth table,
@@ -101,16 +101,29 @@ def load_piece(file: str | Path, exercise: Exercise):
     return getattr(module, exercise.piece)
 
 
+def step_of(exercise: Exercise):
+    """The exercise's step, loaded by the name its entry gives (the steps sit at the repo's root, which
+    RUN_CODE puts on sys.path): the package names no step of its own accord."""
+    return importlib.import_module(exercise.step)
+
+
+def holder(exercise: Exercise, step):
+    """Where the piece lives in the step: the module, or the class it is a method of."""
+    return getattr(step, exercise.owner) if exercise.owner else step
+
+
 @contextlib.contextmanager
 def swapped(exercise: Exercise, piece):
-    """The step, its piece replaced by the student's for as long as this lasts."""
-    step = importlib.import_module(exercise.step)
-    own = getattr(step, exercise.piece)
-    setattr(step, exercise.piece, piece)
+    """The step, its piece replaced by the student's for as long as this lasts (a method: on its class,
+    so every instance the step makes has it)."""
+    step = step_of(exercise)
+    home = holder(exercise, step)
+    own = getattr(home, exercise.piece)
+    setattr(home, exercise.piece, piece)
     try:
         yield step
     finally:
-        setattr(step, exercise.piece, own)
+        setattr(home, exercise.piece, own)
 
 
 def exercise_of(file: str | Path) -> Exercise:
@@ -142,7 +155,7 @@ def unit_problem(exercise: Exercise, piece) -> str | None:
     the piece in place (the in-process replay's words: the request where the loop left the recording)."""
     try:
         if exercise.table:
-            problem = exercise_tables.first_mistake(exercise.table, piece)
+            problem = exercise_tables.first_mistake(exercise.table, piece, step_of(exercise))
             if problem:
                 return problem
         for name in exercise.replays:
@@ -196,26 +209,26 @@ def sandbox_for_student():
 
 def check(file: Path, exercise: Exercise, lang: str = "en", sandbox=None, servers=None) -> Verdict:
     """Check a file of exercise's: its first mistake, as the grader names it, and the hint that fits.
-    The rungs go one at a time, up to the first that fails (`servers`: grade.Servers to share)."""
-    from workbook.classroom import grade
+    The rungs go one at a time, up to the first that fails (`servers`: ladder.Servers to share)."""
+    from workbook.classroom import ladder
     from workbook.classroom import sandbox as grade_sandbox
 
-    options = grade.Options(TIMEOUT, sandbox or sandbox_for_student())
-    rungs = [rung for name in exercise.rungs for rung in grade.RUNGS if rung.name == name]
+    options = ladder.Options(TIMEOUT, sandbox or sandbox_for_student())
+    rungs = [rung for name in exercise.rungs for rung in ladder.RUNGS if rung.name == name]
     reason = None
     with contextlib.ExitStack() as stack:
-        servers = servers or stack.enter_context(grade.Servers())
+        servers = servers or stack.enter_context(ladder.Servers())
         try:
             for rung in rungs:
                 server = servers.of(rung)
-                result = grade.judged(
-                    rung, server, grade.run_rung(server, command(file, exercise), options), options
+                result = ladder.judged(
+                    rung, server, ladder.run_rung(server, command(file, exercise), options), options
                 )
                 if not result.passed:
                     reason = result.reason
                     break
         except KeyboardInterrupt:
-            for proc in list(grade.RUNNING):
+            for proc in list(ladder.RUNNING):
                 grade_sandbox.stop(proc)
             raise
     if reason is None and (exercise.table or exercise.replays):
@@ -226,7 +239,7 @@ def check(file: Path, exercise: Exercise, lang: str = "en", sandbox=None, server
 def unit_check(file: Path, exercise: Exercise, options) -> str | None:
     """Run the unit checks in a program of their own, as the rungs are run (the student's code never
     runs in the checker's process): its UNIT line, or why it gave none."""
-    from workbook.classroom import grade
+    from workbook.classroom import ladder
     from workbook.classroom import sandbox as grade_sandbox
 
     folder = Path(tempfile.mkdtemp(prefix="exercise-"))
@@ -236,7 +249,7 @@ def unit_check(file: Path, exercise: Exercise, options) -> str | None:
         [*command(file, exercise)[:4], "--unit"], folder, workspace, "http://127.0.0.1:9", "exercise", TIMEOUT
     )
     try:
-        code, output = grade_sandbox.run_program(run, options.sandbox, grade.RUNNING)
+        code, output = grade_sandbox.run_program(run, options.sandbox, ladder.RUNNING)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     for line in reversed(output.splitlines()):
@@ -286,7 +299,7 @@ def write_progress(progress: dict[int, dict], path: Path | None = None) -> None:
     for e in EXERCISES:
         p = progress[e.number]
         state = "solved" if p["solved"] else "to do"
-        lines.append(f"{e.number:02d}  {e.step + '.' + e.piece:<30} {state:<6}  hints seen: {p['hints']}")
+        lines.append(f"{e.number:02d}  {e.step + '.' + e.qualified:<30} {state:<6}  hints seen: {p['hints']}")
     path.parent.mkdir(exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -351,7 +364,7 @@ def check_here(file: str) -> int:
 
 
 def title(exercise: Exercise, lang: str) -> str:
-    return f"{exercise.number}. {exercise.step}.py: {exercise.piece}() — {exercise.about[lang]}"
+    return f"{exercise.number}. {exercise.step}.py: {exercise.qualified}() — {exercise.about[lang]}"
 
 
 def listing(lang: str) -> str:
@@ -436,10 +449,10 @@ def next_unsolved(lang: str) -> int:
 def class_table(folder: Path, sandbox) -> tuple[list[str], dict[str, dict[int, Verdict]]]:
     """Each student's exercise files under `folder` (one folder a student, the files in it or below it,
     named as in exercises/), each checked as the student's own check does: (students, their verdicts)."""
-    from workbook.classroom import grade
+    from workbook.classroom import ladder
 
     found: dict[str, dict[int, Verdict]] = {}
-    with grade.Servers() as servers:
+    with ladder.Servers() as servers:
         for file in sorted(folder.rglob("[0-9][0-9]_*.py")):
             student = file.relative_to(folder).parts[0] if file.parent != folder else folder.name
             try:

@@ -3,18 +3,21 @@
 A check is data: each row (a truth table's, or a small conversation's) is what the piece is given and
 what the step's answer is. A test holds the step's own function to every row
 (tests/classroom/test_exercises.py), so a row that no longer says what the step does fails there, not
-in front of a student. `first_mistake(name, piece)` runs a table on a student's piece: the first row it
-gets wrong, in words, or None; `shown(name)` is the table as the hints print it.
+in front of a student. `first_mistake(name, piece, step)` runs a table on a student's piece: the first
+row it gets wrong, in words, or None; `shown(name)` is the table as the hints print it. The step's module
+is given, never imported here (the steps import the package, not the other way round): a table that
+needs the step's own types (its recovery state, its trace) takes them from it.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from types import SimpleNamespace
+
+from workbook.api.messages import blocks, plain, result_text
 
 # -- s04's plan: which calls run together ----------------------------------------------------------
 
@@ -31,7 +34,7 @@ PLAN_ROWS = [  # the tools asked for in one turn, in order -> the groups of inde
 ]
 
 
-def plan_mistake(plan) -> str | None:
+def plan_mistake(plan, step) -> str | None:
     """The first row the student's plan() gets wrong, said as what went wrong."""
     for tools, expected in PLAN_ROWS:
         blocks = [
@@ -96,15 +99,14 @@ REALLY_DONE_ROWS = [  # s07: a pause, a refusal and the stop hook first; anythin
 ]
 
 
-def transition_mistake(rows: list, step: str, next_transition) -> str | None:
+def transition_mistake(rows: list, next_transition, step) -> str | None:
     """The first row the student's next_transition() gets wrong, named by its case. s06's takes
-    (response, state); s07's takes the stop hook's result too."""
-    module = importlib.import_module(step)  # the step's own state and hook types: what the loop passes
-
+    (response, state); s07's takes the stop hook's result too. The step's own state and hook types are
+    what the loop passes."""
     for case, stop, fields, hook, expected in rows:
-        state = module.Recovery(**fields)
+        state = step.Recovery(**fields)
         response = SimpleNamespace(stop_reason=stop, content=[], stop_details=None)
-        hooked = (hook and module.HookResult(*hook),) if hasattr(module, "HookResult") else ()
+        hooked = (hook and step.HookResult(*hook),) if hasattr(step, "HookResult") else ()
         result = next_transition(response, state, *hooked)
         got = result[0] if isinstance(result, tuple) and result else result
         if got != expected:
@@ -173,10 +175,8 @@ def conversation(turns: list) -> list:
     return messages
 
 
-def collapse_mistake(collapse) -> str | None:
+def collapse_mistake(collapse, step) -> str | None:
     """The first case the student's collapse() gets wrong, said as what went wrong."""
-    from workbook.conversation import blocks
-
     for case, turns, keep, collapsed in COLLAPSE_ROWS:
         messages = conversation(turns)
         before = copy.deepcopy(messages)
@@ -201,8 +201,6 @@ def collapse_mistake(collapse) -> str | None:
 
 def message_mistake(old: list, new: list, names: dict, collapsed: set, newest: bool, keep: int) -> str | None:
     """What went wrong in one message: a tool_result gone, kept whole or shortened when it should not be."""
-    from workbook.conversation import result_text
-
     results = {b["tool_use_id"]: b for b in new if isinstance(b, dict) and b.get("type") == "tool_result"}
     for block in old:
         if block["type"] != "tool_result":
@@ -284,10 +282,8 @@ OPEN_ROWS = [  # (the case, the conversation when the run stopped) -> the ids st
 ]
 
 
-def open_calls_mistake(answer_open_calls) -> str | None:
+def open_calls_mistake(answer_open_calls, step) -> str | None:
     """The first case the student's answer_open_calls() gets wrong, said as what went wrong."""
-    from workbook.conversation import plain
-
     for case, made, ids in OPEN_ROWS:
         messages = made()
         before = plain(copy.deepcopy(messages))
@@ -333,31 +329,113 @@ def open_calls_text() -> str:
     return "\n".join(f"  {case} -> {', '.join(ids) or 'nothing'} answered" for case, _, ids in OPEN_ROWS)
 
 
+# -- s10's Trace.first_new: where the messages stop being the ones the last model_call line logged ----
+
+REPLY_1 = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {}}],
+}
+RESULT_1 = {
+    "role": "user",
+    "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": output(900)}],
+}
+REPLY_2 = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {}}],
+}
+RESULT_2 = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "ok"}]}
+COLLAPSED_1 = {  # RESULT_1 after s08's collapse: a new message in its place
+    "role": "user",
+    "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": PLACEHOLDER.format(900, "grep")}
+    ],
+}
+SUMMARY = {"role": "user", "content": "A summary of the work so far: ..."}  # s08's compaction
+ASK = {"role": "user", "content": "Why do the orders fail?"}
+FIRST_NEW_ROWS = [  # (the case, what the last line logged, the messages sent now) -> where the new ones start
+    ("nothing logged yet: the first call", [], [ASK], 0),
+    ("a reply and its results appended", [ASK], [ASK, REPLY_1, RESULT_1], 1),
+    ("another turn appended", [ASK, REPLY_1, RESULT_1], [ASK, REPLY_1, RESULT_1, REPLY_2, RESULT_2], 3),
+    (
+        "the same list sent again (an escalation asks again)",
+        [ASK, REPLY_1, RESULT_1],
+        [ASK, REPLY_1, RESULT_1],
+        3,
+    ),
+    (
+        "messages[2] collapsed in place (s08), a turn appended",
+        [ASK, REPLY_1, RESULT_1, REPLY_2],
+        [ASK, REPLY_1, COLLAPSED_1, REPLY_2, RESULT_2],
+        2,
+    ),
+    ("the history compacted into a summary (s08)", [ASK, REPLY_1, RESULT_1, REPLY_2, RESULT_2], [SUMMARY], 0),
+]
+
+
+def first_new_mistake(first_new, step) -> str | None:
+    """The first case the student's first_new() gets wrong, said as what the trace would then log. The
+    piece is a method: it is given a Trace of the step's, as the loop's model_call line left it."""
+    for case, logged, messages, expected in FIRST_NEW_ROWS:
+        trace = step.Trace(None)
+        trace.logged = list(logged)
+        sent = list(messages)
+        got = first_new(trace, sent)
+        where = f"first_new({case}: {len(logged)} logged, {len(messages)} sent)"
+        if sent != messages or trace.logged != logged:
+            return f"{where}: the messages or the log changed; first_new only looks"
+        if got == expected:
+            continue
+        said = f"{where} returned {got!r}; the step's returns {expected}"
+        if got == len(messages) and expected < len(messages):
+            return (
+                f"{said}: {got} is the length of messages, so messages[{got}:] is empty and the line "
+                "would log nothing new"
+            )
+        if got == 0:
+            return f"{said}: the line would log the whole history again, not only what is new"
+        if got == len(logged) and expected < len(logged):
+            return (
+                f"{said}: messages[{expected}] was replaced in place, so the line would never log "
+                "the change (look for the first message that is not the one logged)"
+            )
+        return said
+    return None
+
+
+def first_new_text() -> str:
+    return "\n".join(
+        f"  {case}: {len(logged)} logged, {len(messages)} sent -> {expected}"
+        for case, logged, messages, expected in FIRST_NEW_ROWS
+    )
+
+
 # -- the tables, by name (an exercise's `table`) ------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Table:
-    mistake: Callable  # the piece -> its first mistake, in words, or None
+    mistake: Callable  # (the piece, the step's module) -> its first mistake, in words, or None
     shown: Callable[[], str]  # the table as the hints print it
 
 
 TABLES = {
     "plan": Table(plan_mistake, plan_text),
     "s06_next_transition": Table(
-        partial(transition_mistake, RECOVERY_ROWS, "s06_recovery"), partial(transition_text, RECOVERY_ROWS)
+        partial(transition_mistake, RECOVERY_ROWS), partial(transition_text, RECOVERY_ROWS)
     ),
     "s07_next_transition": Table(
-        partial(transition_mistake, REALLY_DONE_ROWS, "s07_really_done"),
+        partial(transition_mistake, REALLY_DONE_ROWS),
         partial(transition_text, REALLY_DONE_ROWS),
     ),
     "collapse": Table(collapse_mistake, collapse_text),
     "answer_open_calls": Table(open_calls_mistake, open_calls_text),
+    "first_new": Table(first_new_mistake, first_new_text),
 }
 
 
-def first_mistake(name: str, piece) -> str | None:
-    return TABLES[name].mistake(piece)
+def first_mistake(name: str, piece, step) -> str | None:
+    """The first row of table `name` that `piece` gets wrong; `step`: the module of the step it is from."""
+    return TABLES[name].mistake(piece, step)
 
 
 def shown(name: str) -> str:

@@ -36,7 +36,7 @@ class Exercise:
     step: str  # the step's module, e.g. "s06_recovery"
     piece: str  # the step's function the student writes (cut out by name: no marker in the step)
     about: dict  # lang -> the step's idea, one line
-    rungs: tuple = ()  # the grader's rungs (workbook/classroom/grade.py) the step runs up, piece swapped
+    rungs: tuple = ()  # the grader's rungs (workbook/classroom/ladder.py) the step runs up, piece swapped
     args: tuple = ()  # flags the step is started with on the rungs
     replays: tuple = ()  # the step's own fixtures, replayed with the piece swapped (its --replay)
     table: str | None = (
@@ -44,6 +44,12 @@ class Exercise:
     )
     hints: dict | None = None  # lang -> three hints, each more specific
     wrong: tuple = ()
+    owner: str | None = None  # the step's class the piece is a method of ("Trace"), or None: a function
+
+    @property
+    def qualified(self) -> str:
+        """The piece as the step names it: `collapse`, or `Trace.first_new` for a method."""
+        return f"{self.owner}.{self.piece}" if self.owner else self.piece
 
 
 EXERCISES = [
@@ -430,7 +436,7 @@ EXERCISES = [
         "next_transition",
         {
             "en": "really done? a pause goes on, a refusal ends, the stop hook must pass",
-            "zh-CN": "真的结束了吗？暂停的轮接着走，拒绝就结束，停止钩子必须通过",
+            "zh-CN": "真的结束了吗？暂停的轮接着走，拒绝就结束，stop hook 必须通过",
         },
         rungs=("pause-turn",),
         args=("--web-search",),
@@ -448,7 +454,7 @@ EXERCISES = [
                 "why can say the hook passed.",
             ],
             "zh-CN": [
-                "返回 (transition, why)。先看三种情况：pause_turn、refusal，以及失败的停止钩子"
+                "返回 (transition, why)。先看三种情况：pause_turn、refusal，以及失败的 stop hook"
                 "（没有运行钩子时 `hook` 是 None）；其他情况 return s06.next_transition(response, state)。"
                 "每条提示都列出你的函数要满足的真值表。",
                 "pause_turn：state.pauses < MAX_PAUSES 时 resume_pause，否则 fail。refusal：done"
@@ -470,7 +476,7 @@ EXERCISES = [
                 },
             ),
             Wrong(
-                {"en": "a failing stop hook retried without end", "zh-CN": "失败的停止钩子被无休止地重试"},
+                {"en": "a failing stop hook retried without end", "zh-CN": "失败的 stop hook 被无休止地重试"},
                 (("state.hook_failures < state.hook_retries", "state.hook_failures >= 0"),),
                 r"hook failed (after 2 retries|, no retries allowed) .*returned 'hook_retry'",
                 {
@@ -635,6 +641,86 @@ EXERCISES = [
                     "model reads it as not done and calls again if it still needs it.",
                     "zh-CN": "这个调用在有结果之前就被停下了：用 is_error True 回答它，"
                     "让模型知道它没有完成，需要的话再调用一次。",
+                },
+            ),
+        ),
+    ),
+    Exercise(
+        10,
+        "s10_trace",
+        "first_new",
+        {
+            "en": "a trace: each model_call line logs only the messages new since the line before",
+            "zh-CN": "trace：每一行 model_call 只记下上一行之后新出现的消息",
+        },
+        table="first_new",
+        owner="Trace",
+        hints={
+            "en": [
+                "first_new(self, messages) returns the index where `messages` stop being self.logged, the "
+                "messages the last model_call line sent: that line then logs messages[index:] only. Each "
+                "hint shows the cases it is checked on.",
+                "A loop mostly appends: when messages[:len(self.logged)] == self.logged, every logged "
+                "message is still there, and the new ones start at len(self.logged) (with nothing logged "
+                "yet: 0).",
+                "Otherwise the history was rewritten in place (s08's collapse puts a new message where a "
+                "result was; compaction starts over): return the index of the first message that is not "
+                "the one logged (`is not`), or len(self.logged) if they all are.",
+            ],
+            "zh-CN": [
+                "first_new(self, messages) 返回 `messages` 从哪个下标起不再是 self.logged，"
+                "也就是上一行 model_call 发出的那些消息：这一行只记下 messages[下标:]。"
+                "每条提示都列出检查用的情况。",
+                "循环多数时候只是追加：messages[:len(self.logged)] == self.logged 时，记下过的消息都还在，"
+                "新消息从 len(self.logged) 开始（还什么都没记下时是 0）。",
+                "否则历史在原地被改写过（s08 的折叠把一条新消息放在原来结果的位置；压缩从头开始）："
+                "返回第一条不再是记下的那条消息（`is not`）的下标，都一样时返回 len(self.logged)。",
+            ],
+        },
+        wrong=(
+            Wrong(
+                {
+                    "en": "appends assumed: a rewritten history missed",
+                    "zh-CN": "以为只会追加：漏掉了被改写的历史",
+                },
+                (
+                    (
+                        "return next((i for i, (a, b) in enumerate(zip(self.logged, messages)) if a is not b)"
+                        ", known)",
+                        "return known",
+                    ),
+                ),
+                r"was replaced in place",
+                {
+                    "en": "The loop does not only append: s08's collapse replaces an old result's message in "
+                    "place. When the logged messages are not all still there, find the first one that is not "
+                    "the one logged, and start the new ones there.",
+                    "zh-CN": "循环不只是追加：s08 的折叠会在原地换掉一条旧结果所在的消息。"
+                    "记下过的消息不再都在时，找出第一条不再是记下的那条的消息，新消息就从那里开始。",
+                },
+            ),
+            Wrong(
+                {"en": "the whole history logged again", "zh-CN": "每次都把整段历史再记一遍"},
+                (("return known\n", "return 0\n"),),
+                r"log the whole history again",
+                {
+                    "en": "Index 0 makes every model_call line log the whole conversation again: a long "
+                    "run's trace grows with the square of its length. The messages already logged are still "
+                    "there: the new ones start after them, at len(self.logged).",
+                    "zh-CN": "下标 0 让每一行 model_call 都把整段对话再记一遍："
+                    "长的运行，trace 按长度的平方增长。"
+                    "记下过的消息都还在：新消息从它们后面开始，也就是 len(self.logged)。",
+                },
+            ),
+            Wrong(
+                {"en": "the new length, not the old", "zh-CN": "返回了新的长度，而不是旧的"},
+                (("return known\n", "return len(messages)\n"),),
+                r"is the length of messages",
+                {
+                    "en": "The line logs messages[index:]: at len(messages) that is empty, and nothing new "
+                    "is ever logged. The new messages start where the logged ones end: len(self.logged).",
+                    "zh-CN": "这一行记下的是 messages[下标:]：下标是 len(messages) 时它是空的，"
+                    "新消息永远记不下来。新消息从记下的消息结束的地方开始：len(self.logged)。",
                 },
             ),
         ),

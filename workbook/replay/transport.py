@@ -97,7 +97,6 @@ def replay_client(
     fixture: dict,
     name: str = "fixture",
     strict: bool = True,
-    checked: bool = False,  # unused: launch.py still passes it (every request is judged the same way)
     match: Match | str = Match.STRICT,
     keep_all: bool = True,
     **client_options,

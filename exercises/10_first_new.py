@@ -1,0 +1,35 @@
+"""Exercise 10, s10_trace.py: first_new()
+
+A trace: each model_call line logs only the messages new since the line before.
+
+Write the body of first_new() below: the piece s10 is about. The rest of the
+program is s10_trace.py itself, which runs with your first_new() in its place.
+It is a method of the step's Trace: `self` is the Trace the step made.
+
+Check it:     python -m workbook exercise        (or: python exercises/10_first_new.py)
+A hint:       python -m workbook exercise hint 10   (up to three, each more specific)
+Start over:   python -m workbook exercise reset 10
+The answer is s10_trace.py: read it once yours passes.
+
+Built from the step by python -m workbook.authoring.exercises: never edit it by hand, but for
+the body you write.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the steps, one folder up
+
+
+def first_new(self, messages: list) -> int:
+    """Where `messages` stop being the ones logged last. A loop mostly appends, so one C-level
+    comparison usually settles it (an item compares to itself at once, without looking inside);
+    only a history rewritten in place (s08's collapse) is searched item by item, in Python."""
+    # TODO: write first_new()'s body. Check it: python -m workbook exercise
+    raise NotImplementedError("exercise 10: first_new() is not written yet")
+
+
+if __name__ == "__main__":
+    from workbook.classroom import exercise
+
+    sys.exit(exercise.check_here(__file__))
