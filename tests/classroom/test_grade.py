@@ -289,8 +289,7 @@ def test_every_grade_fixture_is_a_rung_and_every_rung_says_in_one_line_what_it_c
     for rung in ladder.RUNGS:  # a fixture keeps its first name; its `script` says the step it is for now
         script = json.loads((ROOT / "fixtures" / f"{rung.fixture}.json").read_text())["script"]
         assert rung.fixture.startswith("grade_") and script.startswith(f"{rung.step}_")
-        assert "
-" not in rung.checks and len(rung.checks) <= 100
+        assert "\n" not in rung.checks and len(rung.checks) <= 100
 
 
 @pytest.mark.parametrize("rung", ladder.RUNGS, ids=lambda r: r.name)
