@@ -65,6 +65,18 @@ def test_the_chinese_page_has_a_row_for_every_point_of_the_english_one():
     assert per_section(CHINESE) == per_section(ENGLISH)
 
 
+# What may follow a section's name: the next place ("; "), the cell's end (" |"), a closing or an
+# opening parenthesis, the end of inline code, or the line's end. Not ":" or ",": a name cut there
+# ("1. Truncated text" for "1. Truncated text: escalate, then continue") is not the heading.
+AFTER_A_HEADING = re.compile(r"(;|\s\||\)|\s\(|`|$)", re.MULTILINE)
+
+
+def names_a_whole_heading(rest: str, notebook: Path) -> bool:
+    """Whether `rest` opens with one of the notebook's headings, whole, as written."""
+    found = headings.headings(notebook)
+    return any(rest.startswith(h.text) and AFTER_A_HEADING.match(rest, len(h.text)) for h in found)
+
+
 def test_every_notebook_section_named_is_a_heading_of_that_notebook():
     text = ENGLISH.read_text(encoding="utf-8")
     named = list(re.finditer(r"nb (s\d\d|epilogue) › ", text))
@@ -72,9 +84,17 @@ def test_every_notebook_section_named_is_a_heading_of_that_notebook():
     wrong = []
     for mention in named:
         rest = text[mention.end() :]
-        if not any(rest.startswith(h.text) for h in headings.headings(NOTEBOOKS[mention.group(1)])):
+        if not names_a_whole_heading(rest, NOTEBOOKS[mention.group(1)]):
             wrong.append(f"{mention.group(0)}{rest[:50]}")
-    assert not wrong, f"sections that are not headings (as written) of their notebook: {wrong}"
+    assert not wrong, f"sections that are not headings (whole, as written) of their notebook: {wrong}"
+
+
+def test_a_section_is_named_by_its_whole_heading():
+    notebook = NOTEBOOKS["s06"]
+    assert names_a_whole_heading("1. Truncated text: escalate, then continue; `s06", notebook)
+    assert names_a_whole_heading("1. Truncated text: escalate, then continue |", notebook)
+    assert not names_a_whole_heading("1. Truncated text; `s06_truncated_text.json`", notebook)
+    assert not names_a_whole_heading("1. Truncated text: escalate; `s06_truncated_text.json`", notebook)
 
 
 @pytest.mark.parametrize("path", [ENGLISH, CHINESE], ids=lambda p: p.name)

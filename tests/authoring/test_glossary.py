@@ -1,8 +1,10 @@
 """One name for each thing in the Chinese text: docs/glossary.zh-CN.md lists the name to use and the
 variants not to use ("不用（not:）"); none of those variants may appear in README.zh-CN.md, the Chinese
-docs or the notebooks' Chinese translations. Code, inline code, link targets and quotes of the articles
-(「…」) are not the workbook's own words, so they are not read."""
+docs, the notebooks' Chinese translations or the markdown of the Chinese notebooks built from them.
+Code, inline code, link targets and quotes of the articles (「…」) are not the workbook's own words, so
+they are not read."""
 
+import json
 import re
 
 import pytest
@@ -16,6 +18,7 @@ CHINESE_TEXT = sorted(
         *(ROOT / "notebooks" / "zh-CN" / "translations").glob("*.md"),
     ]
 )
+CHINESE_NOTEBOOKS = sorted((ROOT / "notebooks" / "zh-CN").glob("*.ipynb"))
 NOT_THESE = "不用（not:）"
 
 
@@ -68,6 +71,20 @@ def test_the_glossary_has_the_terms_the_issue_settled():
     assert {"工作簿", "本书", "权限关卡", "夹具", "录音", "具名的转移"} <= set(banned())
 
 
+def test_recovery_and_resume_have_a_word_each():
+    chosen = {row["English"]: row["中文"] for row in glossary_rows()}
+    assert chosen["recovery"].startswith("恢复") and chosen["resume"].startswith("继续")
+    assert {"恢复运行", "恢复对话", "恢复后的回复"} <= set(banned())  # 恢复 in the sense of resume
+
+
+def test_the_words_the_issue_retired_are_banned():
+    chosen = {row["English"]: row["中文"] for row in glossary_rows()}
+    assert chosen["escalate"] == "提高上限"
+    retired = banned()
+    assert retired["提额"] == "提高上限" and retired["轮次"] == "轮"
+    assert retired["system 提示词"] == "系统提示"
+
+
 def test_the_readme_links_the_glossary():
     assert "docs/glossary.zh-CN.md" in (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
 
@@ -77,9 +94,21 @@ def test_own_words_drop_code_and_quotes_only():
     assert own_words(text).split() == ["本练习册", "[链接]", "harness"]
 
 
-@pytest.mark.parametrize("path", CHINESE_TEXT, ids=lambda p: str(p.relative_to(ROOT)))
+def notebook_markdown(path) -> str:
+    """The markdown cells of a notebook, one after another."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_every_chinese_notebook_has_its_translation_checked():
+    checked = {p.stem for p in CHINESE_TEXT if p.parent.name == "translations"}
+    assert CHINESE_NOTEBOOKS and {p.stem for p in CHINESE_NOTEBOOKS} <= checked
+
+
+@pytest.mark.parametrize("path", CHINESE_TEXT + CHINESE_NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_banned_variant_in_the_chinese_text(path):
-    text = own_words(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8") if path.suffix == ".md" else notebook_markdown(path)
+    text = own_words(text)
     found = [
         f"{variant!r} (use {use!r}): …{text[max(0, i - 15) : i + 15]!s}…".replace("\n", " ")
         for variant, use in banned().items()
