@@ -249,7 +249,7 @@ def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, st
         return "allowed", None
     if permission == "deny":
         return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    if permission == "ask":
+    if permission == "ask":  # the person at this terminal, every time (`ask` is who auto asks)
         return asked(call, ask_person)
     if tool.name != "bash":
         return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
