@@ -40,7 +40,7 @@ def append_line(path: Path, value) -> None:
         os.close(fd)
 
 
-def trace_to_fixture(path: Path, script: str = "s06_recovery") -> dict:
+def trace_to_fixture(path: Path, script: str = "s10_trace") -> dict:
     """A trace as a fixture: each model_call line becomes an exchange, its request rebuilt from the
     start line and the messages the call added, so any traced run replays offline (`--replay run.jsonl`).
     The tools run again, in the workspace the `run` line names (a fixture's, when the trace came from a
@@ -76,7 +76,7 @@ def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
             {"request": request, "response": traced_response(call, request), "match": "structure"}
         )
     if not exchanges:
-        raise FixtureError(f"{path}: no model calls in this trace — was it written by s09 or later?")
+        raise FixtureError(f"{path}: no model calls in this trace — was it written by s10 or later?")
     refuse_what_cannot_replay(lines, path)
     return {
         "script": script,
@@ -116,7 +116,7 @@ def traced_response(call: dict, request: dict) -> dict:
 
 
 def fixture_file(trace_file: str, script: str) -> str:
-    """s09: convert a trace to a fixture file in a temp folder, for --replay."""
+    """s10: convert a trace to a fixture file in a temp folder, for --replay."""
     target = new_run_folder() / (Path(trace_file).stem + ".json")  # removed with the run's copies
     write_json(target, trace_to_fixture(Path(trace_file), script))
     return str(target)

@@ -1,4 +1,4 @@
-"""workbook/classroom/grade.py, beyond the ladder itself (test_grade_ladder.py): a loop written in
+"""workbook/classroom/grade.py, beyond the ladder itself (test_ladder.py): a loop written in
 JavaScript is graded as the workbook's steps are, a failing rung names the loop's first mistake in the
 student's terms, and the program runs as a stranger's program: sandboxed, with an allowlisted environment,
 nothing it starts outliving its rung."""

@@ -3,7 +3,7 @@
 
 The clients are the ones tests/clients/node/ pins (`npm ci` there: .ci/run does it, and so does this
 module when they are missing): Claude Code and the TypeScript SDK. The Python SDK is tested throughout
-(test_grade_ladder.py, test_students.py). Without Node.js and npm these tests skip, naming them; under
+(test_ladder.py, test_students.py). Without Node.js and npm these tests skip, naming them; under
 .ci/run (WORKBOOK_REQUIRE_TOOLS=1) they fail instead, and so does a client that cannot be installed.
 
 The requests Claude Code sends are kept in tests/classroom/clients/ (captured by

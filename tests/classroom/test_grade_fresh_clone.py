@@ -1,7 +1,7 @@
 """The grader passes the course's own answers from a fresh clone, as a newcomer runs it: the project's
 files copied to a new folder with no runs/ (a clone has none), `python -m workbook grade` started there
 in bubblewrap (the grader's one sandbox: without it, `grade` refuses), each step graded on the rungs of
-its own step. (test_grade_ladder.py climbs each step up the rungs below its own, in this process.)
+its own step. (test_ladder.py climbs each step up the rungs below its own, in this process.)
 
 In a fresh clone, a step's live run (which a graded run is) keeps its files in runs/, a folder that does
 not exist yet (under the Landlock fallback that issue 47 retired, s03 scored 0 of 4 for it)."""
@@ -20,7 +20,7 @@ LEFT_BY_USE = shutil.ignore_patterns(".git", "runs", "node_modules", "__pycache_
 # s07 declares the API's web search only under --web-search (docs/teaching.md, Grading, says why), and
 # the pause-turn rung's recorded reply uses it.
 FLAGS = {"s07_really_done": ["--web-search"]}
-GRADED = [step for step in STEPS if step < "s08"]  # s08, s09: no rung of their own (test_grade_ladder.py)
+GRADED = [step for step in STEPS if step < "s08"]  # s08, s09: no rung of their own (test_ladder.py)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ the way the step imports it (so the import block is still a map of the course). 
 program is the step itself: the checker runs the step with the student's piece in its place.
 
 A student writes only inside the function: `scaffold` is the file with that body taken out, and a
-file whose scaffold differs from the step's is stale (tests/authoring/test_exercises_built.py).
+file whose scaffold differs from the step's is stale (tests/authoring/test_exercises.py).
 """
 
 from __future__ import annotations

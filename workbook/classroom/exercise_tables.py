@@ -2,7 +2,7 @@
 
 A check is data: each row (a truth table's, or a small conversation's) is what the piece is given and
 what the step's answer is. A test holds the step's own function to every row
-(tests/classroom/test_exercises.py), so a row that no longer says what the step does fails there, not
+(tests/classroom/test_exercise.py), so a row that no longer says what the step does fails there, not
 in front of a student. `first_mistake(name, piece, step)` runs a table on a student's piece: the first
 row it gets wrong, in words, or None; `shown(name)` is the table as the hints print it. The step's module
 is given, never imported here (the steps import the package, not the other way round): a table that

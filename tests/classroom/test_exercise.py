@@ -4,7 +4,7 @@ judge, as a student's check runs.
 
 Each exercise's program runs here, in this process, as the grader would run it in a sandbox (the
 rung's server as the API, the rung's workspace as the current folder): grade_sandbox.run_program is
-replaced by run_here, as tests/classroom/test_grade_ladder.py does for the steps. The grader's servers
+replaced by run_here, as tests/classroom/test_ladder.py does for the steps. The grader's servers
 and judge are the real ones. One run in the sandbox (test_a_check_runs_the_program_as_the_grader_does)
 shows the file runs as a program too."""
 
