@@ -35,16 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from workbook import (
-    bounded_search,
-    capture,
-    commands,
-    display,
-    environment,
-    launch,
-    step_cli,
-    workspace_files,
-)
+from workbook import bounded_search, capture, display, environment, launch, shell, step_cli, workspace_files
 from workbook.asking import DANGEROUS, ask_person, at_terminal  # the person the gate asks; its warnings
 from workbook.audit import log_call  # one JSON line per call in the run's folder
 
@@ -234,7 +225,7 @@ REGISTRY = {
 
 # -- new in s02: the permission gate — who says yes before a write or a command runs -----------------
 
-# What auto runs unasked: a program that only reads, alone (workbook/commands.py reads the command as the
+# What auto runs unasked: a program that only reads, alone (workbook/shell.py reads the command as the
 # shell will: no chaining, redirection or globs, no path out of the workspace).
 READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
 
@@ -253,7 +244,7 @@ def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, st
         return asked(call, ask_person)
     if tool.name != "bash":
         return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
-    why = commands.not_only(call.input["command"], READ_ONLY_COMMANDS)
+    why = shell.not_only(call.input["command"], READ_ONLY_COMMANDS)
     return ("allowed", None) if why is None else asked(call, ask, why)
 
 

@@ -94,7 +94,7 @@ class Run(Protocol):
 def for_run(run: Run) -> dict | None:
     """The run's environment, gathered once: a replay's is the fixture's (None if it recorded none),
     a live or recorded run's is this machine's (a recording keeps it, so its replay sends the same)."""
-    if run.environment is None and run.mode != "replay":
+    if run.environment is None and not run.replayed:
         run.environment = gather(run.workspace)
     elif run.environment is None:
         run.environment = (run.fixture or {}).get("environment")

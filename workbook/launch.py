@@ -8,6 +8,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 
@@ -56,12 +57,23 @@ def make_parser(doc: str, default_fixture: str) -> argparse.ArgumentParser:
     return parser
 
 
+class Mode(StrEnum):
+    """How a run reaches a model: live (the API, with a key), replay (a fixture, offline), record (live,
+    each exchange kept as a fixture), or rebuild (a replay that accepts what the step sends now and
+    stores it: `python -m workbook rebuild` runs the step so, in a process of its own)."""
+
+    LIVE = "live"
+    REPLAY = "replay"
+    RECORD = "record"
+    REBUILD = "rebuild"
+
+
 @dataclass
 class Run:
     """Everything a step needs to start: the client, the task, where tools act, and how we got here."""
 
     client: anthropic.Anthropic
-    mode: str  # "live", "replay" or "record"
+    mode: Mode
     task: str
     workspace: Path
     model: str
@@ -85,6 +97,11 @@ class Run:
     # terminal, if one is there; in a replay, the recording says yes to its own trusted calls.
     ask: Callable | None = at_terminal
 
+    @property
+    def replayed(self) -> bool:
+        """Whether the model's answers come from a fixture (a replay, or a rebuild)."""
+        return self.mode in (Mode.REPLAY, Mode.REBUILD)
+
     def without_clock(self) -> Run:
         """This run, its waits said instead of spent, its jitter fixed (see `sleep`)."""
         self.sleep, self.rand = say_the_wait, random.Random(0).random
@@ -94,9 +111,9 @@ class Run:
         """End the run: save what record mode captured (or what a rebuild observed), remove the
         replay's workspace copy. Returns a line for the reader, or None; never raises."""
         try:
-            if self.mode == "record":
+            if self.mode is Mode.RECORD:
                 return save_recording(self, self.journal)
-            if os.environ.get(REBUILD_ENV) and self.mode == "replay":
+            if self.mode is Mode.REBUILD:
                 return save_rebuild(self)
             return None
         except (WorkbookError, OSError) as err:
@@ -133,7 +150,7 @@ def choose(args: argparse.Namespace, model: str, script: str, **client_options) 
     banner = f"live: {model} at {where}; tools act in {workspace}"
     if script in UNGATED:
         banner += f"; {script} has no permission gate: it runs every command the model asks for, unasked"
-    run = Run(client, "live", args.task, workspace, model, banner, script=script)
+    run = Run(client, Mode.LIVE, args.task, workspace, model, banner, script=script)
     return run.without_clock() if os.environ.get("WORKBOOK_NO_SLEEP") else run  # the suite's live runs
 
 
@@ -182,7 +199,8 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
             f"{name}: {script} runs commands with no permission gate, and this fixture is not on the "
             f"trust list — read it, then `python -m workbook trust {name}`, or replay it with s02 or later"
         )
-    lenient = bool(os.environ.get(REBUILD_ENV))
+    mode = Mode.REBUILD if os.environ.get(REBUILD_ENV) else Mode.REPLAY
+    lenient = mode is Mode.REBUILD
     # Only `rebuild` (lenient) reads every request back; a step's own replay keeps only the last.
     client, transport = replay_client(fixture, name, strict=not lenient, keep_all=lenient, **client_options)
     workspace = copy_workspace(fixture["workspace"])
@@ -192,7 +210,7 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
     if not getattr(args, "replay", None):
         step = f"{script or 'sNN_step'}.py"
         banner += f'; to run live, set ANTHROPIC_API_KEY and give a task: python {step} "list the files"'
-    run = Run(client, "replay", fixture["task"], workspace, model, banner, path, transport, fixture)
+    run = Run(client, mode, fixture["task"], workspace, model, banner, path, transport, fixture)
     run.trusted, run.fixture_args, run.folder, run.script = (
         trusted,
         absolute_args(fixture),
@@ -238,7 +256,7 @@ def _start_record(args, model: str, script: str, key: str, client_options: dict)
     client = anthropic.Anthropic(api_key=key, http_client=http, **client_options)
     workspace = _live_workspace(args)
     banner = f"recording a live run of {model} to {target}; tools act in {workspace}"
-    run = Run(client, "record", args.task, workspace, model, banner, target, transport, script=script)
+    run = Run(client, Mode.RECORD, args.task, workspace, model, banner, target, transport, script=script)
     # each exchange is appended as it completes (kill -9 loses none); the header is asked for then
     run.journal = Journal(journal, partial(recording_header, run))
     transport.on_exchange = run.journal.append

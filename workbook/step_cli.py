@@ -180,7 +180,7 @@ def banner_lines(run: Run, width: int | None = None) -> list[str]:
 def run_files(run: Run) -> Path:
     """The folder a run keeps its files in (audit log, trace, conversation): beside a replay's temp
     workspace (never in the repo), else runs/<time>-<step>/ for a live run. Made once per run."""
-    if run.mode == "replay":
+    if run.replayed:
         return run.folder
     if run.kept is None:
         run.kept = RUNS / f"{datetime.now():%Y%m%d-%H%M%S}-{run.script}"

@@ -1,6 +1,6 @@
-"""workbook/commands.py: a command read as the shell will, against a list of programs."""
+"""workbook/shell.py: a command read as the shell will, against a list of programs."""
 
-from workbook import commands
+from workbook import shell
 
 import pytest
 
@@ -9,7 +9,7 @@ PROGRAMS = {"cat", "ls"}
 
 @pytest.mark.parametrize("command", ["cat notes.txt", "ls -la src", "cat 'a file.txt'"])
 def test_a_listed_program_on_workspace_paths_is_only_that(command):
-    assert commands.not_only(command, PROGRAMS) is None
+    assert shell.not_only(command, PROGRAMS) is None
 
 
 @pytest.mark.parametrize(
@@ -27,4 +27,4 @@ def test_a_listed_program_on_workspace_paths_is_only_that(command):
     ],
 )
 def test_anything_more_says_why(command, why):
-    assert why in commands.not_only(command, PROGRAMS)
+    assert why in shell.not_only(command, PROGRAMS)
