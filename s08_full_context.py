@@ -1,11 +1,10 @@
-"""s08_full_context.py — When the context is full: make room, or start anew.
+"""s08_full_context.py — When the context is full: make room, and go on.
 
 Adds over s07: a request the API refuses as too long ("prompt is too long",
 a 400) is not a crash. Old tool results are collapsed to placeholders and the
 request is sent again; if that is not enough, the older history is compacted
 into a summary the model writes. A reply that filled the window is kept, and
-room is made after it. Or, for a run that grew long and drifted, --handoff
-FILE starts a fresh session from its task and what it really did.
+room is made after it.
 
     +------------+  400: too long   +=======================================+
     | call model | ---------------> | next_transition() (new): make room    |
@@ -20,11 +19,8 @@ Run: python s08_full_context.py   replay: too long twice: collapsed, compacted
      python s08_full_context.py --replay FIXTURE, for FIXTURE one of
      fixtures/s06_prompt_too_long_collapse.json   (collapsing is enough)
      fixtures/s06_window_full_after_history.json  (a reply fills the window)
-     python s08_full_context.py --handoff FILE   a fresh session from FILE,
-     such as fixtures/conversations/s05_drifted.json (a run that drifted)
 """
 
-import json
 import sys
 from dataclasses import dataclass, field
 from typing import Self
@@ -135,15 +131,26 @@ def next_transition(response, state: Recovery, messages: list, hook) -> tuple[st
     stop = response.stop_reason if response is not None else "prompt_too_long"
     if stop not in ("prompt_too_long", "model_context_window_exceeded"):
         return s07.next_transition(response, state, hook)
-    room = "make_room" if response is not None else None  # the reply is kept, and room made after it
-    if not state.collapsed and collapsible(messages):
-        return room or "collapse", f"{stop}: {collapsible(messages)} old tool results can be collapsed"
-    if not state.compacted and split_point(messages) is not None:
-        return room or "compact", f"{stop}: still too long; summarize the older history"
+    shrink = room_move(messages, state)  # collapse, compact, or None: nothing left this turn
+    if shrink and response is not None:  # a reply that filled the window: kept, and room made after it
+        return "make_room", f"{stop}: keep the reply, then {shrink}"
+    if shrink == "collapse":
+        return "collapse", f"{stop}: {collapsible(messages)} old tool results can be collapsed"
+    if shrink == "compact":
+        return "compact", f"{stop}: still too long; summarize the older history"
     collapse = "already collapsed once" if state.collapsed else "no old tool result to collapse"
     compact = "already compacted once" if state.compacted else "no earlier turn to summarize"
     compact = "even the summary's request was too long" if state.summary_too_long else compact
     return "fail", f"{stop}, and this turn: {collapse}, {compact}: giving up"
+
+
+def room_move(messages: list, state: Recovery) -> str | None:
+    """How to make room now: collapse first, then compact, each once a turn; None if neither is left."""
+    if not state.collapsed and collapsible(messages):
+        return "collapse"
+    if not state.compacted and split_point(messages) is not None:
+        return "compact"
+    return None
 
 
 # 3. Making room: collapse, or compact (a model call of its own), then send again.
@@ -151,9 +158,9 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
     """s07's recover, and making room. Returns the reply of compaction's request for a summary (a model
     call of its own, to be counted), else None."""
     state = settings.recovery
-    if transition == "make_room":  # the kept reply's cut calls answered; then collapse, else compact
+    if transition == "make_room":  # the kept reply's cut calls answered; then room_move's choice
         s06.continue_cut(messages, response, ROOM_PROMPT)
-        transition = "collapse" if not state.collapsed and collapsible(messages) else "compact"
+        transition = room_move(messages, state) or "compact"
     if transition not in ("collapse", "compact"):
         return s07.recover(transition, messages, response, hook, settings)
     before = context_chars(messages)
@@ -233,89 +240,6 @@ def compact(client: anthropic.Anthropic, messages: list, settings: "Settings") -
     return response
 
 
-# -- new in s08: or start afresh — --handoff FILE: a fresh session from a saved one's task and what it did
-
-HANDOFF = (
-    "[A fresh session. An earlier session on this task drifted and was stopped. What it did, as "
-    "the harness read it from that session's tool calls and results (check the files as they are "
-    "now before you rely on it):]"
-)
-WRITES = ("write_file", "edit_file")  # s02's tools that change a file
-LISTED = 8  # of commands and failures, the last this many are listed; the rest are counted
-
-
-def opening(run: launch.Run, args) -> list:
-    """The first messages: the task; or, with --handoff FILE, a fresh session of one message."""
-    if not args.handoff:
-        return [{"role": "user", "content": run.task}]
-    saved = conversation.load_conversation(conversation.repo_path(args.handoff))
-    task = first_text(saved).split(HANDOFF)[0].strip()  # a handoff of a handoff: the first task
-    text = "\n\n".join(part for part in (task, HANDOFF, what_it_did(saved), run.task) if part)
-    display.show_handoff(args.handoff, len(saved), text)
-    return [{"role": "user", "content": text}]
-
-
-def what_it_did(messages: list) -> str:
-    """A saved conversation as a few lines of fact, read by the harness from its tool calls and their
-    results, never from what the model said about them (that is what drifted): the files it changed,
-    the commands it ran and how each ended, the calls that failed or were refused; and, marked as
-    the model's own, its last words."""
-    results = {b["tool_use_id"]: b for m in messages for b in blocks(m) if b["type"] == "tool_result"}
-    changed, commands, failed = {}, [], []
-    for block in (b for m in messages for b in blocks(m) if b["type"] == "tool_use"):
-        result = results.get(block["id"], {})
-        said = result_text(result).strip().splitlines() or ["(no result)"]
-        given = block.get("input") if isinstance(block.get("input"), dict) else {}
-        if result.get("is_error"):
-            failed.append(f"{call_label(block['name'], given)}: {clipped(said[0], 240)}")
-        elif block["name"] in WRITES:
-            changed[str(given.get("path"))] = changed.get(str(given.get("path")), 0) + 1
-        elif block["name"] == "bash":
-            commands.append(f"{call_label('bash', given)} ({said[-1].strip('[]')})")
-    files = ", ".join(f"{path} ({n} {'writes' if n > 1 else 'write'})" for path, n in changed.items())
-    return "\n".join(
-        [
-            f"Files it changed: {files or 'none'}",
-            f"Commands it ran:{listed(commands)}",
-            f"Calls that failed or were refused:{listed(failed)}",
-            f"Its last words: {clipped(last_words(messages), 600) or '(none)'}",
-        ]
-    )
-
-
-def first_text(messages: list) -> str:
-    """The text of the first message: the task the conversation was given."""
-    content = blocks(messages[0]) if messages else []
-    return "\n".join(b["text"] for b in content if b.get("type") == "text").strip()
-
-
-def last_words(messages: list) -> str:
-    """The text of the model's last reply that had any."""
-    for message in reversed(messages):
-        text = " ".join(b["text"] for b in blocks(message) if b["type"] == "text").strip()
-        if message["role"] == "assistant" and text:
-            return text
-    return ""
-
-
-def call_label(name: str, given: dict) -> str:
-    """A call in a few words: the tool, and the path, command or pattern it was given."""
-    what = given.get("path") or given.get("command") or given.get("pattern")
-    return f"{name} {clipped(str(what), 120) if what else json.dumps(given, ensure_ascii=False)[:80]}"
-
-
-def clipped(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def listed(items: list[str]) -> str:
-    """none, or the last LISTED items, one a line, and how many came before them."""
-    if not items:
-        return " none"
-    earlier = f"\n  ({len(items) - LISTED} earlier ones not listed)" if len(items) > LISTED else ""
-    return earlier + "".join(f"\n  - {item}" for item in items[-LISTED:])
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
@@ -392,15 +316,13 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 def main(argv: list[str] | None = None) -> int:
     """Replay the default fixture, or run a task live (--help: the flags)."""
     parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s08_full_context")  # every earlier step's
-    step_cli.add_handoff_flag(parser)  # s08's own: --handoff
     return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
 
 
 def run_task(run: launch.Run, args) -> int:
-    """s07's run, with this step's loop and settings, from the task or a handoff; recovery giving up is
-    exit 1."""
+    """s07's run, with this step's loop and settings; recovery giving up is exit 1."""
     settings = Settings.for_run(run, args)
-    messages = opening(run, args)
+    messages = [{"role": "user", "content": run.task}]
     saved = step_cli.run_files(run) / "conversation.json"
     try:
         agent_loop(run.client, messages, settings)

@@ -17,9 +17,9 @@ Run: python s10_trace.py   replay: a resumed run, its trace written
      python s10_trace.py --replay TRACE.jsonl   the trace, replayed
 """
 
+import json
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -64,11 +64,9 @@ class Trace:
         self.script = script  # the step that writes it, named on the start line
         self.logged: list = []
         self.shared: dict = {}  # what the start line logged, which a model_call line need not repeat
-        self.written: Counter = Counter()  # lines written, by event
 
     def write(self, event: str, **fields) -> None:
         tracing.trace(self.path, event, **fields)
-        self.written[event] += 1
 
     def start(self, request: dict, budget, **more) -> None:
         """The first line: what every request of the run shares (model, system, tools, max_tokens,
@@ -166,6 +164,42 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
     if summary is not None:
         settings.trace.side_call(settings.recovery.summarized, summary, tool_choice=NO_TOOLS, stream=False)
     return summary
+
+
+def show_written(path: Path | None, most: int = 12) -> None:
+    """The trace as it was written, a line an event, each in a few words (the first `most` lines)."""
+    if path is None or not path.is_file():
+        return
+    display.say("the trace, one JSON object a line:", "bold")
+    width, count = display.console.width, 0
+    with path.open() as lines:  # a line at a time: a long run's trace is long
+        for count, raw in enumerate(lines, 1):
+            line = json.loads(raw) if count <= most else None
+            shown = f"  {line['event']:<11} {held_in(line)}" if line else ""
+            if shown:
+                display.say(shown if len(shown) <= width else shown[: width - 1] + "…")
+    if count > most:
+        display.say(f"  … ({count - most} more lines)")
+
+
+def held_in(line: dict) -> str:
+    """What a trace line holds, in a few words."""
+    event, request = line["event"], line.get("request") or {}
+    if event == "model_call" and "response" in line:
+        added = len(request.get("new_messages", []))
+        return (
+            f"call {line.get('step')}: {added} new messages sent, reply {line['response'].get('stop_reason')}"
+        )
+    if event == "model_call":
+        return f"call {line.get('step')}: error {(line.get('error') or {}).get('status')}"
+    words = {
+        "run": line.get("task"),
+        "start": f"{line.get('model')}, {len(line.get('tools') or [])} tools",
+        "transition": f"{line.get('name')}: {line.get('why')}",
+        "tools": f"{len(line.get('results') or [])} results, then {line.get('next')}",
+        "stop": line.get("reason"),
+    }
+    return str(words.get(event, ""))
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -269,8 +303,8 @@ def run_task(run: launch.Run, args) -> int:
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran (s09)
         interrupted(messages, settings)
         settings.trace.stop(settings.budget.reason, settings.budget)
-    lines = ", ".join(f"{n} {event}" for event, n in settings.trace.written.items())
-    display.say(f"trace: {lines}\n--replay it to run it again, offline:\n  {settings.trace.path}")
+    show_written(settings.trace.path)
+    display.say(f"--replay it to run it again, offline:\n  {settings.trace.path}")
     code = keep_the_work(run, messages, settings, saved)
     gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
     return 1 if code == 0 and gave_up else code

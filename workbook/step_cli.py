@@ -270,13 +270,6 @@ def add_limit_flags(parser) -> None:
     add("--max-cost", type=dollars, metavar="DOLLARS", help="estimated, warned at 80%% (default 5.00)")
 
 
-def add_handoff_flag(parser) -> None:
-    """s08's flag: --handoff, a fresh session in place of a full or drifted one."""
-    parser.add_argument(
-        "--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did"
-    )
-
-
 def add_trace_flag(parser) -> None:
     """s10's flag: where the trace goes."""
     parser.add_argument(
@@ -285,9 +278,10 @@ def add_trace_flag(parser) -> None:
 
 
 def add_keep_flags(parser) -> None:
-    """s09's flags: --resume, and where the conversation goes."""
+    """s09's flags: --resume, --handoff, and where the conversation goes."""
     add = parser.add_argument
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
+    add("--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
 
 
@@ -413,7 +407,6 @@ STEP_FLAGS = (
     (5, add_limit_flags),
     (6, add_stream_flag),
     (7, add_hook_flags),
-    (8, add_handoff_flag),
     (9, add_keep_flags),
     (10, add_trace_flag),
 )

@@ -222,8 +222,9 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
     ],
     "s09_keep_the_work": ["its last turn:", "  error: interrupted by the user", "→ done"],
     "s10_trace": [
-        "→ done",
-        "trace: 1 run, 1 start, 2 model_call, 2 transition, 1 tools, 1 stop",
+        "the trace, one JSON object a line:",
+        "  model_call  call 1: 3 new messages sent, reply tool_use",
+        "  stop        the model ended its turn (stop_reason end_turn)",
         "--replay it to run it again, offline:",
     ],
 }

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from argparse import Namespace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -376,10 +375,6 @@ def test_a_bad_resume_file_is_one_line_saying_what_is_wrong(script, tmp_path, co
 DRIFTED = FIXTURES / "conversations" / "s05_drifted.json"  # s04_write_flip_flop, replayed by s05 with --save
 
 
-HANDING = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s08"], indirect=True)  # s08 on
-
-
-@HANDING
 def test_a_handoff_replays_offline_from_one_message_strictly(script, step):
     code, out = script("--handoff", str(DRIFTED))
     assert code == 0 and "offline replay of fixtures/s05_handoff.json" in out, out
@@ -387,8 +382,7 @@ def test_a_handoff_replays_offline_from_one_message_strictly(script, step):
     assert "stopped: the model ended its turn" in out
 
 
-def test_the_handoff_message_is_the_task_what_the_run_did_and_the_instruction():
-    step = load_step("s08_full_context")  # the step that hands off
+def test_the_handoff_message_is_the_task_what_the_run_did_and_the_instruction(step):
     recorded = fixtures.load_fixture(FIXTURES / "s05_handoff.json")
     [opening] = recorded["exchanges"][0]["request"]["messages"]  # one message: a fresh session
     text = opening["content"]
@@ -419,24 +413,23 @@ def test_what_it_did_is_read_from_the_calls_and_results_not_from_the_models_word
             ],
         },
     ]
-    notes = load_step("s08_full_context").what_it_did(messages).splitlines()
+    notes = load_step("s09_keep_the_work").what_it_did(messages).splitlines()
     assert notes[0] == "Files it changed: a.py (1 write)"
     assert notes[1:3] == ["Commands it ran:", "  - bash pytest -q (exit code 1)"]
     assert notes[3:5] == ["Calls that failed or were refused:", "  - write_file ../x: error: outside"]
     assert notes[5] == "Its last words: All tests pass now."
 
 
-def test_a_handoff_of_a_handoff_keeps_the_first_task(tmp_path):
-    step = load_step("s08_full_context")
-    first = step.opening(offline_run(tmp_path, "then stop"), Namespace(handoff=str(DRIFTED)))[0]["content"]
+def test_a_handoff_of_a_handoff_keeps_the_first_task(step, tmp_path):
+    first = step.handed_off(offline_run(tmp_path, "then stop"), str(DRIFTED))[0]["content"]
     path = tmp_path / "again.json"
     path.write_text(json.dumps([{"role": "user", "content": first}, {"role": "assistant", "content": "ok"}]))
-    again = step.opening(offline_run(tmp_path, "now"), Namespace(handoff=str(path)))[0]["content"]
+    again = step.handed_off(offline_run(tmp_path, "now"), str(path))[0]["content"]
     assert again.startswith("A 3,000-character note must fit") and again.count(step.HANDOFF) == 1
 
 
 def offline_run(tmp_path, task: str):
-    """A launch.Run with no fixture (as live), for opening()."""
+    """A launch.Run with no fixture (as live), for handed_off()."""
     return launch.Run(None, "live", task, tmp_path, "m", "", script="s09_keep_the_work")
 
 
@@ -456,6 +449,7 @@ def test_a_bad_handoff_file_is_one_line(script, tmp_path):
 
 
 REPLAYS = {  # fixture -> how the run ends
+    "s05_handoff": "stopped: the model ended its turn (stop_reason end_turn)",
     "s05_resume": "stopped: the model ended its turn (stop_reason end_turn)",
     "s06_resume": "stopped: the model ended its turn (stop_reason end_turn)",
 }

@@ -77,7 +77,7 @@ FIXTURE_FLAGS = {
     "--stop-hook": (7, _command),  # a shell command: from an untrusted fixture, it meets the gate (s07)
     "--stop-hook-retries": (7, _whole(0)),
     "--resume": (9, _conversation),
-    "--handoff": (8, _conversation),
+    "--handoff": (9, _conversation),
 }
 
 
