@@ -379,7 +379,7 @@ EXERCISES = [
                 "返回 (transition, why)，transition 是 TRANSITIONS 之一。tool_use -> next_turn；"
                 "除了 max_tokens 之外的其他 stop_reason -> done。每条提示都列出你的函数要满足的真值表："
                 "每一种情况，以及它的转移。",
-                "max_tokens：state.max_tokens < ESCALATED_MAX_TOKENS 时 escalate（提额），"
+                "max_tokens：state.max_tokens < ESCALATED_MAX_TOKENS 时 escalate（提高上限），"
                 "然后在 state.continuations < MAX_CONTINUATIONS 时 continue（续写），再不行就 fail。",
                 "被 max_tokens 截断的回复永远不是 next_turn，哪怕它以 tool_use 结尾："
                 "那个调用的输入可能不完整。"
@@ -396,7 +396,7 @@ EXERCISES = [
                     "en": "A reply cut by max_tokens may end in a tool_use whose input is incomplete: never "
                     "run it. The first answer is escalate: the same request again with a larger max_tokens.",
                     "zh-CN": "被 max_tokens 截断的回复，最后一个 tool_use 的输入可能不完整：绝不执行它。"
-                    "第一步是 escalate（提额）：用更大的 max_tokens 再发同一个请求。",
+                    "第一步是 escalate（提高上限）：用更大的 max_tokens 再发同一个请求。",
                 },
             ),
             Wrong(
@@ -413,7 +413,7 @@ EXERCISES = [
                     "Send the same request again with max_tokens ESCALATED_MAX_TOKENS (escalate); cut again, "
                     "ask it to go on (continue).",
                     "zh-CN": "max_tokens 不是模型结束了这一轮：回复被输出上限截断了。"
-                    "用 max_tokens ESCALATED_MAX_TOKENS 再发同一个请求（escalate，提额）；"
+                    "用 max_tokens ESCALATED_MAX_TOKENS 再发同一个请求（escalate，提高上限）；"
                     "再被截断，就请它接着写（continue，续写）。",
                 },
             ),
