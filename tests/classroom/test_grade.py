@@ -221,7 +221,7 @@ def test_a_program_that_never_asks_is_told_what_the_server_saw(capsys):
         (["--"], "no command to grade"),
         (
             ["--only", "s09", "--", "python"],
-            "no rung 's09': give a step (s01-s06) or one of loop, tool-errors",
+            "no rung 's09': give a step (s01-s07) or one of loop, tool-errors",
         ),
         (["--", "no-such-program-here"], "no-such-program-here: command not found"),
         (["--", "./missing_loop.py"], "./missing_loop.py: command not found"),

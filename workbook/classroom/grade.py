@@ -54,7 +54,8 @@ def pick_rungs(only: list[str]) -> list[Rung]:
     for word in wanted:
         if not any(word in (r.name, r.step) for r in RUNGS):
             names = ", ".join(r.name for r in RUNGS)
-            raise GradeError(f"no rung {word!r}: give a step (s01-s06) or one of {names}")
+            steps = f"{RUNGS[0].step}-{RUNGS[-1].step}"  # the steps that have rungs
+            raise GradeError(f"no rung {word!r}: give a step ({steps}) or one of {names}")
     return [r for r in RUNGS if not wanted or r.name in wanted or r.step in wanted]
 
 
@@ -172,14 +173,15 @@ def main(argv: list[str]) -> int:
     ended; 0 only if all pass, 1 if one fails, 2 for bad input."""
     try:
         args, command = parse(argv)
-        chosen = sandbox.choose(args.sandbox)
         if args.exercises:
             from workbook.classroom import exercise
 
+            chosen = sandbox.choose(args.sandbox)
             if chosen.kind == "none":
                 sandbox.hide_from_programs()
             return exercise.show_class(Path(args.exercises), chosen)
-        rungs, command = pick_rungs(args.only), resolve(command)
+        rungs, command = pick_rungs(args.only), resolve(command)  # bad input first: it is the reader's
+        chosen = sandbox.choose(args.sandbox)
     except errors.WorkbookError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
