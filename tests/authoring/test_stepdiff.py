@@ -71,3 +71,12 @@ def test_the_first_step_shows_its_whole_loop_as_new(capsys):
     code, lines = stepdiff_says(capsys, "s01")
     assert code == 0 and lines[0] == "s01 is the first step: its agent_loop, all of it new"
     assert lines[1].startswith("def agent_loop(") and any("messages.append" in line for line in lines)
+
+
+def test_a_helper_the_loop_calls_by_an_old_name_but_the_step_defines_anew_is_named(capsys):
+    """s03's loop calls execute() as s02's did, so the diff cannot show the change: stepdiff says it."""
+    code, lines = stepdiff_says(capsys, "s03")
+    said = " ".join(lines[lines.index("") + 1 :]) if "" in lines else ""
+    assert code == 0 and "s03 defines anew what its loop calls by the same names: execute (s02's)" in said
+    code, lines = stepdiff_says(capsys, "s02")  # s02's execute is new: nothing of the same name before it
+    assert "defines anew" not in " ".join(lines)

@@ -13,6 +13,7 @@ python -m workbook stepdiff --stat    each step's size: the file, its
 import ast
 import difflib
 import sys
+import textwrap
 from pathlib import Path
 
 from workbook.paths import ROOT
@@ -37,6 +38,27 @@ def diff(old: Path, new: Path) -> list[str]:
             loop_source(old), loop_source(new), f"{old.stem}.agent_loop", f"{new.stem}.agent_loop"
         )
     )
+
+
+def defined(script: Path) -> set[str]:
+    """The functions and classes a step defines at its top level."""
+    body = ast.parse(script.read_text()).body
+    return {n.name for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+
+
+def redefined(steps: dict[str, Path], new: str) -> list[str]:
+    """What `new`'s loop calls by a name an earlier step gave something else, `name (sNN's)`: a change
+    the loop's diff cannot show, since the line that calls it reads the same."""
+    text = steps[new].read_text()
+    loop = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "agent_loop")
+    used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)}
+    earlier = [name for name in steps if name < new]
+    shown = []
+    for name in sorted(defined(steps[new]) & used - {"agent_loop", "Settings"}):
+        before = [step for step in earlier if name in defined(steps[step])]
+        if before:
+            shown.append(f"{name} ({before[-1]}'s)")
+    return shown
 
 
 def stat(old: Path, new: Path) -> tuple[int, int]:
@@ -77,6 +99,10 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         sys.stdout.writelines(diff(steps[argv[0]], steps[argv[1]]))
+        swapped = redefined(steps, argv[1])
+        if swapped:  # what the diff above cannot show: the calls read the same
+            said = f"{argv[1]} defines anew what its loop calls by the same names: {', '.join(swapped)}"
+            print("\n" + textwrap.fill(said, 78))
     except BrokenPipeError:  # `| head` stopped reading: fine
         sys.stdout = None
     return 0
