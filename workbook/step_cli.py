@@ -347,7 +347,14 @@ def run_line(run: Run, args) -> dict:
             flags += [f"--{flag}", str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)]
     if args.stop_hook:
         flags += ["--stop-hook", args.stop_hook, "--stop-hook-retries", str(args.stop_hook_retries)]
-    return dict(task=run.task, workspace=where, provenance=provenance, args=flags, environment=for_run(run))
+    return dict(
+        task=run.task,
+        workspace=where,
+        provenance=provenance,
+        args=flags,
+        environment=for_run(run),
+        live=not run.replayed,
+    )
 
 
 def stop_hook(run: Run, args, gate, bash) -> str | None:

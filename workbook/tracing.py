@@ -77,7 +77,7 @@ def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
         )
     if not exchanges:
         raise FixtureError(f"{path}: no model calls in this trace — was it written by s10 or later?")
-    refuse_what_cannot_replay(lines, path)
+    refuse_what_cannot_replay(lines, about, path)
     return {
         "script": script,
         "scenario": Path(path).stem,
@@ -91,14 +91,26 @@ def fixture_from_trace(lines: list, path: Path, script: str) -> dict:
     } | ({"environment": about["environment"]} if about.get("environment") else {})
 
 
-def refuse_what_cannot_replay(lines: list, path: Path) -> None:
-    """A trace of a run a Ctrl-C stopped, refused before it starts, saying what to do: a replay presses
-    no keys, so it would run on where the person stopped it."""
+STARTS_EMPTY = {"write_file"}  # the tools that need nothing in the workspace: they run alike in an empty one
+
+
+def refuse_what_cannot_replay(lines: list, about: dict, path: Path) -> None:
+    """A trace no replay could follow, refused before it starts, saying what to do: a run a Ctrl-C
+    stopped (a replay presses no keys, so it would run on), and a live run whose tools used files of its
+    own folder (`workspace` empty: a replay starts in an empty one, where they are not)."""
     stops = [line.get("reason", "") for line in lines if line.get("event") == "stop"]
     if stops and str(stops[-1]).startswith("interrupted by the user"):
         raise FixtureError(
             f"{path}: this run was stopped by a Ctrl-C, which a replay cannot press — go on from the "
             "conversation it saved instead, with --resume"
+        )
+    replies = [line.get("response") or {} for line in lines if line.get("event") == "model_call"]
+    used = {b.get("name") for r in replies for b in r.get("content") or [] if b.get("type") == "tool_use"}
+    if about.get("live") and not about.get("workspace") and used - STARTS_EMPTY:
+        raise FixtureError(
+            f"{path}: a live run's trace, whose tools used files of its own folder, which a replay "
+            'does not have — put them in fixtures/workspace/NAME/, then set "workspace": "NAME" in '
+            "the trace's first line"
         )
 
 

@@ -69,3 +69,23 @@ def test_a_file_that_is_no_trace_is_one_line(tmp_path):
     path.write_text("not json\n")
     with pytest.raises(FixtureError, match="not a JSON-lines trace"):
         tracing.trace_to_fixture(path)
+
+
+def calling(tool: str) -> dict:
+    """A model_call line whose reply asks for `tool`."""
+    use = {"type": "tool_use", "id": "toolu_1", "name": tool, "input": {"path": "a.txt"}}
+    return RUN[2] | {"response": REPLY | {"content": [use], "stop_reason": "tool_use"}}
+
+
+@pytest.mark.parametrize("tool", ["read_file", "bash", "edit_file"])
+def test_a_live_runs_trace_whose_tools_used_its_own_folder_is_refused_saying_what_to_do(tmp_path, tool):
+    live = [RUN[0] | {"live": True}, RUN[1], calling(tool), RUN[3]]
+    with pytest.raises(FixtureError, match='a live run.s trace.*set "workspace": "NAME"'):
+        tracing.trace_to_fixture(written(tmp_path, live))
+
+
+def test_a_live_trace_that_only_writes_and_a_replayed_one_that_reads_both_replay(tmp_path):
+    only_writes = [RUN[0] | {"live": True}, RUN[1], calling("write_file"), RUN[3]]
+    assert tracing.trace_to_fixture(written(tmp_path, only_writes))["exchanges"]
+    replayed = [RUN[0] | {"live": False}, RUN[1], calling("read_file"), RUN[3]]  # its fixture's workspace: ""
+    assert tracing.trace_to_fixture(written(tmp_path, replayed))["exchanges"]
