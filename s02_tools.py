@@ -27,6 +27,7 @@ Run: python s02_tools.py          offline replay of its fixture, no key needed
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from workbook import bounded_search, capture, display, environment, launch, shell, step_cli, workspace_files
+from workbook import bounded_search, capture, display, environment, launch, step_cli, workspace_files
 from workbook.asking import DANGEROUS, ask_person, at_terminal  # the person the gate asks; its warnings
 from workbook.audit import log_call  # one JSON line per call in the run's folder
 
@@ -225,9 +226,32 @@ REGISTRY = {
 
 # -- new in s02: the permission gate — who says yes before a write or a command runs -----------------
 
-# What auto runs unasked: a program that only reads, alone (workbook/shell.py reads the command as the
-# shell will: no chaining, redirection or globs, no path out of the workspace).
+# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs); an
+# allowlist, since the denylist it replaced let `rm --recursive --force ../dir` and `find . -delete` pass.
 READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
+SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
+
+
+def not_read_only(command: str) -> str | None:
+    """Why auto may not run `command` unasked, or None: an allowlist runs only what it knows."""
+    syntax = sorted(set(command) & SHELL_SYNTAX)
+    if syntax:
+        return f"it uses shell syntax ({' '.join(syntax)!r})"
+    try:
+        words = shlex.split(command)  # the words as the shell will see them, quotes removed
+    except ValueError:
+        return "its quotes do not pair up"
+    if not words or words[0] not in READ_ONLY_COMMANDS:
+        return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
+    outside = [word for word in words[1:] if leaves_workspace(word)]
+    return f"{outside[0]!r} leaves the workspace" if outside else None
+
+
+def leaves_workspace(word: str) -> bool:
+    """Whether a command's word is a path out of the workspace: absolute (/x, -f/x, --file=/x), or up
+    through .. (a/../../x)."""
+    absolute = word.startswith("/") or (word.startswith("-") and "/" in word) or "=/" in word
+    return absolute or ".." in re.split("[=/]", word)
 
 
 def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, str | None]:
@@ -244,7 +268,7 @@ def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, st
         return asked(call, ask_person)
     if tool.name != "bash":
         return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
-    why = shell.not_only(call.input["command"], READ_ONLY_COMMANDS)
+    why = not_read_only(call.input["command"])
     return ("allowed", None) if why is None else asked(call, ask, why)
 
 
