@@ -54,7 +54,7 @@ def error(label: str, text: str) -> None:
 
 
 def show_stop(reason: str) -> None:
-    """The one line that says why a run stopped (s04 on); the terminal wraps it, nothing is cut."""
+    """The one line that says why a run stopped (s05 on); the terminal wraps it, nothing is cut."""
     console.print(f"[bold]stopped:[/] {escape(printable(reason))}", soft_wrap=True)
 
 
@@ -363,14 +363,14 @@ def show_transition(transition: str, why: str) -> None:
 
 
 def show_hook(command: str, output: str, passed: bool) -> None:
-    """s06: the stop hook as it ran, and what it said: whole if it failed (the model reads every word)."""
+    """s07: the stop hook as it ran, and what it said: whole if it failed (the model reads every word)."""
     say(f"stop hook: $ {command}", "cyan")
     text = printable(output)
     console.out("\n".join(result_lines(text) if passed else error_lines(text)), highlight=False)
 
 
 def show_context(before: int, after: int) -> None:
-    """s06: what collapse or compaction made of the context."""
+    """s08: what collapse or compaction made of the context."""
     say(f"context {before:,} → {after:,} characters")
 
 
