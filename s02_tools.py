@@ -330,7 +330,7 @@ def execute(
     ask: Person | None = at_terminal,
 ) -> tuple[str, bool]:
     """One tool call: known? valid? allowed? then its handler. Returns (output, is_error). A refusal,
-    or a sandbox or file error, is an is_error result the model reads; any other exception is a bug."""
+    and whatever a handler raises, is an is_error result the model reads: the loop never crashes on it."""
     started = time.monotonic()
     workspace = workspace.resolve()
     decision, refusal = admit(block, permission, ask)
@@ -339,12 +339,19 @@ def execute(
     if not is_error:
         try:
             output = REGISTRY[block.name].handler(workspace, **block.input)
-        except (ToolError, OSError, ValueError) as err:
-            output = "error: " + str(err).replace(f"{workspace}/", "")  # paths as the model wrote them
+        except Exception as err:  # a file it cannot decode, a bug in a handler...: the model reads it
+            output = error_text(err, workspace)
             is_error = True
     output = truncate(output)
     log_call(audit, block, decision, output, is_error, started)
     return output, is_error
+
+
+def error_text(err: Exception, workspace: Path) -> str:
+    """An exception as the model reads it: its type and message (no traceback), paths as it wrote them.
+    A ToolError is the harness's own refusal, so it needs no type name."""
+    kind = "" if isinstance(err, ToolError) else f"{type(err).__name__}: "
+    return f"error: {kind}{err}".replace(f"{workspace}/", "")
 
 
 # -- the loop --------------------------------------------------------------------------------------

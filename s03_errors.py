@@ -1,10 +1,11 @@
-"""s03_errors.py — Errors are data: a failure is read by the model, or reported.
+"""s03_errors.py — Errors are data: a failed model call is retried, or reported.
 
-Adds over s02: whatever a tool raises is an `is_error` result named by its
-type, `FileNotFoundError: ...` (s02 caught file and value errors unnamed, and
-a bug in a handler crashed the run). Model calls go
-through one retry layer, `call_model()`; a failed tool call is never re-run.
-What retrying cannot fix stops the run: one line saying what to do, the
+A tool's failure is already data (s02: an `is_error` result the model reads).
+The model call can fail too: overloaded, rate limited, a lost connection.
+Adds over s02: every model call goes through one retry layer, `call_model()`,
+which retries only what can pass on its own (backoff, jitter, a cap,
+retry-after) and shows each attempt; a tool call is never re-run. What
+retrying cannot fix stops the run: one line saying what to do, the
 conversation saved, exit 1; so does a broken harness (the workspace gone).
 
     user task
@@ -17,12 +18,11 @@ conversation saved, exit 1; so does a broken harness (the workspace gone).
         |      |             connections retried (backoff, jitter, a cap,
         |      |             retry-after), each attempt shown; 400, 401,
         |      v             403, 404, 413 or attempts spent: exit 1
-        |  +==================================+
-        +--| execute() each tool_use, as in   |  new in s03: nothing a
-           | s02; whatever a handler raises   |  tool does escapes the
-           | is an is_error result, named by  |  loop; a non-zero exit
-           | its type                         |  code is shown as
-           +==================================+  information
+        |  +----------------------------------+
+        +--| execute() each tool_use, as in   |  new in s03: a workspace
+           | s02: a failure is an is_error    |  that is gone stops the
+           | result the model reads           |  run (HarnessError)
+           +----------------------------------+
 
 Run: python s03_errors.py     replay: a 529 and a 429 retried, a test fixed
      python s03_errors.py --replay fixtures/s03_overloaded_then_ok.json
@@ -41,23 +41,22 @@ from typing import Self
 from workbook import conversation, display, launch, step_cli
 from workbook.api.retry_after import server_wait  # the pause a 429 or 529 asks for (None: none above 0)
 from workbook.asking import at_terminal  # s02's person: the one at this terminal, if any
-from workbook.audit import log_call  # s02's audit log: one JSON line per call
 
 import anthropic
 
 import s02_tools as s02
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s02_tools import TOOLS, Person, truncate
+from s02_tools import TOOLS, Person
 
 DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
 
 
-# -- new in s03: a tool's failure is data — whatever a handler raises, the model reads ---------------
+# -- new in s03: a broken harness stops the run --------------------------------------------------------
 
 
 class HarnessError(Exception):
     """The harness itself is broken, so no tool result can help: the run stops in one line, saved.
-    Every tool error is data; only the API's errors and this one end a run."""
+    Every tool error is data (s02); only the API's errors and this one end a run."""
 
 
 def execute(
@@ -67,31 +66,11 @@ def execute(
     audit: Path | None = None,
     ask: Person | None = at_terminal,
 ) -> tuple[str, bool]:
-    """Unlike s02's: whatever a handler raises is an is_error result, named by its type (s02 answered
-    only a refusal or a file error, and let a bug crash the run); and a workspace that is gone stops the
-    run: every call would fail the same way, and the model cannot bring it back."""
+    """Unlike s02's: a workspace that is gone stops the run. Every call would fail the same way, and
+    the model cannot bring the folder back, so answering it would only spend turns."""
     if not workspace.is_dir():
         raise HarnessError(f"the workspace {workspace} is gone (deleted or moved): nothing left to act in")
-    started = time.monotonic()
-    workspace = workspace.resolve()
-    decision, refusal = s02.admit(block, permission, ask)
-    output = refusal
-    is_error = refusal is not None
-    if not is_error:
-        try:
-            output = s02.REGISTRY[block.name].handler(workspace, **block.input)
-        except Exception as err:  # a file it cannot decode, a bug in a handler...: the model reads it
-            output = error_text(err, workspace)
-            is_error = True
-    output = truncate(output)
-    log_call(audit, block, decision, output, is_error, started)
-    return output, is_error
-
-
-def error_text(err: Exception, workspace: Path) -> str:
-    """An exception as the model reads it: type and message (no traceback), paths as it knows them."""
-    kind = "" if isinstance(err, s02.ToolError) else f"{type(err).__name__}: "
-    return f"error: {kind}{err}".replace(f"{workspace}/", "")
+    return s02.execute(block, workspace, permission, audit, ask)
 
 
 # -- new in s03: one retry layer for model calls, every attempt shown ---------------------------------

@@ -1,5 +1,6 @@
-"""s03: errors are data — tool failures become results, API failures go through one visible retry
-layer, and what retrying cannot fix stops the run cleanly with the conversation saved.
+"""s03: errors are data — API failures go through one visible retry layer, and what retrying cannot fix
+stops the run cleanly with the conversation saved. Tool failures become results from s02 on (s02's
+execute()); their tests are here, beside the rest of "errors are data", and run from s02.
 
 Behaviour tests run against every step from s03 on (later steps inherit it); the fixture replays
 run s03's own main, as `python s03_errors.py --replay F` would.
@@ -51,54 +52,60 @@ def call(step, name: str, tool_input: dict, workspace: Path):
     return step.execute(block, workspace, "all")
 
 
-# -- tool failures are results the model reads ------------------------------------------------------
+# -- tool failures are results the model reads: s02's execute(), so every step from s02 on -------
 
 
-def test_an_exception_s02_did_not_expect_is_a_result_with_its_type(step, ws):
+@pytest.fixture(params=[s for s in STEPS if s >= "s02"])
+def tool_step(request):
+    """s02, whose execute() makes whatever a handler raises a result, and every later step."""
+    return load_step(request.param)
+
+
+def test_an_exception_s02_did_not_expect_is_a_result_with_its_type(tool_step, ws):
     (ws / "loop").symlink_to(ws / "loop")  # a symlink loop: workspace_files.resolved makes it an OSError
-    output, is_error = call(step, "read_file", {"path": "loop"}, ws)
+    output, is_error = call(tool_step, "read_file", {"path": "loop"}, ws)
     assert is_error and output.startswith("error: OSError: [Errno 40] a symbolic link loop")
     assert str(ws) not in output and "Traceback" not in output
 
 
-def test_any_exception_a_handler_raises_becomes_type_and_message(step, ws, monkeypatch):
+def test_any_exception_a_handler_raises_becomes_type_and_message(tool_step, ws, monkeypatch):
     def broken(workspace, path):
         return {}[path]  # KeyError, deep in a handler
 
-    monkeypatch.setattr(step.REGISTRY["read_file"], "handler", broken)
-    assert call(step, "read_file", {"path": "notes.txt"}, ws) == ("error: KeyError: 'notes.txt'", True)
+    monkeypatch.setattr(tool_step.REGISTRY["read_file"], "handler", broken)
+    assert call(tool_step, "read_file", {"path": "notes.txt"}, ws) == ("error: KeyError: 'notes.txt'", True)
 
 
-def test_reading_a_directory_names_the_os_error(step, ws):
+def test_reading_a_directory_names_the_os_error(tool_step, ws):
     (ws / "pkg").mkdir()
-    output, is_error = call(step, "read_file", {"path": "pkg"}, ws)
+    output, is_error = call(tool_step, "read_file", {"path": "pkg"}, ws)
     assert is_error and output == "error: IsADirectoryError: [Errno 21] Is a directory: 'pkg'"
 
 
-def test_editing_a_file_that_is_not_utf8_is_a_unicode_error_result(step, ws):
+def test_editing_a_file_that_is_not_utf8_is_a_unicode_error_result(tool_step, ws):
     (ws / "menu.py").write_bytes('"crème": 7\n'.encode("latin-1"))
-    output, is_error = call(step, "edit_file", {"path": "menu.py", "old_text": "7", "new_text": "8"}, ws)
+    output, is_error = call(tool_step, "edit_file", {"path": "menu.py", "old_text": "7", "new_text": "8"}, ws)
     assert is_error and output.startswith("error: UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe8")
     assert (ws / "menu.py").read_bytes() == '"crème": 7\n'.encode("latin-1")
 
 
-def test_a_refusal_keeps_its_own_words_without_a_type_name(step, ws):
-    output, is_error = call(step, "read_file", {"path": "../x"}, ws)
+def test_a_refusal_keeps_its_own_words_without_a_type_name(tool_step, ws):
+    output, is_error = call(tool_step, "read_file", {"path": "../x"}, ws)
     assert is_error and output == "error: ../x is outside the workspace; use a path inside it, relative to it"
 
 
-def test_a_non_zero_exit_is_information_not_an_error(step, ws):
-    output, is_error = call(step, "bash", {"command": "echo broken >&2; exit 3"}, ws)
+def test_a_non_zero_exit_is_information_not_an_error(tool_step, ws):
+    output, is_error = call(tool_step, "bash", {"command": "echo broken >&2; exit 3"}, ws)
     assert (output, is_error) == ("broken\n[exit code 3]", False)
 
 
-def test_output_that_is_not_utf8_is_still_output(step, ws):
-    output, is_error = call(step, "bash", {"command": r"printf 'caf\351\n'"}, ws)
+def test_output_that_is_not_utf8_is_still_output(tool_step, ws):
+    output, is_error = call(tool_step, "bash", {"command": r"printf 'caf\351\n'"}, ws)
     assert not is_error and output == "caf\ufffd\n[exit code 0]"
 
 
-def test_a_command_waiting_for_input_gets_eof_not_a_hang(step, ws):
-    output, is_error = call(step, "bash", {"command": "read line; echo got=$line"}, ws)
+def test_a_command_waiting_for_input_gets_eof_not_a_hang(tool_step, ws):
+    output, is_error = call(tool_step, "bash", {"command": "read line; echo got=$line"}, ws)
     assert not is_error and output.startswith("got=")
 
 
@@ -110,13 +117,13 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_timeout_kills_the_whole_process_group(step, ws, monkeypatch):
+def test_a_timeout_kills_the_whole_process_group(tool_step, ws, monkeypatch):
     # The sleeps do not hold the output pipe, so killing only the shell would return at once and
     # leave both running: only killing the whole process group passes.
-    monkeypatch.setattr(step, "BASH_TIMEOUT", 1)
+    monkeypatch.setattr(tool_step, "BASH_TIMEOUT", 1)
     command = "echo started; sleep 100 >/dev/null 2>&1 & echo $! > bg.pid; sleep 100 >/dev/null 2>&1"
-    with pytest.raises(step.ToolError, match=r"timed out after 1 s; it and every process it started"):
-        step.bash(ws, command)
+    with pytest.raises(tool_step.ToolError, match=r"timed out after 1 s; it and every process it started"):
+        tool_step.bash(ws, command)
     background = int((ws / "bg.pid").read_text())
     deadline = time.monotonic() + 120  # the orphan's reaping by init is asynchronous: a safety net only
     while alive(background) and time.monotonic() < deadline:
@@ -124,9 +131,9 @@ def test_a_timeout_kills_the_whole_process_group(step, ws, monkeypatch):
     assert not alive(background), "the backgrounded sleep survived the timeout"
 
 
-def test_a_timeout_is_an_is_error_result_with_the_output_so_far(step, ws, monkeypatch):
-    monkeypatch.setattr(step, "BASH_TIMEOUT", 1)
-    output, is_error = call(step, "bash", {"command": "echo half way; sleep 100"}, ws)
+def test_a_timeout_is_an_is_error_result_with_the_output_so_far(tool_step, ws, monkeypatch):
+    monkeypatch.setattr(tool_step, "BASH_TIMEOUT", 1)
+    output, is_error = call(tool_step, "bash", {"command": "echo half way; sleep 100"}, ws)
     assert is_error and "timed out after 1 s" in output and output.endswith("Output before that:\nhalf way")
 
 
