@@ -78,8 +78,6 @@ TRANSITIONS = {  # every iteration ends in exactly one of these; Claude Code's q
     "done": "any other stop: end_turn, stop_sequence, refusal | Terminal (completed)",
     "fail": "a cap was reached or nothing can be recovered: stop, saying why | Terminal (error)",
 }
-KEEPS_REPLY = ("next_turn", "continue", "done")  # escalate and fail drop it
-SENT_AGAIN = ("escalate",)  # the next call is this turn's again, not a new turn
 
 
 @dataclass
@@ -140,20 +138,7 @@ def log_transition(transition: str, why: str, settings: "Settings") -> None:
     display.show_transition(transition, why)
 
 
-# 3. The reply, appended verbatim when the transition keeps it.
-def append_reply(messages: list, response: Message) -> None:
-    """Append the reply as the SDK returns it, as s01 does."""
-    messages.append({"role": "assistant", "content": response.content})
-
-
-# 4. Recovering: each transition's repair of the conversation, before it is sent again.
-def ended_because(transition: str, why: str, response) -> str:
-    """Why the run ended: the model's own stop, or recovery giving up."""
-    if transition == "done":
-        return f"the model ended its turn (stop_reason {response.stop_reason})"
-    return f"recovery gave up: {why}"
-
-
+# 3. Recovering: each transition's repair of the conversation, before it is sent again.
 def recover(transition: str, messages: list, response: Message, settings: "Settings") -> None:
     """Carry out a recovery transition on the conversation, which is then sent again."""
     state = settings.recovery
@@ -221,7 +206,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history. (new in s06) Recovery sets max_tokens; a 64k reply must stream.
-        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
+        turn, label = numbered(turn, transition if transition == "escalate" else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS
         with display.waiting(label, streamed):
             response = call(client, messages, settings, streamed)
@@ -231,19 +216,23 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state)
         log_transition(transition, why, settings)
 
-        # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        if transition in KEEPS_REPLY:
-            append_reply(messages, response)
-
-        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
-        if transition in ("done", "fail"):
-            stopped(settings, ended_because(transition, why, response))
+        # 3. (new in s06) Each transition's move. Two throw the reply away: fail ends the run, and
+        #    escalate asks for the same turn again with room to finish.
+        if transition == "fail":
+            stopped(settings, f"recovery gave up: {why}")
             return turns
-        if transition != "next_turn":
+        if transition == "escalate":
+            recover(transition, messages, response, settings)
+            continue
+        messages.append({"role": "assistant", "content": response.content})  # verbatim, as in s01
+        if transition == "done":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
+            return turns
+        if transition == "continue":  # the cut reply is kept, its calls answered, the model asked on
             recover(transition, messages, response, settings)
             continue
 
-        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake.
+        # 4. next_turn: run the tool calls as s05 does: reads side by side, the repeat brake.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         results, timeline = run_tools(calls, settings, held)

@@ -36,7 +36,7 @@ from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s05_budget import RepeatBrake, run_tools, stopped
-from s06_recovery import call, count_turn, ended_because, log_transition, numbered
+from s06_recovery import call, count_turn, log_transition, numbered
 
 DEFAULT_FIXTURE = "fixtures/s06_stop_hook.json"
 
@@ -51,8 +51,9 @@ TRANSITIONS = s06.TRANSITIONS | {  # s06's, and two more; Claude Code's query.ts
     "hook_retry": "end_turn, but the stop hook failed: its output goes to the model | stop_hook_blocking",
     "done": "end_turn (the hook passed), stop_sequence or refusal: stop | Terminal (completed)",
 }
-KEEPS_REPLY = (*s06.KEEPS_REPLY, "resume_pause", "hook_retry")
-SENT_AGAIN = (*s06.SENT_AGAIN, "resume_pause")  # a paused turn goes on: the same turn
+# With five ways to go on, the loop reads its moves from two tables rather than from a branch each:
+KEEPS_REPLY = ("next_turn", "continue", "resume_pause", "hook_retry", "done")  # escalate, fail drop it
+SENT_AGAIN = ("escalate", "resume_pause")  # the next call is this turn's again, not a new turn
 
 
 @dataclass
@@ -125,6 +126,13 @@ def append_reply(messages: list, response: Message) -> None:
         messages[-1] = {"role": "assistant", "content": [*messages[-1]["content"], *response.content]}
     else:
         messages.append({"role": "assistant", "content": response.content})
+
+
+def ended_because(transition: str, why: str, response) -> str:
+    """Why the run ended: the model's own stop (done), or recovery giving up (fail)."""
+    if transition == "done":
+        return f"the model ended its turn (stop_reason {response.stop_reason})"
+    return f"recovery gave up: {why}"
 
 
 # 4. Recovering: a pause is sent back as it is; a failing hook's output goes to the model.

@@ -37,8 +37,8 @@ import s07_really_done as s07
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
 from s05_budget import RepeatBrake, run_tools, stopped
-from s06_recovery import count_turn, ended_because, log_transition, numbered
-from s07_really_done import append_reply, run_stop_hook
+from s06_recovery import count_turn, log_transition, numbered
+from s07_really_done import append_reply, ended_because, run_stop_hook
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 

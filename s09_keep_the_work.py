@@ -45,8 +45,8 @@ import s04_parallel as s04
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s05_budget import RepeatBrake, stopped
-from s06_recovery import count_turn, ended_because, log_transition, numbered
-from s07_really_done import append_reply, run_stop_hook
+from s06_recovery import count_turn, log_transition, numbered
+from s07_really_done import append_reply, ended_because, run_stop_hook
 from s08_full_context import KEEPS_REPLY, SENT_AGAIN, Settings, call_unless_too_long, next_transition, recover
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"

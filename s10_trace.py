@@ -36,8 +36,8 @@ import s09_keep_the_work as s09
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
 from s05_budget import RepeatBrake
-from s06_recovery import count_turn, ended_because, numbered
-from s07_really_done import append_reply, run_stop_hook
+from s06_recovery import count_turn, numbered
+from s07_really_done import append_reply, ended_because, run_stop_hook
 from s08_full_context import KEEPS_REPLY, NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
 from s09_keep_the_work import (
     first_messages,
