@@ -4,7 +4,9 @@ Adds over s09: the trace, one JSON line per event (the run, each model call
 with what it added to the conversation, each transition, each turn of tools,
 the stop), appended as it happens, so a kill -9 loses nothing written before
 it. Any run's trace replays as a fixture: --replay run.jsonl. Your own runs
-become lessons.
+become lessons. Reading a trace back is the package's, beside the other file
+formats: workbook/tracing.py rebuilds each request from the messages logged
+before it and the new ones its line holds (trace_to_fixture).
 
     +--------------------+  every event, as it happens   +==================+
     | s09's loop         | ----------------------------> | trace.jsonl      |
@@ -13,7 +15,7 @@ become lessons.
                                                               v
                                            the same requests, replayed offline
 
-Run: python s10_trace.py   replay: a resumed run, its trace written
+Run: python s10_trace.py   replay: s08's collapse and compaction, traced
      python s10_trace.py --replay TRACE.jsonl   the trace, replayed
 """
 
@@ -47,7 +49,7 @@ from s09_keep_the_work import (
     run_tools_until_ctrl_c,
 )
 
-DEFAULT_FIXTURE = "fixtures/s05_resume.json"
+DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 
 
 # -- new in s10: the trace — one JSON line per event, written as it happens ---------------------------
@@ -63,6 +65,7 @@ class Trace:
         self.path = path
         self.script = script  # the step that writes it, named on the start line
         self.logged: list = []
+        self.sent = 0  # model calls written so far: each model_call line is numbered by it
         self.shared: dict = {}  # what the start line logged, which a model_call line need not repeat
 
     def write(self, event: str, **fields) -> None:
@@ -79,25 +82,26 @@ class Trace:
         self.shared = request
         self.write("start", script=self.script, **request, limits=limits)
 
-    def call(self, step: int, messages: list, outcome, started: float, budget, **extra) -> None:
+    def call(self, messages: list, outcome, started: float, budget, **extra) -> None:
         """The line for one model call: what it added to the messages, the reply (or the 400 that took
         its place, s08) and what the run has spent. `extra`: fields of this request (its max_tokens,
         whether it streamed: s06); only those that differ from the start line are logged."""
         if self.path is None:  # no trace file: nothing to write, and no copy of the history to keep
             return
+        self.sent += 1  # a 400 in a reply's place, and a summary's request, are calls too
         extra = {k: v for k, v in extra.items() if k not in self.shared or self.shared[k] != v}
         new = self.first_new(messages)
         sent = {"messages_count": len(messages), "new_from": new, "new_messages": messages[new:], **extra}
         spent = {"spent": {"tokens": budget.tokens, "cost": round(budget.cost, 6)}} if budget else {}
         ms = {"ms": round((time.monotonic() - started) * 1000)} if budget else {}
         result = {"error": outcome} if isinstance(outcome, dict) else {"response": outcome}
-        self.write("model_call", step=step, request=sent, **result, **ms, **spent)
+        self.write("model_call", step=self.sent, request=sent, **result, **ms, **spent)
         self.logged = list(messages)
 
     def first_new(self, messages: list) -> int:
-        """Where `messages` stop being the ones logged last. A loop mostly appends, so one C-level
-        comparison usually settles it (an item compares to itself at once, without looking inside);
-        only a history rewritten in place (s08's collapse) is searched item by item, in Python."""
+        """Where `messages` stop being the ones logged last. A loop mostly appends: then every logged
+        message is still there, and the new ones start after them. s08's collapse and compaction rewrite
+        the history in place: then it is the first message that is not the one logged."""
         known = len(self.logged)
         if messages[:known] == self.logged:
             return known
@@ -109,16 +113,20 @@ class Trace:
         ms = round((time.monotonic() - started) * 1000)
         self.write("tools", step=step, results=ran, ms=ms, next="stop" if stop else "continue")
 
-    def error(self, step: int, cause: Exception, message: str) -> None:
+    def error(self, cause: Exception, message: str) -> None:
         """The line for a model call that failed for good: its status and body, when the API sent them."""
+        self.sent += 1
         status = getattr(cause, "status_code", None)
         error = {"status": status, "body": getattr(cause, "body", None), "message": message}
-        self.write("model_call", step=step, error=error)
+        self.write("model_call", step=self.sent, error=error)
 
     def side_call(self, messages: list, response, **extra) -> None:
         """The line for a call beside the conversation (s08's request for a summary): its messages
         whole, and its reply. The conversation's own lines go on from where they were."""
-        Trace(self.path).call(0, messages, response, 0, None, **extra)
+        side = Trace(self.path)
+        side.sent = self.sent  # numbered in turn with the conversation's calls
+        side.call(messages, response, 0, None, **extra)
+        self.sent = side.sent
 
     def stop(self, reason: str, budget) -> None:
         """The last line: why the run ended, and what it spent."""
@@ -135,17 +143,17 @@ def stopped(settings: "Settings", reason: str) -> None:
 def failed(settings: "Settings", err: Exception) -> None:
     """A fatal error (s03 says it on screen): the failed call and the stop, as the trace's last lines."""
     cause = err.__cause__ if isinstance(err, GaveUp) else err
-    settings.trace.error(len(settings.budget.rows) + 1, cause, str(err))
+    settings.trace.error(cause, str(err))
     settings.budget.reason = f"fatal error: {fatal_line(err)}"
     settings.trace.stop(settings.budget.reason, settings.budget)
 
 
-def trace_call(settings: "Settings", step: int, messages: list, response, started: float, streamed: bool):
+def trace_call(settings: "Settings", messages: list, response, started: float, streamed: bool):
     """A model call's line: what was sent, and the reply or the 400 that took its place (max_tokens and
     stream are logged when they differ from the run's: an escalation)."""
     outcome = response or settings.recovery.too_long
     sent = {"max_tokens": settings.recovery.max_tokens, "stream": streamed}
-    settings.trace.call(step, messages, outcome, started, settings.budget, **sent)
+    settings.trace.call(messages, outcome, started, settings.budget, **sent)
 
 
 def log_transition(transition: str, why: str, settings: "Settings") -> None:
@@ -166,7 +174,7 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
     return summary
 
 
-def show_written(path: Path | None, most: int = 12) -> None:
+def show_written(path: Path | None, most: int = 30) -> None:
     """The trace as it was written, a line an event, each in a few words (the first `most` lines)."""
     if path is None or not path.is_file():
         return
@@ -187,9 +195,10 @@ def held_in(line: dict) -> str:
     event, request = line["event"], line.get("request") or {}
     if event == "model_call" and "response" in line:
         added = len(request.get("new_messages", []))
-        return (
-            f"call {line.get('step')}: {added} new messages sent, reply {line['response'].get('stop_reason')}"
-        )
+        reply = line["response"].get("stop_reason")
+        if "tool_choice" in request:  # s08's request for a summary, beside the conversation
+            return f"call {line.get('step')}: a summary's request, {added} messages, reply {reply}"
+        return f"call {line.get('step')}: {added} new messages sent, reply {reply}"
     if event == "model_call":
         return f"call {line.get('step')}: error {(line.get('error') or {}).get('status')}"
     words = {
@@ -197,6 +206,7 @@ def held_in(line: dict) -> str:
         "start": f"{line.get('model')}, {len(line.get('tools') or [])} tools",
         "transition": f"{line.get('name')}: {line.get('why')}",
         "tools": f"{len(line.get('results') or [])} results, then {line.get('next')}",
+        "context": f"{line.get('transition')}: {line.get('before')} -> {line.get('after')} characters",
         "stop": line.get("reason"),
     }
     return str(words.get(event, ""))
@@ -245,7 +255,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
             count_turn(turns, response, budget, label, streamed)
-        trace_call(settings, len(turns), messages, response, started, streamed)
+        trace_call(settings, messages, response, started, streamed)
 
         # 2. Name the transition (s06, s07, s08), and trace it.
         hook = run_stop_hook(settings, response) if response is not None else None

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the steps, on
 
 
 def first_new(self, messages: list) -> int:
-    """Where `messages` stop being the ones logged last. A loop mostly appends, so one C-level
-    comparison usually settles it (an item compares to itself at once, without looking inside);
-    only a history rewritten in place (s08's collapse) is searched item by item, in Python."""
+    """Where `messages` stop being the ones logged last. A loop mostly appends: then every logged
+    message is still there, and the new ones start after them. s08's collapse and compaction rewrite
+    the history in place: then it is the first message that is not the one logged."""
     # TODO: write first_new()'s body. Check it: python -m workbook exercise
     raise NotImplementedError("exercise 10: first_new() is not written yet")
 

@@ -471,9 +471,9 @@ def test_each_fixture_replays_with_its_own_flags_and_ends_for_its_reason(script,
     assert "cost (est.)" in out and "conversation saved:" in out
 
 
-def test_the_default_replay_resumes_a_saved_conversation(script, step):
-    code, out = script()
-    assert code == 0 and f"offline replay of {step.DEFAULT_FIXTURE}" in out
+def test_the_resume_fixture_replays_a_saved_conversation_resumed(script, step):
+    code, out = script("--replay", "fixtures/s05_resume.json")  # s09's default replay
+    assert code == 0 and "offline replay of fixtures/s05_resume.json" in out
     assert "resuming 3 saved messages" in out and "conversation saved:" in out
 
 
@@ -552,9 +552,9 @@ TRACING = pytest.mark.parametrize("step", [s for s in STEPS if s >= "s10"], indi
 @TRACING
 def test_the_trace_of_a_resumed_run_replays_as_a_fixture(script, tmp_path):
     """The trace's run line keeps the --resume (named from the repo root, as a fixture names one), so
-    the trace of the default replay, a resumed run, replays as it ran."""
+    the trace of a resumed run (s09's default replay) replays as it ran."""
     trace = tmp_path / "run.jsonl"
-    code, out = script("--trace", str(trace))
+    code, out = script("--replay", "fixtures/s05_resume.json", "--trace", str(trace))
     assert code == 0, out
     run = json.loads(trace.read_text().splitlines()[0])
     assert run["args"] == ["--resume", "fixtures/conversations/s05_interrupted.json"]
