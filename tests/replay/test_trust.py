@@ -41,7 +41,7 @@ def replay_s02(fixture: dict, workspace=None, strict: bool = False):
     client, transport = replay.replay_client(fixture, "hijack", strict=strict)
     messages = [{"role": "user", "content": fixture["task"]}]
     workspace = workspace or scratch.copy_workspace(fixture["workspace"])
-    settings = s02.Settings(workspace, ask=trust.recorded_person(workspace, None))  # as a replay's run
+    settings = s02.Settings(workspace, ask=trust.recorded_person(transport, workspace))  # as a replay's run
     s02.agent_loop(client, messages, settings)
     return transport
 
@@ -165,7 +165,7 @@ def test_a_copy_that_is_not_the_trusted_workspace_runs_nothing_unasked(tmp_path,
         if block.get("tool_use_id") == VETTED_ID
     ]
     assert results and results[0]["is_error"] and results[0]["content"].startswith("not run:")
-    assert trust._COPIES[str(workspace.resolve())][2] is False
+    assert trust.copy_made_here(workspace).trusted is False
 
 
 def test_trust_lists_the_workspace_and_a_later_trust_replaces_its_line(tmp_path, monkeypatch):
