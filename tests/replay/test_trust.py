@@ -84,6 +84,19 @@ def test_a_trusted_fixture_in_a_workspace_another_run_used_meets_the_gate(tmp_pa
     assert any(str(r["content"]).startswith(refused) for r in transport.seen[5]["messages"][-1]["content"])
 
 
+def test_a_copy_a_strangers_run_wrote_in_without_asking_is_not_a_trusted_fixtures_own(tmp_path):
+    """The stranger's write runs unasked (auto allows writes), so its person is never asked: the copy
+    is its own from the moment its person is made, not from the first question."""
+    workspace = scratch.copy_workspace("divide_by_zero")
+    writes_only = hijack(tmp_path / "pwned")
+    writes_only["exchanges"] = [writes_only["exchanges"][0], writes_only["exchanges"][2]]
+    replay_s02(writes_only, workspace)
+    assert "pwned" in (workspace / "test_utils.py").read_text()  # its own test_utils.py, unasked
+    transport = replay_s02(fixtures.load_fixture(TRUSTED_S02), workspace)
+    assert not (tmp_path / "pwned").exists()
+    assert "not run:" in str(transport.seen[4]["messages"][-1]["content"])
+
+
 def test_a_trusted_fixture_edited_after_loading_gains_no_command(tmp_path):
     fixture = copy.deepcopy(fixtures.load_fixture(TRUSTED_S02))  # a copy: not the object that was loaded
     transport = replay_s02(fixture)
