@@ -17,11 +17,11 @@ from workbook.display import say
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import refuse_unwritable, write_json
 from workbook.paths import ROOT, UNGATED
-from workbook.replay.fixtures import load_with_bytes
+from workbook.replay.fixtures import load_fixture
 from workbook.replay.journal import Journal, journal_of
 from workbook.replay.record import RecordingTransport, recording_header, save_recording
 from workbook.replay.transport import ReplayTransport, replay_client
-from workbook.replay.trust import is_trusted, recorded_commands, recorded_person
+from workbook.replay.trust import recorded_commands, recorded_person, vouched_by
 from workbook.scratch import copy_workspace, release
 from workbook.scrub import public_endpoint
 
@@ -189,8 +189,8 @@ def _live_workspace(args) -> Path:
 
 
 def start_replay(path: Path, model: str, client_options: dict, script: str = "", args=None) -> Run:
-    fixture, raw = load_with_bytes(path)
-    trusted = is_trusted(raw)
+    fixture = load_fixture(path)
+    trusted = vouched_by(fixture) is not None  # its bytes, and its workspace, are on the trust list
     name = display_name(path)
     if getattr(args, "replayed_trace", None):  # a trace, converted to this fixture first
         name = f"the trace {display_name(Path(args.replayed_trace))}"
@@ -217,7 +217,7 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
         workspace.parent,
         script,
     )
-    run.ask = recorded_person(workspace, at_terminal)
+    run.ask = recorded_person(transport, workspace, at_terminal)  # takes the copy: this run's own
     return run.without_clock()
 
 

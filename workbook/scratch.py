@@ -270,5 +270,5 @@ def copy_workspace(name: str) -> Path:
         shutil.copytree(WORKSPACES / name, target, symlinks=True)
     else:
         target.mkdir()
-    trust.fresh_copy(target, name)  # a trusted fixture's replay may run its recorded commands here
+    trust.fresh_copy(target, name)  # known as made here: a trusted replay may run its commands in it
     return target

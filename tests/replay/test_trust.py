@@ -4,11 +4,14 @@ workspace is that fixture's own fresh copy. Both the CLI and the notebook path k
 
 import copy
 import json
+import pickle
+from types import SimpleNamespace
 
 from workbook import errors, scratch
 from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
 
+import anthropic
 import pytest
 from conftest import ROOT
 from fixture_files import HELLO, STOP_HOOK, fixture, start
@@ -41,7 +44,7 @@ def replay_s02(fixture: dict, workspace=None, strict: bool = False):
     client, transport = replay.replay_client(fixture, "hijack", strict=strict)
     messages = [{"role": "user", "content": fixture["task"]}]
     workspace = workspace or scratch.copy_workspace(fixture["workspace"])
-    settings = s02.Settings(workspace, ask=trust.recorded_person(workspace, None))  # as a replay's run
+    settings = s02.Settings(workspace, ask=trust.recorded_person(transport, workspace))  # as a replay's run
     s02.agent_loop(client, messages, settings)
     return transport
 
@@ -79,6 +82,19 @@ def test_a_trusted_fixture_in_a_workspace_another_run_used_meets_the_gate(tmp_pa
     assert not (tmp_path / "pwned").exists()
     refused = ("not run:", "denied: this command needs a person's yes")  # as any stranger's command
     assert any(str(r["content"]).startswith(refused) for r in transport.seen[5]["messages"][-1]["content"])
+
+
+def test_a_copy_a_strangers_run_wrote_in_without_asking_is_not_a_trusted_fixtures_own(tmp_path):
+    """The stranger's write runs unasked (auto allows writes), so its person is never asked: the copy
+    is its own from the moment its person is made, not from the first question."""
+    workspace = scratch.copy_workspace("divide_by_zero")
+    writes_only = hijack(tmp_path / "pwned")
+    writes_only["exchanges"] = [writes_only["exchanges"][0], writes_only["exchanges"][2]]
+    replay_s02(writes_only, workspace)
+    assert "pwned" in (workspace / "test_utils.py").read_text()  # its own test_utils.py, unasked
+    transport = replay_s02(fixtures.load_fixture(TRUSTED_S02), workspace)
+    assert not (tmp_path / "pwned").exists()
+    assert "not run:" in str(transport.seen[4]["messages"][-1]["content"])
 
 
 def test_a_trusted_fixture_edited_after_loading_gains_no_command(tmp_path):
@@ -165,7 +181,7 @@ def test_a_copy_that_is_not_the_trusted_workspace_runs_nothing_unasked(tmp_path,
         if block.get("tool_use_id") == VETTED_ID
     ]
     assert results and results[0]["is_error"] and results[0]["content"].startswith("not run:")
-    assert trust._COPIES[str(workspace.resolve())][2] is False
+    assert trust.copy_made_here(workspace).trusted is False
 
 
 def test_trust_lists_the_workspace_and_a_later_trust_replaces_its_line(tmp_path, monkeypatch):
@@ -229,3 +245,71 @@ def test_an_untrusted_stop_hook_meets_the_gate(run_main, tmp_path):
     assert code == 1 and "the fixture's --stop-hook 'touch pwned': not run:" in out
     after_banner = out.split("\ntask:", 1)[1]
     assert len(after_banner.strip().splitlines()) == 2  # the task, then the one line
+
+
+# -- the evidence is an object handed on, never a table looked up by id() (issue 48) -----------------
+
+VETTED = anthropic.types.ToolUseBlock(
+    type="tool_use", id=VETTED_ID, name="bash", input={"command": "python3 test_utils.py"}
+)
+VETTED_AT = 4  # the trusted s02 fixture recorded VETTED in the response to its 4th request
+
+
+def test_a_loaded_fixture_vouches_and_no_copy_of_it_does():
+    loaded = fixtures.load_fixture(TRUSTED_S02)
+    assert trust.vouched_by(loaded).workspace == "divide_by_zero"
+    copies = (copy.copy(loaded), copy.deepcopy(loaded), loaded | {}, dict(loaded), loaded.copy())
+    for copied in (*copies, pickle.loads(pickle.dumps(loaded))):
+        assert copied == loaded and trust.vouched_by(copied) is None, type(copied)
+
+
+def test_what_a_fixture_vouches_for_is_fixed_when_it_is_loaded(tmp_path):
+    loaded = fixtures.load_fixture(TRUSTED_S02)
+    before = copy.deepcopy(trust.vouched_by(loaded).calls)
+    call = loaded["exchanges"][VETTED_AT - 1]["response"]["body"]["content"][0]
+    call["input"]["command"] = "touch pwned"
+    assert trust.vouched_by(loaded).calls == before and "python3 test_utils.py" in str(before)
+    (tmp_path / "f.json").write_text(json.dumps(dict(loaded)))  # the edited dict, as a file: a stranger's
+    assert trust.vouched_by(fixtures.load_fixture(tmp_path / "f.json")) is None
+
+
+def test_copy_workspace_knows_its_copies_and_only_the_first_person_takes_one(tmp_path):
+    fixture = fixtures.load_fixture(TRUSTED_S02)
+    workspace = scratch.copy_workspace(fixture["workspace"])
+    made = trust.copy_made_here(workspace)
+    assert (made.name, made.trusted, made.taken) == ("divide_by_zero", True, False)
+    assert trust.copy_made_here(workspace.parent) is None and trust.copy_made_here(tmp_path) is None
+    first = trust.recorded_person(replay.replay_client(fixture)[1], workspace)
+    second = trust.recorded_person(replay.replay_client(fixture)[1], workspace)
+    assert first.owns_copy and not second.owns_copy and made.taken
+
+
+def person_at(fixture, cursor: int, workspace=None, otherwise=None):
+    """The gate's person for a replay of `fixture` that has served `cursor` exchanges."""
+    transport = SimpleNamespace(fixture=fixture, cursor=cursor)
+    workspace = workspace or scratch.copy_workspace("divide_by_zero")
+    return trust.recorded_person(transport, workspace, otherwise)
+
+
+def test_the_person_says_yes_only_to_the_call_recorded_at_the_exchange_served(tmp_path):
+    loaded = fixtures.load_fixture(TRUSTED_S02)
+    no = lambda call, danger: False  # noqa: E731  (the person at the terminal, saying no)
+    assert person_at(loaded, VETTED_AT)(VETTED, None) is True
+    assert (
+        person_at(loaded, VETTED_AT)(VETTED, "it deletes files") is None
+    )  # a recording's yes is not a person's
+    assert person_at(loaded, VETTED_AT - 1, otherwise=no)(VETTED, None) is False  # another exchange
+    other = VETTED.model_copy(update={"input": {"command": "python3 -c 'import os'"}})
+    assert person_at(loaded, VETTED_AT, otherwise=no)(other, None) is False  # the same id, another command
+    assert person_at(dict(loaded), VETTED_AT)(VETTED, None) is None  # a dict that vouches for nothing
+    assert (
+        person_at(loaded, VETTED_AT, tmp_path)(VETTED, None) is None
+    )  # a folder copy_workspace did not make
+    assert person_at(loaded, VETTED_AT, scratch.copy_workspace("hello"))(VETTED, None) is None  # not its own
+
+
+def test_a_replay_started_from_the_cli_has_a_person_of_its_own(tmp_path):
+    run = start("--replay", str(TRUSTED_S02))
+    run.finish()
+    assert run.ask.transport is run.transport and run.ask.owns_copy
+    assert trust.copy_made_here(run.workspace).name == "divide_by_zero"

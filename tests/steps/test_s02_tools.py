@@ -272,7 +272,7 @@ def test_the_audit_log_has_one_line_per_call(ws):
 def replay_fixture(fixture: dict):
     client, transport = replay.replay_client(fixture, "s02_fix_divide_by_zero.json")
     workspace = scratch.copy_workspace(fixture["workspace"])
-    settings = s02.Settings(workspace, ask=trust.recorded_person(workspace, None))  # the replay's person
+    settings = s02.Settings(workspace, ask=trust.recorded_person(transport, workspace))  # the replay's person
     turns = s02.agent_loop(client, [{"role": "user", "content": fixture["task"]}], settings)
     return turns, transport, workspace
 

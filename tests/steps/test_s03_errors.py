@@ -558,7 +558,7 @@ def test_the_deleted_once_incident_cannot_happen_here(tmp_path):
     workspace = scratch.copy_workspace("logs")
     size = (workspace / "app.log").stat().st_size
     audit = tmp_path / "audit.jsonl"
-    person = trust.recorded_person(workspace, None)  # the replay's person at the gate
+    person = trust.recorded_person(transport, workspace)  # the replay's person at the gate
     settings = s03.Settings(workspace, audit=audit, retry=NO_WAIT, ask=person)
     s03.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)
     sent = transport.seen

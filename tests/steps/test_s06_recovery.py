@@ -81,19 +81,20 @@ def flags_of(step, fixture: dict) -> dict:
 LIMITS = ("max_steps", "max_tokens_total", "max_input_tokens", "max_cost")  # s05's Budget, by flag
 
 
-def settings_for(step, workspace, hook_retries=2, attempts=5, **settings):
+def settings_for(step, workspace, transport=None, hook_retries=2, attempts=5, **settings):
     """Settings(workspace, **settings), its retries never waiting, with Recovery(hook_retries), and
-    the replay's person at the gate (a trusted recording says yes to its own calls)."""
+    the person at the gate of the replay `transport` plays (a trusted recording says yes to its own
+    calls); a live run (no transport) has nobody to ask."""
     wanted = {"hook_retries": hook_retries}  # s07's: the stop hook
     recovery = step.Recovery(**{k: v for k, v in wanted.items() if k in step.Recovery.__dataclass_fields__})
-    settings.setdefault("ask", trust.recorded_person(workspace, None))
+    settings.setdefault("ask", trust.recorded_person(transport, workspace) if transport else None)
     return step.Settings(workspace, retry=no_wait(step, attempts), recovery=recovery, **settings)
 
 
-def run_loop(step, client, workspace, messages=None, **settings):
+def run_loop(step, client, workspace, messages=None, transport=None, **settings):
     """The step's agent_loop under settings_for(...); returns the settings, whose recovery.log holds
-    the transitions taken."""
-    ran = settings_for(step, workspace, **settings)
+    the transitions taken. `transport`: the replay's, when `client` is a replay client."""
+    ran = settings_for(step, workspace, transport, **settings)
     step.agent_loop(client, messages or [{"role": "user", "content": "go"}], ran)
     return ran
 
@@ -109,7 +110,7 @@ def replay_path(step, name: str, tmp_path=None, strict: bool = True):
         where = {"task": fixture["task"], "workspace": fixture["workspace"], "args": fixture.get("args", [])}
         traced["trace"].write("run", provenance=fixture["provenance"], **where)
     messages = [{"role": "user", "content": fixture["task"]}]
-    settings = settings_for(step, workspace, **traced, **keeps(step, **flags_of(step, fixture)))
+    settings = settings_for(step, workspace, transport, **traced, **keeps(step, **flags_of(step, fixture)))
     turns = step.agent_loop(client, messages, settings)
     return [t for t, _ in settings.recovery.log], transport, messages, workspace, turns
 
@@ -133,7 +134,7 @@ def generated(step, replies: list, **settings):
         exchanges.append({"request": {"messages": [{"role": "user", "content": "go"}]}, "response": response})
     client, transport = replay.replay_client({"exchanges": exchanges}, "generated", strict=False)
     messages = [{"role": "user", "content": "go"}]
-    ran = run_loop(step, client, scratch.copy_workspace(""), messages, **settings)
+    ran = run_loop(step, client, scratch.copy_workspace(""), messages, transport, **settings)
     return ran.recovery, transport, messages
 
 
@@ -519,7 +520,13 @@ def replay_path_file(step, path):
     messages = [{"role": "user", "content": fixture["task"]}]
     # a converted trace is on no trust list: its commands would meet the gate
     settings = run_loop(
-        step, client, workspace, messages, permission="all", **keeps(step, **flags_of(step, fixture))
+        step,
+        client,
+        workspace,
+        messages,
+        transport,
+        permission="all",
+        **keeps(step, **flags_of(step, fixture)),
     )
     return [t for t, _ in settings.recovery.log], transport
 
@@ -736,7 +743,7 @@ def test_an_escalated_call_streams_even_when_the_loop_does_not(step):
         {"exchanges": [{"request": {}, "response": {"status": 200, "body": b}} for b in (cut, fine)]},
         strict=False,
     )
-    run_loop(step, client, scratch.copy_workspace(""), stream=False)
+    run_loop(step, client, scratch.copy_workspace(""), transport=transport, stream=False)
     assert [r.get("stream") for r in transport.seen] == [None, True]
 
 
@@ -854,7 +861,7 @@ def replay_streamed(step, name: str, tmp_path=None):
     client, transport = replay.replay_client(recorded, f"{name}.json", max_retries=0)
     workspace = scratch.copy_workspace(recorded["workspace"])
     trace = step.Trace(tmp_path / "trace.jsonl" if tmp_path else None) if hasattr(step, "Trace") else None
-    person = trust.recorded_person(workspace, None)
+    person = trust.recorded_person(transport, workspace)
     settings = step.Settings(workspace, retry=no_wait(step), ask=person, **keeps(step, trace=trace))
     turns = step.agent_loop(client, [{"role": "user", "content": recorded["task"]}], settings)
     return turns, settings.budget, transport

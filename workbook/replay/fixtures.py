@@ -22,12 +22,13 @@ MATCH_PROBLEM = f"must be one of {', '.join(compare.NAMES)}, or absent (strict)"
 FIXTURE_FIELDS = ("script", "scenario", "description", "provenance", "task", "workspace", "exchanges")
 
 
-def load_fixture(path: str | Path) -> dict:
-    """Read a fixture and check it; any problem raises FixtureError naming the file and the place."""
+def load_fixture(path: str | Path) -> trust.LoadedFixture:
+    """Read a fixture and check it; any problem raises FixtureError naming the file and the place.
+    The dict it returns carries what its bytes vouch for (trust.LoadedFixture); a copy carries nothing."""
     return load_with_bytes(path)[0]
 
 
-def load_with_bytes(path: str | Path) -> tuple[dict, bytes]:
+def load_with_bytes(path: str | Path) -> tuple[trust.LoadedFixture, bytes]:
     """The checked fixture and the exact bytes it came from (what trust is judged on)."""
     try:
         raw = read_bytes(path, "fixture")
@@ -36,8 +37,7 @@ def load_with_bytes(path: str | Path) -> tuple[dict, bytes]:
         raise
     except WorkbookError as err:
         raise FixtureError(str(err)) from None
-    trust.remember(fixture, raw)  # a trusted fixture's recorded calls, kept with this loaded copy
-    return fixture, raw
+    return trust.loaded(fixture, raw), raw  # a trusted fixture's recorded calls go with this loaded dict
 
 
 def parsed_fixture(path, raw: bytes):

@@ -10,7 +10,6 @@ from workbook.api.compare import Match
 from workbook.api.threads import Refusal
 from workbook.api.wire import http_response
 from workbook.errors import WorkbookError
-from workbook.replay import trust
 from workbook.replay.no_wait import never_waits  # a replay never sleeps before a retry
 from workbook.replay.player import Differs, Ended, Player, Refused
 
@@ -106,6 +105,8 @@ def replay_client(
     `match` is how each request is compared with the recorded one (workbook/api/compare.py's Match);
     strict=False compares nothing, keeping only the API's contract (the fixture is then a script of
     responses). keep_all=False keeps only the last request (`transport.seen`), for a long run's memory.
+    The transport is what a replay's person at the gate is made from (trust.recorded_person): it says
+    which recorded exchange a tool call answers.
     """
     try:
         match = Match(match)
@@ -113,7 +114,6 @@ def replay_client(
         raise WorkbookError(f"match={match!r}: use one of {', '.join(Match)}") from None
     player = Player(fixture, match if strict else None)
     transport = ReplayTransport(player, name, keep_all=keep_all)
-    trust.follow(transport)  # the permission gate asks it which recorded exchange a tool call answers
     client = never_waits(
         anthropic.Anthropic(api_key="replay", http_client=transport.http_client(), **client_options)
     )

@@ -9,12 +9,13 @@ an edited `check.sh` in its workspace makes it a stranger's again, until someone
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
 import stat
-import weakref
-from functools import partial
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from workbook.api.wire import recorded_message
@@ -93,9 +94,7 @@ def is_trusted(raw: bytes, fixture: dict | None = None) -> bool:
     digest = fixture_digest(raw)
     if digest not in listed:
         return False
-    name = fixture.get("workspace") if isinstance(fixture, dict) else _WORKSPACE_OF.get(digest)
-    if name is None:
-        name = _workspace_named_in(raw)
+    name = fixture.get("workspace") if isinstance(fixture, dict) else _workspace_named_in(raw)
     return workspace_trusted(name, listed)
 
 
@@ -143,124 +142,160 @@ def recorded_commands(fixture: dict) -> list[str]:
 #      the copy is the workspace folder as the trust list has it (its tree_digest, taken of the copy).
 # A command string alone proves nothing: an untrusted fixture can write its own `test_utils.py` and
 # then ask for the very `python3 test_utils.py` a trusted one recorded.
-
-_LOADED: dict[int, tuple[dict, list[dict]]] = {}  # id(fixture) -> (fixture, its calls per exchange)
-_PLAYING: dict[int, weakref.ref] = {}  # id(transport) -> the replay transports alive in this process
-_CURRENT: dict[int, tuple] = {}  # id(transport) -> (its cursor, the calls of the response it served last)
-_COPIES: dict[
-    str, list
-] = {}  # a fresh workspace copy -> [the workspace it copies, its user, trusted as copied]
-_WORKSPACE_OF: dict[str, str] = {}  # a loaded fixture's digest -> the workspace it names
-LIVE = "live"  # the user of a workspace copy that a live model's calls reached first
+#
+# Each rule's evidence is an object handed to the one who needs it, never a table the gate searches:
+#   1. load_fixture returns a LoadedFixture, whose `vouched` holds what its trusted bytes recorded;
+#   2. the gate's person (RecordedPerson) is given the replay's transport, which says where it is;
+#   3. copy_workspace's WorkspaceCopy says what it copies and whether it matched; the person takes it.
 
 
-def remember(fixture: dict, raw: bytes) -> None:
-    """A fixture was loaded from `raw`: if those bytes are trusted, keep what it recorded at each
-    exchange, as it was then (a notebook that edits the dict later cannot add a call)."""
-    if isinstance(fixture.get("workspace"), str):
-        _WORKSPACE_OF[fixture_digest(raw)] = fixture["workspace"]
+@dataclass(frozen=True)
+class Vouched:
+    """What a fixture's bytes proved when they were loaded: they, and the workspace they name, are on
+    the trust list. The calls are kept as text, as they were then: editing the dict later adds none."""
+
+    workspace: str
+    calls: tuple[dict, ...]  # per exchange: tool_use id -> (name, input as JSON)
+
+
+class LoadedFixture(dict):
+    """A fixture as load_fixture returns it: the dict, and `vouched` (None for a stranger's bytes).
+
+    Trust is this object's alone: a copy of it (copy, deepcopy, pickle, `|`, dict()) is a plain dict,
+    which vouches for nothing, like any fixture a notebook builds in memory."""
+
+    def __init__(self, fixture: dict, vouched: Vouched | None):
+        super().__init__(fixture)
+        self.vouched = vouched
+
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict) -> dict:
+        return copy.deepcopy(dict(self), memo)
+
+    def __reduce__(self):
+        return dict, (dict(self),)
+
+
+def loaded(fixture: dict, raw: bytes) -> LoadedFixture:
+    """The fixture parsed (and checked) from `raw`, holding what those bytes vouch for if trusted."""
+    vouched = None
     if is_trusted(raw, fixture):
-        _LOADED[id(fixture)] = (fixture, [_calls(exchange) for exchange in fixture["exchanges"]])
+        vouched = Vouched(fixture["workspace"], tuple(_calls(exchange) for exchange in fixture["exchanges"]))
+    return LoadedFixture(fixture, vouched)
 
 
-def follow(transport) -> None:
-    """A replay transport now serves a fixture: the gate asks it which exchange it is at."""
-    key = id(transport)
-    _PLAYING[key] = weakref.ref(transport, partial(_forget, key))
+def vouched_by(fixture) -> Vouched | None:
+    """What a fixture vouches for: only a trusted file, as load_fixture returned it, vouches at all."""
+    return fixture.vouched if isinstance(fixture, LoadedFixture) else None
 
 
-def _forget(key: int, _ref) -> None:
-    _PLAYING.pop(key, None)
-    _CURRENT.pop(key, None)
+@dataclass
+class WorkspaceCopy:
+    """A folder copy_workspace made: a fresh copy of fixtures/workspace/<name>.
+
+    `trusted`: the copy, digested as it was made, is that workspace as the trust list has it (so the
+    files a command will run are the ones whose digest was checked). `taken`: a run's person has made
+    it its own, and no other run's recording may vouch for a call there."""
+
+    folder: Path
+    name: str
+    trusted: bool
+    taken: bool = False
+
+    def take(self) -> bool:
+        """Make the copy the caller's: True for the first caller only."""
+        first, self.taken = not self.taken, True
+        return first
 
 
-def fresh_copy(workspace: Path, name: str) -> None:
-    """copy_workspace made `workspace`, a fresh copy of fixtures/workspace/<name>, used by no run yet.
-    Whether the copy is the workspace as the trust list has it is judged on the copy itself: the files
-    the commands will run are the ones whose digest was checked."""
+# The folders copy_workspace made in this process, by resolved path: what a gate is given is a path,
+# and only a folder this process made (and digested) can be a fixture's fresh copy.
+_COPIES_MADE_HERE: dict[Path, WorkspaceCopy] = {}
+
+
+def fresh_copy(workspace: Path, name: str) -> WorkspaceCopy:
+    """copy_workspace made `workspace`, a fresh copy of fixtures/workspace/<name>, taken by no run yet.
+    Whether it is the workspace as the trust list has it is judged on the copy itself."""
     try:
         trusted = name == "" or workspace_trusted(name, digest=tree_digest(workspace))
     except OSError:
         trusted = False
-    _COPIES[str(Path(workspace).resolve())] = [name, None, trusted]
+    made = WorkspaceCopy(Path(workspace).resolve(), name, trusted)
+    _COPIES_MADE_HERE[made.folder] = made
+    return made
 
 
-def recorded_person(workspace: Path, otherwise=None):
-    """The person a replay's gate asks (s02's `ask`): for a call its trusted recording made at this
-    exchange, in its own fresh workspace copy, the recording says yes, unless the call is dangerous (a
-    recording cannot give a person's yes to that: no answer); any other call is `otherwise`'s to answer
-    (the person at the terminal, if one is there). Trust lives here; the gate only asks."""
+def copy_made_here(workspace) -> WorkspaceCopy | None:
+    """The copy copy_workspace made at `workspace`, or None for any other folder."""
+    try:
+        return _COPIES_MADE_HERE.get(Path(workspace).resolve())
+    except (OSError, TypeError, ValueError):
+        return None
 
-    def ask(call, danger: str | None) -> bool | None:
-        if unasked(call, workspace):
+
+class RecordedPerson:
+    """The person a replay's gate asks (s02's `ask`), made of what trust needs: the transport playing
+    the fixture (which exchange it has served), the workspace the run's tools act in, and `otherwise`,
+    who answers any call the recording does not vouch for (the person at the terminal, if one is there).
+
+    For a call its trusted recording made at this exchange, in its own fresh workspace copy, the
+    recording says yes, unless the call is dangerous (a recording cannot give a person's yes to that: no
+    answer). Made, it takes the copy: a copy another run's person took first is no fixture's own."""
+
+    def __init__(self, transport, workspace: Path, otherwise: Callable | None = None):
+        self.transport, self.otherwise = transport, otherwise
+        self.copy = copy_made_here(workspace)
+        self.owns_copy = self.copy is not None and self.copy.take()
+        self._served: tuple[int, dict] = (0, {})  # (cursor, the calls of the response served there)
+
+    def __call__(self, call, danger: str | None) -> bool | None:
+        if self.vouches_for(call):
             if danger:
                 return None
             from workbook.display import say  # here: copying a workspace must not load the SDK
 
             say(f"the recording says yes to this {call.name} call: it ran when the fixture was made")
             return True
-        return otherwise(call, danger) if otherwise else None
+        return self.otherwise(call, danger) if self.otherwise else None
 
-    return ask
+    def vouches_for(self, call) -> bool:
+        """Whether this call may run without the gate (the three rules above). A live model's call, or a
+        stranger's, never may."""
+        vouched = vouched_by(self.transport.fixture)
+        return vouched is not None and self._in_own_copy(vouched) and self._recorded_here(vouched, call)
+
+    def _in_own_copy(self, vouched: Vouched) -> bool:
+        """Rule 3: a fresh copy of the fixture's own workspace, as trusted, taken by this person first."""
+        return self.owns_copy and self.copy.trusted and self.copy.name == vouched.workspace
+
+    def _recorded_here(self, vouched: Vouched, call) -> bool:
+        """Rule 2: the call as recorded at load, as served now, and as the loop asks is one call."""
+        cursor = self.transport.cursor
+        if not 0 < cursor <= len(vouched.calls):
+            return False
+        call_id = getattr(call, "id", None)
+        recorded = vouched.calls[cursor - 1].get(call_id)
+        served = self._served_calls(cursor).get(call_id)
+        return recorded is not None and recorded == served == _call(call.name, call.input)
+
+    def _served_calls(self, cursor: int) -> dict:
+        """The calls in the response the transport served at `cursor`, worked out once per exchange."""
+        if self._served[0] != cursor:
+            exchanges = self.transport.fixture["exchanges"]
+            self._served = (cursor, _calls(exchanges[cursor - 1]) if cursor <= len(exchanges) else {})
+        return self._served[1]
+
+
+def recorded_person(transport, workspace: Path, otherwise: Callable | None = None) -> RecordedPerson:
+    """The person at the gate of a replay that `transport` plays, with its tools in `workspace`."""
+    return RecordedPerson(transport, workspace, otherwise)
 
 
 def recording_says_yes(call, danger: str | None) -> bool | None:
     """The answer of a trusted fixture about its own stop hook: yes, unless the hook is dangerous."""
     return None if danger else True
-
-
-def unasked(block, workspace: Path) -> bool:
-    """Whether this tool call may run without the gate: a trusted fixture's call, replayed where it was
-    recorded (see the three rules above). A live model's call, or a stranger's, is never unasked."""
-    workspace = str(Path(workspace).resolve())
-    serving = _serving(block)
-    trusted = [
-        transport for transport, recorded in serving if _vouched(transport, recorded, block, workspace)
-    ]
-    user = _claim(workspace, (trusted or [transport for transport, _ in serving] or [LIVE])[0])
-    return any(user is transport for transport in trusted)
-
-
-def _vouched(transport, recorded: tuple, block, workspace: str) -> bool:
-    """Rules 1 and 2, and the copy is of the fixture's workspace (rule 3's `own` is _claim's)."""
-    fixture, calls = _LOADED.get(id(transport.fixture), (None, None))
-    copy = _COPIES.get(workspace)
-    if fixture is not transport.fixture or copy is None or copy[0] != fixture.get("workspace") or not copy[2]:
-        return False
-    return calls[transport.cursor - 1].get(block.id) == recorded == _call(block.name, block.input)
-
-
-def _serving(block) -> list[tuple]:
-    """(replay transport, the call as it recorded it), for each transport whose latest response holds
-    a call with this id: usually one; a notebook may keep several replays alive."""
-    found = []
-    for ref in list(_PLAYING.values()):
-        transport = ref()
-        if transport is not None and 0 < transport.cursor <= len(transport.fixture["exchanges"]):
-            recorded = _current_calls(transport).get(getattr(block, "id", None))
-            if recorded is not None:
-                found.append((transport, recorded))
-    return found
-
-
-def _current_calls(transport) -> dict:
-    """The calls in the response a transport served last, worked out once per exchange."""
-    cached = _CURRENT.get(id(transport))
-    if cached is None or cached[0] != transport.cursor:
-        cached = (transport.cursor, _calls(transport.fixture["exchanges"][transport.cursor - 1]))
-        _CURRENT[id(transport)] = cached
-    return cached[1]
-
-
-def _claim(workspace: str, user) -> object:
-    """The first run whose calls reach a fresh copy makes it its own (a stranger's write there makes the
-    copy no trusted fixture's); returns who owns it, or None for a folder copy_workspace did not make."""
-    entry = _COPIES.get(workspace)
-    if entry is None:
-        return None
-    if entry[1] is None:
-        entry[1] = weakref.ref(user) if user is not LIVE else LIVE
-    return entry[1] if entry[1] is LIVE else entry[1]()
 
 
 def _calls(exchange) -> dict:
