@@ -186,7 +186,10 @@ def edit_file(workspace: Path, path: str, old_text: str, new_text: str) -> str:
 def grep(workspace: Path, pattern: str, glob: str = "**/*") -> str:
     """file:line: text per matching line (at most MAX_MATCHES); time and memory bounded, compile too."""
     files = workspace_files.glob_files(workspace, glob, MAX_GLOB_PATHS)  # bounded, never out of the workspace
-    hits = bounded_search.grep(pattern, files, workspace, MAX_MATCHES, GREP_CPU_SECONDS)
+    try:
+        hits = bounded_search.grep(pattern, files, workspace, MAX_MATCHES, GREP_CPU_SECONDS)
+    except bounded_search.PatternError as err:  # said for the model already: it needs no type name
+        raise ToolError(str(err)) from err
     return "\n".join(hits) or "(no matches)"
 
 

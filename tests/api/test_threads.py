@@ -5,36 +5,23 @@ the first request carries `thread: {"type": "create"}`, each later one `{"type":
 "previous_message_id": ...}` and only the new messages. Replay and the classroom server hold threads
 as the API does, so the runner completes a recorded fixture with its defaults, JSON and streaming.
 A compaction it asks for (`compact_before_next_turn()`) is answered as the API answers it, using no
-recorded turn (workbook/api/compaction.py).
+recorded turn (workbook/api/compaction.py; its own tests are in test_compaction.py).
 """
 
-import base64
-import io
-import json
+import functools
 import subprocess
-import threading
-import zlib
 from pathlib import Path
 
 from workbook import errors, scratch
 from workbook.api import compaction, threads, wire
 from workbook.api.compare import Match
-from workbook.classroom import server as classroom_server
-from workbook.classroom import students
-from workbook.replay import fixtures
 from workbook.replay import transport as replay
 
 import anthropic
 import httpx2
 import pytest
 from anthropic import beta_tool
-from conftest import ROOT
-
-S01 = fixtures.load_fixture(ROOT / "fixtures" / "s01_hello_agent.json")
-S02 = fixtures.load_fixture(ROOT / "fixtures" / "s02_fix_divide_by_zero.json")  # six turns, one parallel
-PAUSED = fixtures.load_fixture(ROOT / "fixtures" / "s06_pause_turn.json")  # a turn paused twice, resumed
-FIXTURES = {"s01_hello_agent": S01, "s02_fix_divide_by_zero": S02, "s06_pause_turn": PAUSED}
-MODEL = "claude-sonnet-5"
+from thread_clients import FIXTURES, MODEL, S01, S02, answers_to, s01_client, server_client, serving
 
 
 def workspace_tools(workspace: Path) -> list:
@@ -100,41 +87,11 @@ def recorded_ids(fixture: dict) -> list:
 # -- a classroom server in a thread, and a client that logs every exchange ---------------------------
 
 
-class LoggedTransport(httpx2.BaseTransport):
-    """Real HTTP, with each request body and the status it got kept, as a logging proxy would."""
-
-    def __init__(self):
-        self.inner = httpx2.HTTPTransport()
-        self.log: list[tuple[dict, int]] = []
-
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.read() or b"{}")
-        response = self.inner.handle_request(request)
-        self.log.append((body, response.status_code))
-        return response
-
-
 @pytest.fixture
 def server():
-    """A replay server for both fixtures on a free loopback port."""
-    served = classroom_server.ReplayServer(FIXTURES, port=0, out=io.StringIO())
-    threading.Thread(target=served.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield served
-    served.shutdown()
-    served.server_close()
-
-
-def server_client(server, fixture_name: str, student: str = "alice"):
-    """The SDK pointed at the server, picking the fixture by header; the transport's log of exchanges."""
-    logged = LoggedTransport()
-    client = anthropic.Anthropic(
-        api_key=student,
-        base_url=server.url,
-        http_client=anthropic.DefaultHttpxClient(transport=logged),
-        default_headers={students.FIXTURE_HEADER: fixture_name},
-        max_retries=0,
-    )
-    return client, logged
+    """A replay server for the fixtures on a free loopback port."""
+    with serving() as served:
+        yield served
 
 
 def thread_kinds(bodies: list[dict]) -> list:
@@ -231,21 +188,10 @@ def continue_from(client, previous: str, messages: list, **extra):
     )
 
 
-def answers_to(message) -> list:
-    results = [{"type": "tool_result", "tool_use_id": b.id, "content": "ok"} for b in message.content]
-    return [{"role": "user", "content": results}]
-
-
 @pytest.fixture(params=["in-process", "server"])
 def client_for(request, server):
     """A client on s01's fixture, in process (conversation matching) or through the server."""
-
-    def make(student: str = "alice"):
-        if request.param == "in-process":
-            return replay.replay_client(S01, "s01", match=Match.CONVERSATION, max_retries=0)[0]
-        return server_client(server, "s01_hello_agent", student)[0]
-
-    return make
+    return functools.partial(s01_client, request.param, server)
 
 
 def test_an_unknown_thread_id_gets_the_apis_not_found_error(client_for):
@@ -508,46 +454,3 @@ def test_the_tool_runners_compaction_uses_no_turn_and_the_runner_walks_the_recor
     [student] = server.classroom.status()["students"]
     assert (student["turn"], student["mistakes"], student["side"]) == (len(recorded), 0, 1)
     assert "side request · 200 compaction" in server.classroom.out.getvalue()
-
-
-def compaction_of_turn_2(client, **extra):
-    """A bare compaction request on s01's conversation after turn 1 (the task, the reply, its results)."""
-    first = client.messages.create(
-        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": S01["task"]}]
-    )
-    history = [{"role": "user", "content": S01["task"]}, first.to_param() | {"role": "assistant"}]
-    history += answers_to(first)
-    return client.beta.messages.create(
-        model=MODEL, max_tokens=100, messages=history, compaction={"type": "summarize"}, **extra
-    )
-
-
-def test_a_bare_compaction_request_gets_a_block_to_carry_on_from(client_for):
-    client = client_for()
-    summary = compaction_of_turn_2(client, betas=[compaction.BETA])
-    assert summary.stop_reason == "compaction" and [b.type for b in summary.content] == ["compaction"]
-    assert "recording holds no summary" in summary.content[0].content
-    carried_on = client.beta.messages.create(
-        model=MODEL, max_tokens=100, messages=[summary.to_param()], betas=[compaction.BETA]
-    )
-    assert carried_on.content[0].text == S01["exchanges"][1]["response"]["body"]["content"][0]["text"]
-
-
-def test_a_compaction_block_changed_on_the_way_back_is_refused(client_for):
-    client = client_for()
-    block = compaction_of_turn_2(client, betas=[compaction.BETA]).content[0].to_dict()
-    edited = {"role": "assistant", "content": [block | {"content": "my own summary"}]}
-    with pytest.raises((anthropic.BadRequestError, replay.ReplayMismatch), match="send it back unchanged"):
-        client.beta.messages.create(model=MODEL, max_tokens=100, messages=[edited], betas=[compaction.BETA])
-
-
-def test_a_compaction_request_without_its_beta_is_refused_naming_it(client_for):
-    with pytest.raises((anthropic.BadRequestError, replay.ReplayMismatch)) as caught:
-        compaction_of_turn_2(client_for())
-    assert f"compaction: requires the beta header `anthropic-beta: {compaction.BETA}`" in str(caught.value)
-
-
-def test_a_block_that_unpacks_past_the_request_limit_is_not_unpacked():
-    bomb = base64.b64encode(zlib.compress(b"[" + b" " * (compaction.MOST_BYTES + 1) + b"]")).decode()
-    assert compaction.unpack(compaction.MARK + bomb) is None
-    assert compaction.unpack(compaction.MARK + "not base64!") is None

@@ -146,11 +146,3 @@ def test_chinese_docs_link_notebook_sections_by_their_chinese_headings(path):
 
 def test_the_chinese_page_links_its_sections():
     assert len(notebook_links(CHINESE.read_text(encoding="utf-8"))) > 50
-
-
-def test_a_jupyter_anchor_is_the_rendered_heading_with_dashes():
-    heading = headings.Heading("c", 0, "The server's own word: `x-should-retry`")
-    assert heading.anchor == "The-server's-own-word:-x-should-retry"
-    assert (
-        headings.link("x", "n.ipynb", headings.Heading("c", 0, "A `f()` call")) == "[x](<n.ipynb#A-f()-call>)"
-    )

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from workbook.authoring import exercises as authoring
-from workbook.classroom import exercise, exercise_tables, grade, ladder
+from workbook.classroom import exercise, grade, ladder
 from workbook.classroom import sandbox as grade_sandbox
 from workbook.classroom.exercises import EXERCISES, LANGS
 from workbook.replay.no_wait import no_wait
@@ -110,46 +110,6 @@ def test_every_step_has_an_exercise_on_its_idea_and_every_exercise_three_hints_i
     for ex in EXERCISES:
         assert set(ex.about) == set(LANGS) and all(len(ex.hints[lang]) == 3 for lang in LANGS)
         assert all(set(w.what) == set(w.hint) == set(LANGS) for w in ex.wrong) and len(ex.wrong) >= 2
-
-
-@pytest.mark.parametrize("n", [e.number for e in EXERCISES if e.table])
-def test_the_steps_own_piece_meets_every_row_of_its_unit_checks(n):
-    ex = by_number(n)
-    step = exercise.step_of(ex)
-    own = getattr(exercise.holder(ex, step), ex.piece)
-    assert exercise_tables.first_mistake(ex.table, own, step) is None
-
-
-def test_every_unit_check_belongs_to_an_exercise():
-    assert sorted(exercise_tables.TABLES) == sorted(e.table for e in EXERCISES if e.table)
-
-
-def test_a_truth_table_names_the_row_a_wrong_piece_gets_wrong():
-    import s06_recovery as s06
-
-    said = exercise_tables.first_mistake("s06_next_transition", lambda *args: ("done", "no"), s06)
-    assert said.startswith("the model asked for tools (stop_reason tool_use, a fresh state)")
-    assert "returned 'done'; the step's is 'next_turn'" in said
-
-
-def test_s07s_truth_table_hands_next_transition_the_stop_hooks_result():
-    import s07_really_done as s07
-
-    ignored = exercise_tables.first_mistake(
-        "s07_next_transition", lambda r, s, hook: s07.next_transition(r, s, None), s07
-    )
-    assert ignored.startswith(
-        "ended, the stop hook failed (stop_reason end_turn, a fresh state, the stop hook"
-    )
-    assert "returned 'done'; the step's is 'hook_retry'" in ignored
-    always = exercise_tables.first_mistake(
-        "s07_next_transition",
-        lambda r, s, hook: ("hook_retry", "") if hook else s07.next_transition(r, s, hook),
-        s07,
-    )
-    assert always.startswith(
-        "ended, the stop hook passed (stop_reason end_turn, a fresh state, the stop hook passed)"
-    )
 
 
 @needs_bwrap

@@ -3,7 +3,6 @@ JavaScript is graded as the workbook's steps are, a failing rung names the loop'
 student's terms, and the program runs as a stranger's program: sandboxed, with an allowlisted environment,
 nothing it starts outliving its rung."""
 
-import copy
 import json
 import os
 import subprocess
@@ -355,129 +354,7 @@ def test_the_thread_fallback_is_not_counted_as_a_mistake_on_the_class_table():
     assert row["requests"] == 3 and row["mistakes"] == 1
 
 
-# -- right reasons ---------------------------------------------------------------------------------
-
-
-def seen(turn: int, messages: list, mistake: str | None = None) -> reasons.Seen:
-    return reasons.Seen(turn, {"messages": messages}, mistake)
-
-
-USER = {"role": "user", "content": "find it"}
-
-
-def test_a_block_count_mismatch_lists_the_block_types_on_each_side_after_the_servers_words():
-    searched = ["text", "server_tool_use", "web_search_tool_result"]
-    recorded = [USER, {"role": "assistant", "content": [{"type": t} for t in searched]}, USER]
-    sent = [
-        USER,
-        {"role": "assistant", "content": [{"type": "text"}, {"type": "web_search_tool_result"}]},
-        USER,
-    ]
-    exchanges = [{"request": {"messages": recorded}, "response": {"status": 529}}]
-    words = "messages[1]: expected 3 content blocks, got 2"
-    assert reasons.explain_mistake(seen(1, sent, words), exchanges) == (
-        f"turn 1: {words}. Hint: messages[1]: expected text, server_tool_use, web_search_tool_result; "
-        "got text, web_search_tool_result"
-    )
-
-
-def test_a_split_turn_gets_one_explanation_the_servers():
-    tool_uses = [{"type": "tool_use", "id": f"t{n}"} for n in range(3)]
-    answer = [
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}"}]} for n in range(3)
-    ]
-    recorded = [USER, {"role": "assistant", "content": [{"type": "text"}, *tool_uses]}]
-    recorded.append(
-        {"role": "user", "content": [block for message in answer for block in message["content"]]}
-    )
-    sent = [USER, {"role": "assistant", "content": [{"type": "text"}, tool_uses[0]]}, answer[0]]
-    for n in (1, 2):
-        sent += [{"role": "assistant", "content": [tool_uses[n]]}, answer[n]]
-    words = compare.request_diff({"messages": recorded}, {"messages": sent}, compare.Match.CONVERSATION)
-    assert words.endswith("messages[1]: expected text, tool_use, tool_use, tool_use; got text, tool_use")
-    exchanges = [{"request": {"messages": recorded}, "response": {"status": 529}}]
-    assert reasons.explain_mistake(seen(1, sent, words), exchanges) == f"turn 1: {words}"
-
-
-def rung(name: str) -> ladder.Rung:
-    return next(r for r in ladder.RUNGS if r.name == name)
-
-
-def streamed_count_run(result: dict) -> reasons.Seen:
-    """streamed-input's second request, its call answered by `result` (the tool_use came back whole)."""
-    exchanges = fixtures.load_fixture(ROOT / "fixtures" / "grade_s06_streamed_tool_input.json")["exchanges"]
-    messages = copy.deepcopy(exchanges[1]["request"]["messages"])
-    messages[-1]["content"] = [result]
-    return seen(2, messages)
-
-
-def test_a_streamed_call_answered_with_an_error_is_named_as_that_not_as_input_assembly():
-    said = "<tool_use_error>No such tool available: bash. Tool names are case-sensitive</tool_use_error>"
-    error = {"type": "tool_result", "tool_use_id": "toolu_01GradeS05Count", "content": said, "is_error": True}
-    reason = reasons.output_missing(rung("streamed-input"), streamed_count_run(error))
-    assert reason.startswith(f'turn 2: your tool_result for toolu_01GradeS05Count is an error, "{said}", so')
-    assert "the model called the tool `bash` with" in reason and "a tool name is case-sensitive" in reason
-    assert "input_json_delta" not in reason
-    other = error | {"content": "12", "is_error": False}
-    reason = reasons.output_missing(rung("streamed-input"), streamed_count_run(other))
-    assert reason.startswith(
-        "turn 2: your tool_result for toolu_01GradeS05Count holds \"12\", not 'notes.txt:1'"
-    )
-
-
-def test_a_cut_tool_use_sent_back_gets_the_same_hint_from_every_client():
-    exchanges = fixtures.load_fixture(ROOT / "fixtures" / "grade_s06_cut_tool_use.json")["exchanges"]
-    task = exchanges[0]["request"]["messages"][0]
-    cut = {"role": "assistant", "content": exchanges[0]["response"]["body"]["content"]}
-    answered = [
-        {"type": "tool_result", "tool_use_id": b["id"], "content": "not run", "is_error": True}
-        for b in cut["content"]
-        if b["type"] == "tool_use"
-    ]
-    plain = [task, cut, {"role": "user", "content": answered}]
-    reminder = {"type": "text", "text": "<system-reminder>a client's own</system-reminder>"}
-    claude_code = [
-        {"role": "user", "content": [reminder, {"type": "text", "text": task["content"]}]},
-        {"role": "system", "content": "a client's own instructions"},
-        cut,
-        {"role": "user", "content": [*answered, reminder]},
-    ]
-    hints = set()
-    for sent in (plain, claude_code):
-        words = compare.request_diff(exchanges[1]["request"], {"messages": sent}, compare.Match.CONVERSATION)
-        hints.add(reasons.explain_mistake(seen(2, sent, words), exchanges).split(". Hint: ")[1])
-    assert hints == {
-        "turn 1's reply was cut off by max_tokens inside a tool_use, and your loop ran it or sent it back; a "
-        "cut tool_use is incomplete: send the same request again, without the cut reply, with a larger "
-        "max_tokens"
-    }
-    assert rung("cut-tool-use").checks.endswith("the same request goes again with a larger max_tokens")
-
-
-def test_the_sdks_retries_are_counted_alike_in_the_reason_and_the_library_field():
-    exchanges = fixtures.load_fixture(ROOT / "fixtures" / "grade_s03_retries.json")
-    first = exchanges["exchanges"][0]["request"]["messages"]
-    run = [reasons.Seen(1, {"messages": first}, None, count) for count in (0, 1, 2)]
-    verdict = reasons.judge(rung("retries"), exchanges, reasons.Outcome(run, 1, "", []))
-    assert verdict.problem == f"{verdict.library[0]}. {reasons.SDK_RETRY_FIX}"
-    assert verdict.library == ["the SDK retried for you (x-stainless-retry-count: 1, 2)"]
-
-
-def test_a_mid_conversation_system_message_keeps_the_servers_words_alone():
-    recorded = [USER]
-    sent = [USER, {"role": "system", "content": "be brief"}]
-    words = 'messages[1].role: Input should be "user" or "assistant", got "system"'
-    exchanges = [{"request": {"messages": recorded}, "response": {"status": 529}}]
-    assert reasons.explain_mistake(seen(1, sent, words), exchanges) == f"turn 1: {words}"
-
-
-def test_a_dropped_assistant_turn_is_named_as_that_not_as_starting_over():
-    results = {"role": "user", "content": "the output was 3"}
-    assert reasons.dropped_reply(seen(1, [USER, results]), 1) == (
-        "turn 2: your loop dropped the assistant's reply: messages[0] and messages[1] are both user turns, "
-        "which the API reads as one; append each reply before the next user turn"
-    )
-    assert reasons.dropped_reply(seen(1, [USER]), 1) is None  # that one did start over
+# -- what the report says of a program's output ----------------------------------------------------
 
 
 def test_an_interactive_program_is_told_that_stdin_is_closed_and_where_the_task_is(capsys):
@@ -616,48 +493,3 @@ def test_a_tampering_program_in_the_sandbox_changes_nothing_and_the_grade_stays_
     assert done.returncode == 1 and done.stdout.count("\n") == 1, done.stdout  # only the grader's report
     [row] = json.loads(done.stdout)["rungs"]
     assert row["passed"] is False and row["reason"].startswith("your program sent no request")
-
-
-# -- red team five: the rung's server parses a program's requests in a bounded child ------------------
-
-
-def test_the_rungs_server_runs_in_a_child_under_an_address_space_limit():
-    served = rung_server.RungServer(
-        "grade_s01_loop", fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
-    )
-    try:
-        limits = Path(f"/proc/{served.proc.pid}/limits").read_text()
-        assert served.proc.pid != os.getpid()
-        assert f"Max address space         {rung_server.MEMORY}" in limits
-    finally:
-        served.close()
-
-
-def test_a_programs_big_request_is_judged_in_the_child_and_reaches_the_grader_without_its_body():
-    import http.client
-    import tracemalloc
-    from urllib.parse import urlsplit
-
-    served = rung_server.RungServer(
-        "grade_s01_loop", fixtures.load_fixture(ROOT / "fixtures" / "grade_s01_loop.json")
-    )
-    block = b"{}" + b" " * 30  # passes json_text's count of objects, and is still no block
-    body = b'{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[%s]}]}' % b",".join(
-        [block] * (16 * 2**20 // 33)
-    )
-    served.runs["gprogram"] = seen = []
-    tracemalloc.start()
-    try:
-        url = urlsplit(served.url)
-        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
-        connection.request(
-            "POST", "/v1/messages", body, {"x-api-key": "gprogram", "anthropic-version": "2023-06-01"}
-        )
-        status = connection.getresponse().status
-        served.settle()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-        served.close()
-    assert status == 400 and [s.body for s in seen] == [None] and "Field required" in seen[0].mistake
-    assert peak < len(body) // 4  # in the grader's own process it was 2 GB for a 3 MB request

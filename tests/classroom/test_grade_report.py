@@ -48,61 +48,7 @@ def test_the_sandbox_in_words_names_why_there_is_none():
     assert ladder.sandbox_words(Sandbox()) == "none: --sandbox off"
 
 
-# -- a crash, in the program's own words ---------------------------------------------------------------
-
-NODE_CRASH = """\
-/home/student/loop/node_modules/@anthropic-ai/sdk/client.js:700
-                throw new Errors.APIConnectionError({ cause: response });
-                      ^
-
-OverloadedError: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
-    at APIError.generate (/home/student/loop/node_modules/@anthropic-ai/sdk/core/error.js:78:20)
-    at Anthropic.makeStatusError (/home/student/loop/node_modules/@anthropic-ai/sdk/client.js:430:32)
-    at Anthropic.makeRequest (/home/student/loop/node_modules/@anthropic-ai/sdk/client.js:700:23)
-    at async main (/home/student/loop/agent.js:35:22) {
-  status: 529,
-  headers: Headers {},
-  error: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }
-}
-
-Node.js v20.20.2
-"""
-
-PYTHON_CRASH = """\
-Traceback (most recent call last):
-  File "/home/student/loop/agent.py", line 58, in <module>
-    main(sys.argv[1])
-  File "/home/student/loop/agent.py", line 40, in main
-    response = client.messages.create(
-  File "/home/student/.venv/lib/python3.11/site-packages/anthropic/_base_client.py", line 1047, in request
-    raise self._make_status_error_from_response(err.response) from None
-anthropic.InternalServerError: Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error'}}
-"""
-
-
-def test_a_node_crash_is_told_by_its_error_and_the_programs_own_line_not_the_node_version():
-    assert reasons.crash_line(NODE_CRASH) == (
-        'OverloadedError: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}} '
-        "(at agent.js:35)"
-    )
-
-
-def test_a_python_crash_is_told_by_its_exception_and_the_programs_own_line_not_the_librarys():
-    assert reasons.crash_line(PYTHON_CRASH) == (
-        "anthropic.InternalServerError: Error code: 529 - {'type': 'error', 'error': {'type': "
-        "'overloaded_error'}} (at agent.py:40)"
-    )
-
-
-def test_a_long_error_is_cut_with_an_ellipsis_and_keeps_where_it_came_from():
-    said = reasons.crash_line(PYTHON_CRASH.replace("overloaded_error", "overloaded_error" * 20))
-    assert len(said) == 160 and said.endswith("… (at agent.py:40)")
-
-
-def test_output_that_is_no_crash_is_told_by_its_last_line():
-    assert reasons.crash_line("done\nNode.js is great\n") is None
-    out = reasons.Outcome([], 1, "working\nstopped: the API answered 400\n", [])
-    assert out.last_line == "stopped: the API answered 400"
+# -- a crash, in the program's own words (reasons.crash_line: test_reasons.py) ----------------------
 
 
 @needs_node

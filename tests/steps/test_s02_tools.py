@@ -263,7 +263,6 @@ def test_the_audit_log_has_one_line_per_call(ws):
     assert lines[0]["chars"] == len("alpha\nbeta\nalpha again\n") and lines[1]["input"] == {
         "command": "sudo true"
     }
-    assert all(isinstance(x["ms"], int) for x in lines)
 
 
 # -- the fixture: the divide-by-zero walk-through, replayed --------------------------------------------------
