@@ -3,8 +3,10 @@
 Adds over s01: a system prompt built each run (`constitution()`: who, where,
 by what rules), and six tools as JSON Schema and a dispatch map, in place of
 one bash call. Every call goes through `execute()`: input checked against the
-schema, a permission gate (`--permission ask|auto|deny|all`; auto runs only
-read-only commands unasked), paths kept in the workspace, output cut.
+schema, a permission gate (`--permission ask|auto|deny|all`; auto runs the
+file tools, kept in the workspace, and read-only commands unasked, and asks
+about any other command), output cut; whatever a handler raises is an
+`is_error` result the model reads.
 
     user task
         |
