@@ -138,7 +138,7 @@ def log_transition(transition: str, why: str, settings: "Settings") -> None:
     display.show_transition(transition, why)
 
 
-# 3. Recovering: each transition's repair of the conversation, before it is sent again.
+# 3. Recovering: escalate and continue repair the conversation, which is then sent again.
 def recover(transition: str, messages: list, response: Message, settings: "Settings") -> None:
     """Carry out a recovery transition on the conversation, which is then sent again."""
     state = settings.recovery

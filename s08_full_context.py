@@ -153,7 +153,7 @@ def room_move(messages: list, state: Recovery) -> str | None:
     return None
 
 
-# 3. Making room: collapse, or compact (a model call of its own), then send again.
+# 4. Making room: collapse, or compact (a model call of its own), then send again.
 def recover(transition: str, messages: list, response, hook, client, settings: "Settings") -> Message | None:
     """s07's recover, and making room. Returns the reply of compaction's request for a summary (a model
     call of its own, to be counted), else None."""
