@@ -3,11 +3,9 @@
 Adds over s08: a first Ctrl-C lets this turn's tools finish, answers every
 call, saves and stops; a second cuts short the calls still open, keeping the
 results of those that had ended. However the run ends, the conversation is
-saved: --resume FILE goes on from it with a new instruction, and --handoff
-FILE starts a fresh session from its task and what it did (for a run that
-drifted).
+saved: --resume FILE goes on from it with a new instruction.
 
-    user task, --resume FILE + a new instruction, or --handoff FILE
+    user task, or --resume FILE + a new instruction
         v
     +--------------------+  done | fail | a limit  +=========================+
     | s08's loop         | ---------------------> | saved: the conversation |
@@ -23,11 +21,8 @@ drifted).
 Run: python s09_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
      python s09_keep_the_work.py --replay fixtures/s05_interrupt.json
      (press Ctrl-C while ./slow_check.sh runs: once, or twice)
-     python s09_keep_the_work.py --handoff FILE   a fresh session from FILE,
-     such as fixtures/conversations/s05_drifted.json (a run that drifted)
 """
 
-import json
 import signal
 import sys
 import textwrap
@@ -36,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from workbook import conversation, display, errors, launch, step_cli
-from workbook.api.messages import blocks, result_text  # a message's blocks, a result's text
+from workbook.api.messages import blocks  # a message's blocks, as dicts
 from workbook.conversation import tool_result  # {"type": "tool_result", "tool_use_id": ..., ...}
 
 import anthropic
@@ -131,10 +126,7 @@ def interrupted(messages: list, settings: "Settings") -> None:
 
 
 def first_messages(run: launch.Run, args) -> list:
-    """The task as the first message; or, with --resume, the saved conversation plus the instruction;
-    or, with --handoff, a fresh session from it."""
-    if args.handoff:
-        return handed_off(run, args.handoff)
+    """The task as the first message; or, with --resume, the saved conversation plus the instruction."""
     resume = args.resume
     if not resume:
         return [{"role": "user", "content": run.task}]
@@ -167,85 +159,15 @@ def continued(messages: list, instruction: str) -> list:
     return messages + [{"role": "user", "content": instruction}]
 
 
-# -- new in s09: or start afresh — --handoff FILE: a fresh session from a saved one's task and what it did
-
-HANDOFF = (
-    "[A fresh session. An earlier session on this task drifted and was stopped. What it did, as "
-    "the harness read it from that session's tool calls and results (check the files as they are "
-    "now before you rely on it):]"
-)
-WRITES = ("write_file", "edit_file")  # s02's tools that change a file
-LISTED = 8  # of commands and failures, the last this many are listed; the rest are counted
-
-
-def handed_off(run: launch.Run, path: str) -> list:
-    """A fresh session of one message: the saved conversation's task, what it did, and the instruction."""
-    saved = conversation.load_conversation(conversation.repo_path(path))
-    task = first_text(saved).split(HANDOFF)[0].strip()  # a handoff of a handoff: the first task
-    text = "\n\n".join(part for part in (task, HANDOFF, what_it_did(saved), run.task) if part)
-    display.show_handoff(path, len(saved), text)
-    return [{"role": "user", "content": text}]
-
-
-def what_it_did(messages: list) -> str:
-    """A saved conversation as a few lines of fact, read by the harness from its tool calls and their
-    results, never from what the model said about them (that is what drifted): the files it changed,
-    the commands it ran and how each ended, the calls that failed or were refused; and, marked as
-    the model's own, its last words."""
-    results = {b["tool_use_id"]: b for m in messages for b in blocks(m) if b["type"] == "tool_result"}
-    changed, commands, failed = {}, [], []
-    for block in (b for m in messages for b in blocks(m) if b["type"] == "tool_use"):
-        result = results.get(block["id"], {})
-        said = result_text(result).strip().splitlines() or ["(no result)"]
-        given = block.get("input") if isinstance(block.get("input"), dict) else {}
-        if result.get("is_error"):
-            failed.append(f"{call_label(block['name'], given)}: {clipped(said[0], 240)}")
-        elif block["name"] in WRITES:
-            changed[str(given.get("path"))] = changed.get(str(given.get("path")), 0) + 1
-        elif block["name"] == "bash":
-            commands.append(f"{call_label('bash', given)} ({said[-1].strip('[]')})")
-    files = ", ".join(f"{path} ({n} {'writes' if n > 1 else 'write'})" for path, n in changed.items())
-    return "\n".join(
-        [
-            f"Files it changed: {files or 'none'}",
-            f"Commands it ran:{listed(commands)}",
-            f"Calls that failed or were refused:{listed(failed)}",
-            f"Its last words: {clipped(last_words(messages), 600) or '(none)'}",
-        ]
-    )
-
-
 def first_text(messages: list) -> str:
     """The text of the first message: the task the conversation was given."""
     content = blocks(messages[0]) if messages else []
     return "\n".join(b["text"] for b in content if b.get("type") == "text").strip()
 
 
-def last_words(messages: list) -> str:
-    """The text of the model's last reply that had any."""
-    for message in reversed(messages):
-        text = " ".join(b["text"] for b in blocks(message) if b["type"] == "text").strip()
-        if message["role"] == "assistant" and text:
-            return text
-    return ""
-
-
-def call_label(name: str, given: dict) -> str:
-    """A call in a few words: the tool, and the path, command or pattern it was given."""
-    what = given.get("path") or given.get("command") or given.get("pattern")
-    return f"{name} {clipped(str(what), 120) if what else json.dumps(given, ensure_ascii=False)[:80]}"
-
-
 def clipped(text: str, limit: int) -> str:
+    """`text`, cut to at most `limit` characters, an ellipsis marking the cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def listed(items: list[str]) -> str:
-    """none, or the last LISTED items, one a line, and how many came before them."""
-    if not items:
-        return " none"
-    earlier = f"\n  ({len(items) - LISTED} earlier ones not listed)" if len(items) > LISTED else ""
-    return earlier + "".join(f"\n  - {item}" for item in items[-LISTED:])
 
 
 # -- the loop (s09 adds no setting: what it keeps is the conversation) ----------------------------

@@ -400,7 +400,7 @@ def screenful(text: str) -> str:
 
 
 def show_handoff(source: str, saved: int, opening: str) -> None:
-    """s09's --handoff: which saved conversation a fresh session starts from, and a screenful of its one
+    """s11's --handoff: which saved conversation a fresh session starts from, and a screenful of its one
     message, wrapped (the model reads every word of it; the reader sees where it goes)."""
     say(f"fresh session: the {saved} messages saved in\n  {source}\nhand over one message:", "bold")
     console.print(escape(screenful(printable(opening))), style="dim", highlight=False)

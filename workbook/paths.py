@@ -21,6 +21,7 @@ STEPS = (
     "s08_full_context",
     "s09_keep_the_work",
     "s10_trace",
+    "s11_handoff",
 )
 
 

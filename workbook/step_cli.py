@@ -65,7 +65,8 @@ def run_line_parts(line: str, width: int) -> list[str]:
 def make_parser(doc: str, default_fixture: str, script: str) -> argparse.ArgumentParser:
     """The parser of step `script`: the flags every step shares (launch's), and those of the steps before
     it (s02's --permission, s04's --read-latency, s05's limits, s06's --no-stream, s07's stop hook,
-    s09's files, s10's trace), with a --help that fits the terminal. The step adds its own."""
+    s09's files, s10's trace, s11's --handoff), with a --help that fits the terminal. The step adds its
+    own."""
     parser = make_shared_parser(doc, default_fixture)
     parser.formatter_class = LessonHelp
     parser.set_defaults(script=script)
@@ -115,9 +116,9 @@ def run_step(
 
 
 def prepared(args: argparse.Namespace) -> argparse.Namespace:
-    """What the flags mean before the run starts. With --resume or --handoff FILE (s09): offline, the
-    recording that goes on from that very conversation replays (recording_from); live with no new
-    instruction, RESUME_INSTRUCTION or HANDOFF_INSTRUCTION is sent. A step that writes traces (s09 on)
+    """What the flags mean before the run starts. With s09's --resume FILE or s11's --handoff FILE:
+    offline, the recording that goes on from that very conversation replays (recording_from); live with
+    no new instruction, RESUME_INSTRUCTION or HANDOFF_INSTRUCTION is sent. A step that writes traces (s10 on)
     replays one as a fixture: --replay run.jsonl, converted first."""
     if getattr(args, "resume", None) and getattr(args, "handoff", None):
         raise WorkbookError("--resume goes on from a saved conversation, --handoff starts afresh: give one")
@@ -270,6 +271,13 @@ def add_limit_flags(parser) -> None:
     add("--max-cost", type=dollars, metavar="DOLLARS", help="estimated, warned at 80%% (default 5.00)")
 
 
+def add_handoff_flag(parser) -> None:
+    """s11's flag: --handoff, a fresh session from a saved one."""
+    parser.add_argument(
+        "--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did"
+    )
+
+
 def add_trace_flag(parser) -> None:
     """s10's flag: where the trace goes."""
     parser.add_argument(
@@ -278,10 +286,9 @@ def add_trace_flag(parser) -> None:
 
 
 def add_keep_flags(parser) -> None:
-    """s09's flags: --resume, --handoff, and where the conversation goes."""
+    """s09's flags: --resume, and where the conversation goes."""
     add = parser.add_argument
     add("--resume", metavar="FILE", help="go on from a saved conversation; a task is the new instruction")
-    add("--handoff", metavar="FILE", help="start a fresh session from a saved one's task and what it did")
     add("--save", metavar="FILE", help="where to save the conversation (default: beside the audit log)")
 
 
@@ -332,7 +339,7 @@ def count(text: str) -> int:
 
 
 def run_line(run: Run, args) -> dict:
-    """s09's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
+    """s10's trace `run` line, before `start`: what a replay of the trace needs besides the requests —
     the task, the workspace, and the flags that change what the loop does (the limits set, the stop
     hook, web search) or what it starts from (a --resume or --handoff of a saved conversation, named
     from the repo root, as a fixture names one)."""
@@ -416,4 +423,5 @@ STEP_FLAGS = (
     (7, add_hook_flags),
     (9, add_keep_flags),
     (10, add_trace_flag),
+    (11, add_handoff_flag),
 )

@@ -77,7 +77,7 @@ FIXTURE_FLAGS = {
     "--stop-hook": (7, _command),  # a shell command: from an untrusted fixture, it meets the gate (s07)
     "--stop-hook-retries": (7, _whole(0)),
     "--resume": (9, _conversation),
-    "--handoff": (9, _conversation),
+    "--handoff": (11, _conversation),
 }
 
 
@@ -98,7 +98,7 @@ def args_problems(args, script: str) -> list[str]:
             break
         first, check = FIXTURE_FLAGS[flag]
         if step < first:
-            problems.append(f"{flag} is not a flag of {script} (it comes in s0{first})")
+            problems.append(f"{flag} is not a flag of {script} (it comes in s{first:02})")
         if check is None and has_value:
             problems.append(f"{flag} takes no value")
         if check is not None and not has_value:

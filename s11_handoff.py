@@ -1,0 +1,232 @@
+"""s11_handoff.py — A fresh session: start over from what the old one did.
+
+Adds over s10: --handoff FILE starts a fresh session of one message, for a
+run that drifted: the saved run's task, what it did as the harness reads it
+from its tool calls and results (never from what the model said: that is what
+drifted), and the new instruction. The loop is s10's, unchanged: a handoff
+changes only what the loop starts with.
+
+    --handoff FILE: a saved run that drifted
+        v
+    +======================================+
+    | what_it_did() (new): the files it    |  read from the calls and their
+    | changed, the commands it ran, the    |  results, not from the model's
+    | calls that failed; its last words    |  own account
+    +======================================+
+        v  one message: the task, what it did, the new instruction
+    +--------------------+
+    | s10's loop         |  a fresh session, traced, its work kept
+    +--------------------+
+
+Run: python s11_handoff.py   replay: a run that drifted, handed off
+     python s11_handoff.py --handoff FILE   a fresh session from FILE, such
+     as fixtures/conversations/s05_drifted.json (a run that drifted)
+"""
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+
+from workbook import conversation, display, launch, step_cli
+from workbook.api.messages import blocks, result_text  # a message's blocks, a result's text
+
+import anthropic
+
+import s09_keep_the_work as s09
+import s10_trace as s10
+from s01_agent_loop import MAX_TOKENS, MODEL
+from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
+from s05_budget import RepeatBrake
+from s06_recovery import count_turn, ended_because, numbered
+from s07_really_done import append_reply, run_stop_hook
+from s08_full_context import KEEPS_REPLY, SENT_AGAIN, call_unless_too_long, next_transition
+from s09_keep_the_work import (
+    clipped,
+    first_text,
+    interrupted,
+    keep_the_work,
+    mark_a_refusal,
+    run_tools_until_ctrl_c,
+)
+from s10_trace import failed, log_transition, recover, show_written, stopped, trace_call
+
+DEFAULT_FIXTURE = "fixtures/s05_handoff.json"
+
+
+# -- new in s11: --handoff FILE — a fresh session from a saved one's task and what it did -----------
+
+HANDOFF = (
+    "[A fresh session. An earlier session on this task drifted and was stopped. What it did, as "
+    "the harness read it from that session's tool calls and results (check the files as they are "
+    "now before you rely on it):]"
+)
+WRITES = ("write_file", "edit_file")  # s02's tools that change a file
+LISTED = 8  # of commands and failures, the last this many are listed; the rest are counted
+
+
+def first_messages(run: launch.Run, args) -> list:
+    """Unlike s09's: with --handoff, a fresh session of one message; else s09's (the task, or --resume)."""
+    if args.handoff:
+        return handed_off(run, args.handoff)
+    return s09.first_messages(run, args)
+
+
+def handed_off(run: launch.Run, path: str) -> list:
+    """A fresh session of one message: the saved conversation's task, what it did, and the instruction."""
+    saved = conversation.load_conversation(conversation.repo_path(path))
+    task = first_text(saved).split(HANDOFF)[0].strip()  # a handoff of a handoff: the first task
+    text = "\n\n".join(part for part in (task, HANDOFF, what_it_did(saved), run.task) if part)
+    display.show_handoff(path, len(saved), text)
+    return [{"role": "user", "content": text}]
+
+
+def what_it_did(messages: list) -> str:
+    """A saved conversation as a few lines of fact, read by the harness from its tool calls and their
+    results, never from what the model said about them (that is what drifted): the files it changed,
+    the commands it ran and how each ended, the calls that failed or were refused; and, marked as
+    the model's own, its last words."""
+    results = {b["tool_use_id"]: b for m in messages for b in blocks(m) if b["type"] == "tool_result"}
+    changed, commands, failed = {}, [], []
+    for block in (b for m in messages for b in blocks(m) if b["type"] == "tool_use"):
+        result = results.get(block["id"], {})
+        said = result_text(result).strip().splitlines() or ["(no result)"]
+        given = block.get("input") if isinstance(block.get("input"), dict) else {}
+        if result.get("is_error"):
+            failed.append(f"{call_label(block['name'], given)}: {clipped(said[0], 240)}")
+        elif block["name"] in WRITES:
+            changed[str(given.get("path"))] = changed.get(str(given.get("path")), 0) + 1
+        elif block["name"] == "bash":
+            commands.append(f"{call_label('bash', given)} ({said[-1].strip('[]')})")
+    files = ", ".join(f"{path} ({n} {'writes' if n > 1 else 'write'})" for path, n in changed.items())
+    return "\n".join(
+        [
+            f"Files it changed: {files or 'none'}",
+            f"Commands it ran:{listed(commands)}",
+            f"Calls that failed or were refused:{listed(failed)}",
+            f"Its last words: {clipped(last_words(messages), 600) or '(none)'}",
+        ]
+    )
+
+
+def last_words(messages: list) -> str:
+    """The text of the model's last reply that had any."""
+    for message in reversed(messages):
+        text = " ".join(b["text"] for b in blocks(message) if b["type"] == "text").strip()
+        if message["role"] == "assistant" and text:
+            return text
+    return ""
+
+
+def call_label(name: str, given: dict) -> str:
+    """A call in a few words: the tool, and the path, command or pattern it was given."""
+    what = given.get("path") or given.get("command") or given.get("pattern")
+    return f"{name} {clipped(str(what), 120) if what else json.dumps(given, ensure_ascii=False)[:80]}"
+
+
+def listed(items: list[str]) -> str:
+    """none, or the last LISTED items, one a line, and how many came before them."""
+    if not items:
+        return " none"
+    earlier = f"\n  ({len(items) - LISTED} earlier ones not listed)" if len(items) > LISTED else ""
+    return earlier + "".join(f"\n  - {item}" for item in items[-LISTED:])
+
+
+# -- the loop (s11 adds no setting: a handoff changes only the messages the loop starts with) ----------
+
+
+@dataclass
+class Settings(s10.Settings):
+    """s10's settings, as they are: a fresh session needs nothing new in the loop."""
+
+
+def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
+    """s10's loop, unchanged: a handoff changes only the messages it starts with (first_messages)."""
+    turns = []  # every response, in order
+    brake = RepeatBrake(settings.workspace)  # s05's
+    budget = settings.budget
+    state = settings.recovery  # what recovery has tried, and its record
+    turn, transition = 0, None  # the model's turn, and how the last call ended
+    settings.trace.start(settings.shared_request(), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
+    while True:
+        # 0. Before paying for another call, check every limit (s05).
+        reason = budget.exceeded()
+        if reason:
+            stopped(settings, reason)
+            return turns
+
+        # 1. Send the whole history (s06); too long is no crash (s08). Traced, with its time (s10).
+        started = time.monotonic()
+        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
+        streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
+        with display.waiting(label, streamed):
+            response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
+        if response is not None:
+            count_turn(turns, response, budget, label, streamed)
+        trace_call(settings, len(turns), messages, response, started, streamed)
+
+        # 2. Name the transition (s06, s07, s08), and trace it.
+        hook = run_stop_hook(settings, response) if response is not None else None
+        transition, why = next_transition(response, state, messages, hook)
+        log_transition(transition, why, settings)
+
+        # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
+        if transition in KEEPS_REPLY:
+            append_reply(messages, response)
+
+        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
+        if transition in ("done", "fail"):
+            stopped(settings, ended_because(transition, why, response))
+            return turns
+        if transition != "next_turn":
+            summary = recover(transition, messages, response, hook, client, settings)
+            if summary is not None:  # a compaction's summary is a model call: it costs a step
+                count_turn(turns, summary, budget, f"{turn}, its summary")
+            continue
+
+        # 5. Run the tool calls as s09 does (a Ctrl-C lets them finish), the turn traced (s10).
+        calls = [block for block in response.content if block.type == "tool_use"]
+        held = brake.hold_back(calls)
+        started = time.monotonic()
+        results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
+        messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
+        brake.remember(results)
+        display.show_tools(calls, results, timeline)
+        state.new_turn()  # tools ran: the next call starts a turn with fresh recovery caps (s06)
+        stop = ctrl_c or brake.stop  # a Ctrl-C (s09), or s05's repeat brake
+        settings.trace.tools(len(turns), calls, results, started, stop)
+        if stop:
+            stopped(settings, stop)
+            return turns
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Replay the default fixture, or run a task live (--help: the flags)."""
+    parser = step_cli.make_parser(__doc__, DEFAULT_FIXTURE, "s11_handoff")  # every earlier step's
+    step_cli.add_handoff_flag(parser)  # s11's own: --handoff
+    return step_cli.run_step(parser, argv, MODEL, run_task, **CLIENT_OPTIONS)
+
+
+def run_task(run: launch.Run, args) -> int:
+    """s10's run, traced and its work kept; (new in s11) with --handoff, it starts a fresh session."""
+    settings = Settings.for_run(run, args)
+    messages = first_messages(run, args)  # (new in s11) the task, --resume, or a fresh session
+    saved = s09.saved_path(run, args)
+    try:
+        turns = agent_loop(run.client, messages, settings)
+        mark_a_refusal(messages, turns[-1] if turns else None)
+    except FATAL as err:  # s03: what retrying cannot fix
+        failed(settings, err)
+        return stop_cleanly(err, messages, saved)
+    except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran (s09)
+        interrupted(messages, settings)
+        settings.trace.stop(settings.budget.reason, settings.budget)
+    show_written(settings.trace.path)
+    display.say(f"--replay it to run it again, offline:\n  {settings.trace.path}")
+    code = keep_the_work(run, messages, settings, saved)
+    gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
+    return 1 if code == 0 and gave_up else code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
