@@ -98,7 +98,8 @@ def test_the_docstring_fits_78_columns_so_help_can_show_it_as_written(step):
 @pytest.mark.parametrize("step", STEPS)
 def test_each_tool_call_is_shown_once_on_one_line(outputs, step):
     text = outputs[step, "run"]
-    assert "asks for" not in text and "{'" not in text, f"{step}: a call shown as JSON or a Python repr"
+    shown = "\n".join(line for line in text.splitlines() if not line.startswith("model: "))  # not its words
+    assert "asks for" not in shown and "{'" not in text, f"{step}: a call shown as JSON or a Python repr"
     calls = [
         line
         for line in text.splitlines()
@@ -230,6 +231,13 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
         "  model_call  call 8: 3 new messages sent, reply end_turn",
         "  stop        the model ended its turn (stop_reason end_turn)",
         "--replay it to run it again, offline:",
+    ],
+    "s11_handoff": [
+        "fresh session: the 10 messages saved in",
+        "Files it changed: app/config.toml (3 writes)",
+        "  - write_file app/config.toml: error: not run: this write redoes one you",
+        "model: Checking the file as it is now.",
+        "→ done  end_turn",
     ],
 }
 

@@ -1,6 +1,6 @@
 """s09: the work is never lost — a first Ctrl-C lets the turn's tools finish, a second keeps what ended,
-a Ctrl-C during a model call drops only its partial reply; --resume goes on from a saved conversation,
---handoff starts afresh from what a drifted run did; the trace survives kill -9.
+a Ctrl-C during a model call drops only its partial reply; --resume goes on from a saved conversation;
+the trace survives kill -9. (--handoff, a fresh session instead, is s11's: test_s11_handoff.py.)
 
 Behaviour tests run against every step from s09 on. The Ctrl-C tests run the script in a subprocess with
 real signals, as a reader would; live tests go over real HTTP to a stand-in for the API.
@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from workbook import conversation, errors, launch, processes, scratch, step_cli
+from workbook import conversation, errors, processes, scratch, step_cli
 from workbook.api import contract, wire
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -370,86 +370,10 @@ def test_a_bad_resume_file_is_one_line_saying_what_is_wrong(script, tmp_path, co
     assert len([line for line in out.splitlines() if line.startswith("error:")]) == 1
 
 
-# -- --handoff: a fresh session from the task and what the drifted run did -------------------------
-
-DRIFTED = FIXTURES / "conversations" / "s05_drifted.json"  # s04_write_flip_flop, replayed by s05 with --save
-
-
-def test_a_handoff_replays_offline_from_one_message_strictly(script, step):
-    code, out = script("--handoff", str(DRIFTED))
-    assert code == 0 and "offline replay of fixtures/s05_handoff.json" in out, out
-    assert "leniently" not in out and "fresh session: the 10 messages saved in" in out
-    assert "stopped: the model ended its turn" in out
-
-
-def test_the_handoff_message_is_the_task_what_the_run_did_and_the_instruction(step):
-    recorded = fixtures.load_fixture(FIXTURES / "s05_handoff.json")
-    [opening] = recorded["exchanges"][0]["request"]["messages"]  # one message: a fresh session
-    text = opening["content"]
-    assert text.startswith("A 3,000-character note must fit: raise the note limit in app/config.toml.\n\n")
-    assert step.HANDOFF in text and text.endswith("\n\n" + recorded["task"])
-    assert "Files it changed: app/config.toml (3 writes)" in text
-    assert "- write_file app/config.toml: error: not run: this write redoes one you already undid" in text
-
-
-def test_what_it_did_is_read_from_the_calls_and_results_not_from_the_models_words():
-    messages = [
-        {"role": "user", "content": "fix it"},
-        {
-            "role": "assistant",
-            "content": [
-                {"type": "text", "text": "All tests pass now."},  # a claim: the results say otherwise
-                {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "pytest -q"}},
-                {"type": "tool_use", "id": "t2", "name": "edit_file", "input": {"path": "a.py"}},
-                {"type": "tool_use", "id": "t3", "name": "write_file", "input": {"path": "../x"}},
-            ],
-        },
-        {
-            "role": "user",
-            "content": [
-                {"type": "tool_result", "tool_use_id": "t1", "content": "1 failed\n[exit code 1]"},
-                {"type": "tool_result", "tool_use_id": "t2", "content": "edited a.py", "is_error": False},
-                {"type": "tool_result", "tool_use_id": "t3", "content": "error: outside", "is_error": True},
-            ],
-        },
-    ]
-    notes = load_step("s09_keep_the_work").what_it_did(messages).splitlines()
-    assert notes[0] == "Files it changed: a.py (1 write)"
-    assert notes[1:3] == ["Commands it ran:", "  - bash pytest -q (exit code 1)"]
-    assert notes[3:5] == ["Calls that failed or were refused:", "  - write_file ../x: error: outside"]
-    assert notes[5] == "Its last words: All tests pass now."
-
-
-def test_a_handoff_of_a_handoff_keeps_the_first_task(step, tmp_path):
-    first = step.handed_off(offline_run(tmp_path, "then stop"), str(DRIFTED))[0]["content"]
-    path = tmp_path / "again.json"
-    path.write_text(json.dumps([{"role": "user", "content": first}, {"role": "assistant", "content": "ok"}]))
-    again = step.handed_off(offline_run(tmp_path, "now"), str(path))[0]["content"]
-    assert again.startswith("A 3,000-character note must fit") and again.count(step.HANDOFF) == 1
-
-
-def offline_run(tmp_path, task: str):
-    """A launch.Run with no fixture (as live), for handed_off()."""
-    return launch.Run(None, "live", task, tmp_path, "m", "", script="s09_keep_the_work")
-
-
-def test_resume_and_handoff_together_are_one_line(script):
-    code, out = script("--resume", str(SAVED), "--handoff", str(DRIFTED))
-    assert code == 1 and "--resume goes on from a saved conversation, --handoff starts afresh" in out
-    assert "Traceback" not in out
-
-
-def test_a_bad_handoff_file_is_one_line(script, tmp_path):
-    (tmp_path / "c.json").write_text("{not json")
-    code, out = script("--handoff", str(tmp_path / "c.json"))
-    assert code == 1 and "not a saved conversation" in out and "Traceback" not in out
-
-
 # -- the script, as a reader runs it ---------------------------------------------------------------
 
 
 REPLAYS = {  # fixture -> how the run ends
-    "s05_handoff": "stopped: the model ended its turn (stop_reason end_turn)",
     "s05_resume": "stopped: the model ended its turn (stop_reason end_turn)",
     "s06_resume": "stopped: the model ended its turn (stop_reason end_turn)",
 }
@@ -477,12 +401,12 @@ def test_the_resume_fixture_replays_a_saved_conversation_resumed(script, step):
     assert "resuming 3 saved messages" in out and "conversation saved:" in out
 
 
-def test_help_names_resume_handoff_and_save(step, capsys):
+def test_help_names_resume_and_save(step, capsys):
     with pytest.raises(SystemExit) as done:
         step.main(["--help"])
     out = capsys.readouterr().out
     assert done.value.code == 0 and step.DEFAULT_FIXTURE in out
-    for flag in ("--resume", "--handoff", "--save"):
+    for flag in ("--resume", "--save"):
         assert flag in out
 
 
@@ -531,16 +455,3 @@ def test_live_resume_without_an_instruction_asks_the_model_to_continue(live, tmp
     last = requests[0]["body"]["messages"][-1]["content"]
     assert code == 0 and last[-1] == {"type": "text", "text": "Continue where you left off."}
     assert [block["type"] for block in last] == ["tool_result", "tool_result", "text"]
-
-
-@pytest.mark.parametrize("task", [None, "Set it to 3000 and stop."])
-def test_live_a_handoff_sends_one_message_and_saves_a_fresh_conversation(live, task):
-    code, requests, out, saved = live(
-        scripted(message([text("Done.")])), "--handoff", str(DRIFTED), task=task
-    )
-    [opening] = requests[0]["body"]["messages"]
-    assert (
-        code == 0 and opening["role"] == "user" and "Files it changed: app/config.toml" in opening["content"]
-    )
-    assert opening["content"].endswith(task or "Carry on with the task.")
-    assert saved[0] == opening and len(saved) == 2  # the new session, not the old one
