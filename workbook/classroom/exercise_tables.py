@@ -409,6 +409,114 @@ def first_new_text() -> str:
     )
 
 
+# -- s11's what_it_did: a drifted run's work, read from its calls and results, not from its words -----
+
+
+def called(*calls: tuple, text: str = "") -> dict:
+    """The model's turn: its words, then a tool_use per (id, tool, input)."""
+    words = [{"type": "text", "text": text}] if text else []
+    uses = [{"type": "tool_use", "id": i, "name": tool, "input": given} for i, tool, given in calls]
+    return {"role": "assistant", "content": words + uses}
+
+
+def came_back(*results: tuple) -> dict:
+    """The results of a turn: one tool_result per (id, what came back, is_error)."""
+    answers = [{"type": "tool_result", "tool_use_id": i, "content": c, "is_error": e} for i, c, e in results]
+    return {"role": "user", "content": answers}
+
+
+FIX = {"role": "user", "content": "Fix the failing test."}
+DID_ROWS = [  # (the case, the saved conversation) -> the notes, a line each
+    (
+        "a claim the results contradict",
+        lambda: [
+            FIX,
+            called(
+                ("t1", "bash", {"command": "pytest -q"}),
+                ("t2", "edit_file", {"path": "a.py"}),
+                ("t3", "write_file", {"path": "../x"}),
+                text="All tests pass now.",
+            ),
+            came_back(
+                ("t1", "1 failed\n[exit code 1]", False),
+                ("t2", "edited a.py", False),
+                ("t3", "error: outside the workspace", True),
+            ),
+        ],
+        "Files it changed: a.py (1 write)\nCommands it ran:\n  - bash pytest -q (exit code 1)\n"
+        "Calls that failed or were refused:\n  - write_file ../x: error: outside the workspace\n"
+        "Its last words: All tests pass now.",
+    ),
+    (
+        "only words, no call",
+        lambda: [FIX, {"role": "assistant", "content": [{"type": "text", "text": "It is fixed."}]}],
+        "Files it changed: none\nCommands it ran: none\nCalls that failed or were refused: none\n"
+        "Its last words: It is fixed.",
+    ),
+    (
+        "a file written back and forth",
+        lambda: [
+            FIX,
+            *[
+                m
+                for n, value in enumerate(("A", "B", "A"))
+                for m in (
+                    called((f"w{n}", "write_file", {"path": "c.toml", "content": value})),
+                    came_back((f"w{n}", "wrote c.toml", False)),
+                )
+            ],
+            called(("w3", "write_file", {"path": "c.toml", "content": "B"}), text="Setting it to B."),
+            came_back(("w3", "error: not run: the writes are going in circles", True)),
+        ],
+        "Files it changed: c.toml (3 writes)\nCommands it ran: none\nCalls that failed or were refused:\n"
+        "  - write_file c.toml: error: not run: the writes are going in circles\n"
+        "Its last words: Setting it to B.",
+    ),
+]
+
+
+def did_mistake(what_it_did, step) -> str | None:
+    """The first case the student's what_it_did() gets wrong, said as what the fresh session would be
+    told that did not happen (or not told that did)."""
+    for case, made, want in DID_ROWS:
+        messages = made()
+        before = copy.deepcopy(messages)
+        got = what_it_did(messages)
+        where = f"what_it_did({case})"
+        if messages != before:
+            return f"{where}: the saved conversation changed; what_it_did only reads it"
+        if not isinstance(got, str):
+            return f"{where} returned {type(got).__name__}; it returns the notes as one string, a line each"
+        have, should = got.splitlines(), want.splitlines()
+        for n, line in enumerate(should):
+            mine = have[n] if n < len(have) else "(no such line)"
+            if mine == line:
+                continue
+            said = f"{where}, line {n + 1}: {mine!r}; the step's is {line!r}"
+            if line.startswith("Files it changed") and "../x" in mine:
+                return (
+                    f"{said}: ../x is listed as changed, but its call failed (is_error): a failed or "
+                    "refused call changed nothing, and goes under the calls that failed"
+                )
+            if line.startswith("Files it changed") and "writes)" in line:
+                return f"{said}: each write to a path is counted once, so the back and forth does not show"
+            if line.startswith("  - bash"):
+                return f"{said}: how a command ended is the last line of its result ([exit code N])"
+            return said
+        if len(have) > len(should):
+            return (
+                f"{where}: {len(have)} lines, the step's {len(should)}: {have[len(should)]!r} is one too many"
+            )
+    return None
+
+
+def did_text() -> str:
+    return "\n\n".join(
+        f"  {case} ->\n" + "\n".join(f"    {line}" for line in want.splitlines())
+        for case, _, want in DID_ROWS
+    )
+
+
 # -- the tables, by name (an exercise's `table`) ------------------------------------------------------
 
 
@@ -430,6 +538,7 @@ TABLES = {
     "collapse": Table(collapse_mistake, collapse_text),
     "answer_open_calls": Table(open_calls_mistake, open_calls_text),
     "first_new": Table(first_new_mistake, first_new_text),
+    "what_it_did": Table(did_mistake, did_text),
 }
 
 

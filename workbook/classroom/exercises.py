@@ -725,6 +725,91 @@ EXERCISES = [
             ),
         ),
     ),
+    Exercise(
+        11,
+        "s11_handoff",
+        "what_it_did",
+        {
+            "en": "a fresh session: what the old one did, read from its calls and results, not its words",
+            "zh-CN": "开新会话：旧会话做过的事，从它的工具调用和结果里读出，而不是从它说的话里",
+        },
+        table="what_it_did",
+        replays=("s05_handoff",),
+        hints={
+            "en": [
+                "what_it_did(messages) turns a saved conversation into four lines of fact for a fresh "
+                "session: the files it changed, the commands it ran, the calls that failed or were refused, "
+                "and its last words. The model's account is what drifted: read the facts from the tool_use "
+                "blocks and the tool_result answering each (by tool_use_id). Each hint shows the cases it "
+                "is checked on.",
+                "First map each tool_use_id to its tool_result (blocks(m) gives a message's blocks as "
+                "dicts). Then, for each tool_use: a result with is_error goes under the failed calls "
+                "(call_label, and the result's first line); a write_file or edit_file counts one write to "
+                "its path; a bash call is listed with how it ended, its result's last line without the "
+                "brackets.",
+                "Join four lines: 'Files it changed: ' with each path and its count ('a.py (1 write)', "
+                "'c.toml (3 writes)') or 'none'; 'Commands it ran:' + listed(commands); 'Calls that failed "
+                "or were refused:' + listed(failed); 'Its last words: ' + clipped(last_words(messages), "
+                "600), or '(none)'.",
+            ],
+            "zh-CN": [
+                "what_it_did(messages) 把一段保存下来的对话变成给新会话的四行事实：改过的文件、执行过的命令、"
+                "失败或被拒绝的调用，以及它的最后一段话。跑偏的正是模型自己的说法：事实要从 tool_use block "
+                "和回答它的 tool_result（按 tool_use_id 对应）里读。每条提示都列出检查用的情况。",
+                "先把每个 tool_use_id 对应到它的 tool_result（blocks(m) 把一条消息的 block 变成 dict）。"
+                "然后看每个 tool_use：结果带 is_error 的，归入失败的调用（call_label，加上结果的第一行）；"
+                "write_file 或 edit_file 给它的路径记一次写入；bash 调用连同它的结局一起列出，"
+                "结局是结果的最后一行，去掉方括号。",
+                "拼成四行：'Files it changed: ' 加上每个路径和次数（'a.py (1 write)'、"
+                "'c.toml (3 writes)'），没有就是 'none'；'Commands it ran:' + listed(commands)；"
+                "'Calls that failed or were refused:' + listed(failed)；"
+                "'Its last words: ' + clipped(last_words(messages), 600)，没有就是 '(none)'。",
+            ],
+        },
+        wrong=(
+            Wrong(
+                {"en": "a refused write counted as a change", "zh-CN": "被拒绝的写入被算成了改动"},
+                (('if result.get("is_error"):', "if False:  # is_error not looked at"),),
+                r"failed \(is_error\)",
+                {
+                    "en": "A call whose result has is_error did nothing: a refused write changed no file. "
+                    "Look at the result first, and list such a call under the calls that failed.",
+                    "zh-CN": "结果带 is_error 的调用什么也没做：被拒绝的写入没有改动任何文件。"
+                    "先看结果，把这样的调用归入失败的调用。",
+                },
+            ),
+            Wrong(
+                {
+                    "en": "a command's first line taken for how it ended",
+                    "zh-CN": "把命令输出的第一行当成了结局",
+                },
+                (("said[-1].strip('[]')", "said[0]"),),
+                r"last line of its result",
+                {
+                    "en": "bash's result ends in a line that says how the command ended, [exit code N]: "
+                    "take the result's last line, without the brackets, not its first.",
+                    "zh-CN": "bash 的结果以一行说明命令如何结束的文字收尾，[exit code N]："
+                    "取结果的最后一行，去掉方括号，而不是第一行。",
+                },
+            ),
+            Wrong(
+                {"en": "each file counted once", "zh-CN": "每个文件只算一次"},
+                (
+                    (
+                        'changed.get(str(given.get("path")), 0) + 1',
+                        "1",
+                    ),
+                ),
+                r"counted once",
+                {
+                    "en": "Count every write to a path: a file written three times is what a run going "
+                    "round in circles looks like, and the fresh session should know it.",
+                    "zh-CN": "每次写入都要计数：一个文件被写了三次，"
+                    "正是运行在原地打转的样子，新会话应该知道。",
+                },
+            ),
+        ),
+    ),
 ]
 
 BY_NUMBER = {exercise.number: exercise for exercise in EXERCISES}
