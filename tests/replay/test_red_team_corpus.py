@@ -1,4 +1,4 @@
-"""The red team's corpus (issue 23), replayed through `check`, `trust`, `rebuild` and all six steps
+"""The red team's corpus (issue 23), replayed through `check`, `trust`, `rebuild` and every step
 in-process: every hostile fixture or flag ends in one line and an exit code, never a traceback."""
 
 import copy
@@ -22,6 +22,7 @@ DEFAULT = {  # each step's own fixture, as the corpus's base
     "s08_full_context": "s06_prompt_too_long_collapse.json",
     "s09_keep_the_work": "s05_resume.json",
     "s10_trace": "s05_resume.json",
+    "s11_handoff": "s05_handoff.json",
 }
 WRITE_TARGETS = ["/dev/full", "/proc/version", "{tmp}/missing/dir/x.json", "{tmp}", "{tmp}/fifo"]
 ESCAPES = "\x1b]52;c;ZXZpbA==\x07\x1b]0;title\x07\x1b[2J"
