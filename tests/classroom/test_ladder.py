@@ -185,8 +185,9 @@ def test_s01_and_s02_leave_retrying_to_the_sdk_and_fail_every_s03_rung_saying_so
 def test_the_last_step_is_graded_on_every_rung_and_every_step_to_s07_has_a_rung():
     """s09's idea, keeping the work through a Ctrl-C or a resume, and s11's, a handoff to a fresh
     session, happen around a program's run (a signal, a saved file, a second run), and s10's trace is a
-    file the program writes: none is in the requests a recording can judge. s08's, making room in a full context, is judged by what the
-    loop's own shrunk history holds, which no recording of ours can foresee (docs/teaching.md, Grading)."""
+    file the program writes: none is in the requests a recording can judge. s08's, making room in a full
+    context, is judged by what the loop's own shrunk history holds, which no recording of ours can
+    foresee (docs/teaching.md, Grading)."""
     last = STEPS[-1][:3]
     assert rungs_up_to(last) == [r.name for r in ladder.RUNGS]
     assert {r.step for r in ladder.RUNGS} == {s[:3] for s in STEPS} - {"s08", "s09", "s10", "s11"}
