@@ -38,8 +38,8 @@ import s10_trace as s10
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s05_budget import RepeatBrake
-from s06_recovery import count_turn, ended_because, numbered
-from s07_really_done import append_reply, run_stop_hook
+from s06_recovery import count_turn, numbered
+from s07_really_done import append_reply, ended_because, run_stop_hook
 from s08_full_context import KEEPS_REPLY, SENT_AGAIN, call_unless_too_long, next_transition
 from s09_keep_the_work import (
     clipped,
@@ -163,7 +163,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
             count_turn(turns, response, budget, label, streamed)
-        trace_call(settings, len(turns), messages, response, started, streamed)
+        trace_call(settings, messages, response, started, streamed)
 
         # 2. Name the transition (s06, s07, s08), and trace it.
         hook = run_stop_hook(settings, response) if response is not None else None
