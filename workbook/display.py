@@ -55,7 +55,7 @@ def error(label: str, text: str) -> None:
 
 def show_stop(reason: str) -> None:
     """The one line that says why a run stopped (s05 on); the terminal wraps it, nothing is cut."""
-    console.print(f"[bold]stopped:[/] {escape(printable(reason))}", soft_wrap=True)
+    console.print(f"[bold]run ended:[/] {escape(printable(reason))}", soft_wrap=True)
 
 
 @cache

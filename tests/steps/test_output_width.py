@@ -162,7 +162,7 @@ def test_an_error_sent_to_the_model_is_shown_whole_wrapped_to_the_width(outputs)
 @pytest.mark.parametrize("step", [s for s in STEPS if s >= "s05"])
 def test_a_run_says_once_why_it_stopped(outputs, step):
     run = outputs[step, "run"]
-    assert run.count("stopped:") == 1 and "ended:" not in run
+    assert run.count("run ended:") == 1 and "stopped:" not in run
 
 
 def test_the_gates_question_shows_the_whole_call_and_its_y_n(monkeypatch):
@@ -200,7 +200,7 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
         "   group 1: 2 reads ran together",
         "   group 2: edit_file inventory/__init__.py, alone",
     ],
-    "s05_budget": ["stopped: max steps: 3 model calls made (--max-steps 3)", "conversation saved:"],
+    "s05_budget": ["run ended: max steps: 3 model calls made (--max-steps 3)", "conversation saved:"],
     "s06_recovery": [
         "→ escalate  cut at 8000 tokens: reply dropped, sent again with 64000",
         "  never run: its input was cut off, and the reply is dropped and asked for again",

@@ -390,11 +390,11 @@ REPLAYED_BY_S05 = sorted(  # the recordings whose `script` is s05's
     p.stem for p in FIXTURES.glob("s0*.json") if fixtures.load_fixture(p)["script"] == "s05_budget"
 )
 REPLAYS = {  # fixture -> how the run ends
-    "s05_max_steps": "stopped: max steps: 3 model calls made (--max-steps 3)",
-    "s05_token_budget": "stopped: token budget: 5,515 tokens in and out (--max-tokens-total 5,000)",
-    "s04_repeated_call": "stopped: repeated call: read_file",
-    "s04_write_flip_flop": "stopped: the model ended its turn (stop_reason end_turn)",
-    "s04_edit_flip_flop": "stopped: the model ended its turn (stop_reason end_turn)",
+    "s05_max_steps": "run ended: max steps: 3 model calls made (--max-steps 3)",
+    "s05_token_budget": "run ended: token budget: 5,515 tokens in and out (--max-tokens-total 5,000)",
+    "s04_repeated_call": "run ended: repeated call: read_file",
+    "s04_write_flip_flop": "run ended: the model ended its turn (stop_reason end_turn)",
+    "s04_edit_flip_flop": "run ended: the model ended its turn (stop_reason end_turn)",
 }
 
 
@@ -427,7 +427,8 @@ def test_the_default_replay_shows_a_limit_stopping_the_run_and_the_work_saved(mo
     assert (
         "offline replay of fixtures/s05_max_steps.json" in said and "the fixture sets --max-steps 3" in said
     )
-    assert "stopped: max steps: 3 model calls made (--max-steps 3)" in said and "conversation saved:" in said
+    assert "run ended: max steps: 3 model calls made (--max-steps 3)" in said
+    assert "conversation saved:" in said
 
 
 def test_a_reader_who_lifts_the_limit_sees_the_recording_run_out(script):
@@ -480,7 +481,7 @@ def test_live_a_model_that_repeats_itself_is_refused_then_stopped(live):
     assert code == 0 and len(requests) == 4
     results = [m["content"][0] for m in saved if m["role"] == "user" and isinstance(m["content"], list)]
     assert [r["is_error"] for r in results] == [False, False, True, True]
-    assert 'stopped: repeated call: read_file {"path": "notes.txt"}' in out
+    assert 'run ended: repeated call: read_file {"path": "notes.txt"}' in out
 
 
 def test_live_a_model_that_runs_long_is_stopped_by_max_steps(live):
@@ -489,7 +490,7 @@ def test_live_a_model_that_runs_long_is_stopped_by_max_steps(live):
 
     code, requests, out, saved = live(wanders, "--max-steps", "5")
     assert code == 0 and len(requests) == 5
-    assert "stopped: max steps: 5 model calls made (--max-steps 5)" in out
+    assert "run ended: max steps: 5 model calls made (--max-steps 5)" in out
     assert contract.api_rule_problems(saved) == [] and len(saved) == 11
 
 
@@ -502,7 +503,7 @@ def test_live_a_growing_conversation_is_stopped_by_the_token_budget_with_cache_t
     code, requests, out, _ = live(grows, "--max-tokens-total", "100000")
     # in + out per call: 26,100, 46,100, 66,100 -> 138,300 after three: the fourth is never sent
     assert code == 0 and len(requests) == 3
-    assert "stopped: token budget: 138,300 tokens in and out (--max-tokens-total 100,000)" in out
+    assert "run ended: token budget: 138,300 tokens in and out (--max-tokens-total 100,000)" in out
 
 
 def test_live_one_huge_request_is_stopped_by_the_input_limit(live):
@@ -512,7 +513,7 @@ def test_live_one_huge_request_is_stopped_by_the_input_limit(live):
     ]
     code, requests, out, _ = live(scripted(*replies), "--max-input-tokens", "4000")
     assert code == 0 and len(requests) == 2
-    assert "stopped: input limit: the last request sent 5,000 input tokens" in out
+    assert "run ended: input limit: the last request sent 5,000 input tokens" in out
 
 
 def test_live_the_cost_cap_warns_then_stops(live):
@@ -524,7 +525,7 @@ def test_live_the_cost_cap_warns_then_stops(live):
     assert (
         out.count("cost warning:") == 1 and "cost warning: about $0.9900 spent, 99% of --max-cost $1" in out
     )
-    assert "stopped: cost limit: about $1.3200 spent (--max-cost $1)" in out
+    assert "run ended: cost limit: about $1.3200 spent (--max-cost $1)" in out
 
 
 def test_the_help_names_the_budgets_own_defaults(step, capsys):

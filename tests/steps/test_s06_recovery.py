@@ -280,4 +280,4 @@ def test_text_shows_as_it_arrives_and_each_tool_call_once_with_its_result(step, 
 
 def test_a_non_streamed_recording_replays_through_the_script_unstreamed(script):
     code, out = script("--replay", "fixtures/s03_fix_failing_test.json")
-    assert code == 0 and "stopped: the model ended its turn (stop_reason end_turn)" in out, out
+    assert code == 0 and "run ended: the model ended its turn (stop_reason end_turn)" in out, out

@@ -142,7 +142,7 @@ def test_the_window_full_after_history_fixture_goes_on_under_the_default_input_l
     code, out = run_main(step.__name__, "--replay", "fixtures/s06_window_full_after_history.json")
     assert code == 0 and "Traceback" not in out, out
     assert "tokens in 190000" in out and "→ make_room" in out and "input limit" not in out
-    assert "stopped: the model ended its turn (stop_reason end_turn)" in out
+    assert "run ended: the model ended its turn (stop_reason end_turn)" in out
 
 
 def test_with_nothing_to_collapse_or_compact_the_reason_says_so(step):
@@ -312,7 +312,7 @@ def test_live_a_window_that_fills_after_history_makes_room_and_goes_on(step, tmp
     next request is sent, judged by what it holds, not by the 190,000 the last one sent."""
     code, requests, out = live_main(step, tmp_path, monkeypatch, fills_after_history(190_000))
     assert code == 0 and len(requests) == 5, out
-    assert "→ make_room" in out and "input limit" not in out and "stopped: the model ended its turn" in out
+    assert "→ make_room" in out and "input limit" not in out and "run ended: the model ended its turn" in out
     assert "collapsed" in json.dumps(requests[4]["body"]["messages"]) and size(requests[4]["body"]) < size(
         requests[3]["body"]
     )
@@ -324,7 +324,8 @@ def test_live_room_made_but_not_enough_stops_at_the_input_limit(step, tmp_path, 
     )
     assert code == 0 and len(requests) == 4, out
     assert (
-        "→ make_room" in out and "stopped: input limit: after making room the next request still holds" in out
+        "→ make_room" in out
+        and "run ended: input limit: after making room the next request still holds" in out
     )
 
 

@@ -198,7 +198,7 @@ def signalled(tmp_path_factory):
 def test_a_first_ctrl_c_lets_the_turns_tools_run_to_their_end_then_saves_and_stops(signalled):
     out, code, saved = signalled["once"]
     assert code == 130 and "Traceback" not in out, out
-    assert "stopped: interrupted by the user (Ctrl-C while tools ran: each ran to its end" in out
+    assert "run ended: interrupted by the user (Ctrl-C while tools ran: each ran to its end" in out
     assert contract.api_rule_problems(saved) == [] and len(saved) == 3
     check, read = saved[-1]["content"]
     assert not check["is_error"] and check["content"] == "12 checks passed\n[exit code 0]"
@@ -223,7 +223,7 @@ def test_a_second_ctrl_c_keeps_the_real_result_of_a_call_that_had_ended(signalle
     marker, check = saved[-1]["content"]
     assert not marker["is_error"] and marker["content"] == "(no output)\n[exit code 0]"
     assert check["is_error"] and check["content"] == STILL_OPEN
-    assert "stopped: interrupted by the user (a second Ctrl-C while tools ran: the 1 of 2 calls" in out
+    assert "run ended: interrupted by the user (a second Ctrl-C while tools ran: the 1 of 2 calls" in out
 
 
 @pytest.mark.parametrize("script", [f"{s}.py" for s in STEPS_FROM])
@@ -291,7 +291,7 @@ def test_resume_from_the_command_line_after_a_real_ctrl_c(signalled, script, ste
     path.write_text(json.dumps(saved))
     code, out = script("--resume", str(path))
     assert code == 0 and "offline replay of fixtures/s05_resume.json" in out, out
-    assert "stopped: the model ended its turn" in out
+    assert "run ended: the model ended its turn" in out
 
 
 def test_resume_continues_the_saved_conversation_with_the_new_instruction(step):
@@ -322,7 +322,7 @@ def test_an_offline_resume_replays_the_recording_made_from_that_very_conversatio
 def test_resume_of_the_saved_conversation_replays_its_recording_strictly(script, name):
     code, out = script("--resume", str(RESUMES[name]))
     assert code == 0 and f"offline replay of fixtures/{name}.json" in out, out
-    assert "stopped: the model ended its turn" in out
+    assert "run ended: the model ended its turn" in out
 
 
 def test_the_hint_offers_an_offline_resume_only_from_a_recording_of_this_conversation(signalled, script):
@@ -374,8 +374,8 @@ def test_a_bad_resume_file_is_one_line_saying_what_is_wrong(script, tmp_path, co
 
 
 REPLAYS = {  # fixture -> how the run ends
-    "s05_resume": "stopped: the model ended its turn (stop_reason end_turn)",
-    "s06_resume": "stopped: the model ended its turn (stop_reason end_turn)",
+    "s05_resume": "run ended: the model ended its turn (stop_reason end_turn)",
+    "s06_resume": "run ended: the model ended its turn (stop_reason end_turn)",
 }
 INTERRUPTED_RUNS = ["s05_interrupt", "s05_interrupt_keeps_what_ended"]  # replayed above, with real Ctrl-Cs
 

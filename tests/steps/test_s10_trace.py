@@ -179,7 +179,7 @@ def test_the_trace_of_a_resumed_run_replays_as_a_fixture(script, tmp_path):
     run = json.loads(trace.read_text().splitlines()[0])
     assert run["args"] == ["--resume", "fixtures/conversations/s05_interrupted.json"]
     code, out = script("--replay", str(trace))
-    assert code == 0 and "stopped: the model ended its turn" in out, out
+    assert code == 0 and "run ended: the model ended its turn" in out, out
 
 
 def test_the_trace_of_a_run_a_ctrl_c_stopped_is_refused_in_one_line_saying_what_to_do(script, tmp_path):

@@ -36,7 +36,7 @@ def test_a_handoff_replays_offline_from_one_message_strictly(script, step):
     code, out = script("--handoff", str(DRIFTED))
     assert code == 0 and "offline replay of fixtures/s05_handoff.json" in out, out
     assert "leniently" not in out and "fresh session: the 10 messages saved in" in out
-    assert "stopped: the model ended its turn" in out
+    assert "run ended: the model ended its turn" in out
 
 
 def test_the_default_replay_is_the_handoff_of_a_run_that_drifted(script, step):
@@ -44,7 +44,8 @@ def test_the_default_replay_is_the_handoff_of_a_run_that_drifted(script, step):
     assert code == 0 and f"offline replay of {step.DEFAULT_FIXTURE}" in out, out
     assert step.DEFAULT_FIXTURE == "fixtures/s05_handoff.json"
     assert "fresh session: the 10 messages saved in" in out and "Files it changed: app/config.toml" in out
-    assert "stopped: the model ended its turn (stop_reason end_turn)" in out and "conversation saved:" in out
+    assert "run ended: the model ended its turn (stop_reason end_turn)" in out
+    assert "conversation saved:" in out
 
 
 def test_the_handoff_message_is_the_task_what_the_run_did_and_the_instruction(step):
