@@ -143,9 +143,6 @@ class Budget:
             f"(--max-input-tokens {self.max_input_tokens:,})"
         )
 
-    def spent(self) -> dict:
-        return {"steps": len(self.rows), "tokens": self.tokens, "cost": round(self.cost, 6)}
-
 
 # -- new in s05: the repeat brake — the same call, with the same result, again and again ---------------
 

@@ -130,7 +130,8 @@ class Trace:
 
     def stop(self, reason: str, budget) -> None:
         """The last line: why the run ended, and what it spent."""
-        self.write("stop", reason=reason, **budget.spent())
+        spent = {"steps": len(budget.rows), "tokens": budget.tokens, "cost": round(budget.cost, 6)}
+        self.write("stop", reason=reason, **spent)
 
 
 # Each stage of the loop that the trace records, as s05-s09 do it and then written down.
