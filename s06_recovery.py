@@ -216,19 +216,17 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state)
         log_transition(transition, why, settings)
 
-        # 3. (new in s06) Each transition's move. Two throw the reply away: fail ends the run, and
-        #    escalate asks for the same turn again with room to finish.
+        # 3. (new in s06) Each transition's move. fail ends the run; escalate drops the reply, to ask
+        #    for the same turn again with room to finish; every other transition keeps it, verbatim.
         if transition == "fail":
             stopped(settings, f"recovery gave up: {why}")
             return turns
-        if transition == "escalate":
-            recover(transition, messages, response, settings)
-            continue
-        messages.append({"role": "assistant", "content": response.content})  # verbatim, as in s01
+        if transition != "escalate":
+            messages.append({"role": "assistant", "content": response.content})  # as in s01
         if transition == "done":
             stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
             return turns
-        if transition == "continue":  # the cut reply is kept, its calls answered, the model asked on
+        if transition != "next_turn":  # escalate or continue: repair the conversation, send it again
             recover(transition, messages, response, settings)
             continue
 

@@ -51,9 +51,6 @@ TRANSITIONS = s06.TRANSITIONS | {  # s06's, and two more; Claude Code's query.ts
     "hook_retry": "end_turn, but the stop hook failed: its output goes to the model | stop_hook_blocking",
     "done": "end_turn (the hook passed), stop_sequence or refusal: stop | Terminal (completed)",
 }
-# With five ways to go on, the loop reads its moves from two tables rather than from a branch each:
-KEEPS_REPLY = ("next_turn", "continue", "resume_pause", "hook_retry", "done")  # escalate, fail drop it
-SENT_AGAIN = ("escalate", "resume_pause")  # the next call is this turn's again, not a new turn
 
 
 @dataclass
@@ -128,13 +125,6 @@ def append_reply(messages: list, response: Message) -> None:
         messages.append({"role": "assistant", "content": response.content})
 
 
-def ended_because(transition: str, why: str, response) -> str:
-    """Why the run ended: the model's own stop (done), or recovery giving up (fail)."""
-    if transition == "done":
-        return f"the model ended its turn (stop_reason {response.stop_reason})"
-    return f"recovery gave up: {why}"
-
-
 # 4. Recovering: a pause is sent back as it is; a failing hook's output goes to the model.
 def recover(transition: str, messages: list, response: Message, hook, settings: "Settings") -> None:
     """s06's recover, and the two moves of s07."""
@@ -196,8 +186,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             stopped(settings, reason)
             return turns
 
-        # 1. Send the whole history (s06). A paused turn sent back is that turn's, not a new one.
-        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
+        # 1. Send the whole history (s06). (new in s07) A paused turn sent back is that turn's again.
+        turn, label = numbered(turn, transition if transition in ("escalate", "resume_pause") else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS
         with display.waiting(label, streamed):
             response = call(client, messages, settings, streamed)
@@ -208,19 +198,21 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state, hook)
         log_transition(transition, why, settings)
 
-        # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        if transition in KEEPS_REPLY:
-            append_reply(messages, response)
-
-        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
-        if transition in ("done", "fail"):
-            stopped(settings, ended_because(transition, why, response))
+        # 3. Each transition's move (s06). fail ends the run; escalate drops the reply, to ask again;
+        #    every other transition keeps it. (new in s07) After a pause, the reply joins the paused turn.
+        if transition == "fail":
+            stopped(settings, f"recovery gave up: {why}")
             return turns
-        if transition != "next_turn":
+        if transition != "escalate":
+            append_reply(messages, response)
+        if transition == "done":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
+            return turns
+        if transition != "next_turn":  # escalate, continue (s06); (new in s07) resume_pause, hook_retry
             recover(transition, messages, response, hook, settings)
             continue
 
-        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake.
+        # 4. Run the tool calls as s05 does: reads side by side, the repeat brake.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         results, timeline = run_tools(calls, settings, held)

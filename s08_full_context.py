@@ -38,7 +38,7 @@ from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
 from s05_budget import RepeatBrake, run_tools, stopped
 from s06_recovery import count_turn, log_transition, numbered
-from s07_really_done import append_reply, ended_because, run_stop_hook
+from s07_really_done import append_reply, run_stop_hook
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 
@@ -62,8 +62,7 @@ TRANSITIONS = s07.TRANSITIONS | {  # s07's, and three more; Claude Code's query.
     "compact": "still too long: the older history becomes a summary, retry | reactive_compact_retry",
     "make_room": "context window full (a reply): keep it, collapse or compact, go on | (not in the article)",
 }
-KEEPS_REPLY = (*s07.KEEPS_REPLY, "make_room")  # the reply that filled the window is kept
-SENT_AGAIN = (*s07.SENT_AGAIN, "collapse", "compact")  # the same turn, sent again shorter
+SENT_AGAIN = ("escalate", "resume_pause", "collapse", "compact")  # the same turn's call again, not a new turn
 
 
 @dataclass
@@ -286,21 +285,23 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state, messages, hook)
         log_transition(transition, why, settings)
 
-        # 3. Append the reply verbatim, unless the transition throws it away.
-        if transition in KEEPS_REPLY:
+        # 3. Each transition's move (s06, s07). fail ends the run; escalate drops the reply, to ask
+        #    again, and so do (new in s08) collapse and compact, after making room: no reply came.
+        if transition == "fail":
+            stopped(settings, f"recovery gave up: {why}")
+            return turns
+        if transition not in ("escalate", "collapse", "compact"):
             append_reply(messages, response)
-
-        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
-        if transition in ("done", "fail"):
-            stopped(settings, ended_because(transition, why, response))
+        if transition == "done":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
             return turns
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
-            if summary is not None:  # (new in s08) a compaction's summary is a model call: a step
+            if summary is not None:  # (new in s08) a compaction's summary is a model call: it costs a step
                 count_turn(turns, summary, budget, f"{turn}, its summary")
             continue
 
-        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake.
+        # 4. Run the tool calls as s05 does: reads side by side, the repeat brake.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         results, timeline = run_tools(calls, settings, held)

@@ -41,8 +41,8 @@ from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s05_budget import RepeatBrake, stopped
 from s06_recovery import count_turn, log_transition, numbered
-from s07_really_done import append_reply, ended_because, run_stop_hook
-from s08_full_context import KEEPS_REPLY, SENT_AGAIN, Settings, call_unless_too_long, next_transition, recover
+from s07_really_done import append_reply, run_stop_hook
+from s08_full_context import SENT_AGAIN, Settings, call_unless_too_long, next_transition, recover
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
 
@@ -201,13 +201,15 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state, messages, hook)
         log_transition(transition, why, settings)
 
-        # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        if transition in KEEPS_REPLY:
+        # 3. Each transition's move (s06, s07, s08). fail ends the run; escalate drops the reply, to ask
+        #    again, and so do collapse and compact, after making room: no reply came.
+        if transition == "fail":
+            stopped(settings, f"recovery gave up: {why}")
+            return turns
+        if transition not in ("escalate", "collapse", "compact"):
             append_reply(messages, response)
-
-        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
-        if transition in ("done", "fail"):
-            stopped(settings, ended_because(transition, why, response))
+        if transition == "done":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
             return turns
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
@@ -215,7 +217,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 count_turn(turns, summary, budget, f"{turn}, its summary")
             continue
 
-        # 5. Run the tool calls as s05 does: reads side by side, the repeat brake. (new in s09) A first
+        # 4. Run the tool calls as s05 does: reads side by side, the repeat brake. (new in s09) A first
         #    Ctrl-C lets every call of this turn run to its end, then stops; a second cuts them short.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)

@@ -19,7 +19,6 @@ Run: python s10_trace.py   replay: s08's collapse and compaction, traced
      python s10_trace.py --replay TRACE.jsonl   the trace, replayed
 """
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -39,8 +38,8 @@ from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
 from s05_budget import RepeatBrake
 from s06_recovery import count_turn, numbered
-from s07_really_done import append_reply, ended_because, run_stop_hook
-from s08_full_context import KEEPS_REPLY, NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
+from s07_really_done import append_reply, run_stop_hook
+from s08_full_context import NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
 from s09_keep_the_work import (
     first_messages,
     interrupted,
@@ -175,44 +174,6 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
     return summary
 
 
-def show_written(path: Path | None, most: int = 30) -> None:
-    """The trace as it was written, a line an event, each in a few words (the first `most` lines)."""
-    if path is None or not path.is_file():
-        return
-    display.say("the trace, one JSON object a line:", "bold")
-    width, count = display.console.width, 0
-    with path.open() as lines:  # a line at a time: a long run's trace is long
-        for count, raw in enumerate(lines, 1):
-            line = json.loads(raw) if count <= most else None
-            shown = f"  {line['event']:<11} {held_in(line)}" if line else ""
-            if shown:
-                display.say(shown if len(shown) <= width else shown[: width - 1] + "…")
-    if count > most:
-        display.say(f"  … ({count - most} more lines)")
-
-
-def held_in(line: dict) -> str:
-    """What a trace line holds, in a few words."""
-    event, request = line["event"], line.get("request") or {}
-    if event == "model_call" and "response" in line:
-        added = len(request.get("new_messages", []))
-        reply = line["response"].get("stop_reason")
-        if "tool_choice" in request:  # s08's request for a summary, beside the conversation
-            return f"call {line.get('step')}: a summary's request, {added} messages, reply {reply}"
-        return f"call {line.get('step')}: {added} new messages sent, reply {reply}"
-    if event == "model_call":
-        return f"call {line.get('step')}: error {(line.get('error') or {}).get('status')}"
-    words = {
-        "run": line.get("task"),
-        "start": f"{line.get('model')}, {len(line.get('tools') or [])} tools",
-        "transition": f"{line.get('name')}: {line.get('why')}",
-        "tools": f"{len(line.get('results') or [])} results, then {line.get('next')}",
-        "context": f"{line.get('transition')}: {line.get('before')} -> {line.get('after')} characters",
-        "stop": line.get("reason"),
-    }
-    return str(words.get(event, ""))
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
@@ -263,13 +224,15 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state, messages, hook)
         log_transition(transition, why, settings)
 
-        # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        if transition in KEEPS_REPLY:
+        # 3. Each transition's move (s06, s07, s08). fail ends the run; escalate drops the reply, to ask
+        #    again, and so do collapse and compact, after making room: no reply came.
+        if transition == "fail":
+            stopped(settings, f"recovery gave up: {why}")
+            return turns
+        if transition not in ("escalate", "collapse", "compact"):
             append_reply(messages, response)
-
-        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
-        if transition in ("done", "fail"):
-            stopped(settings, ended_because(transition, why, response))
+        if transition == "done":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
             return turns
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
@@ -277,7 +240,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 count_turn(turns, summary, budget, f"{turn}, its summary")
             continue
 
-        # 5. Run the tool calls as s09 does (a Ctrl-C lets them finish). (new in s10) The turn, traced.
+        # 4. Run the tool calls as s09 does (a Ctrl-C lets them finish). (new in s10) The turn, traced.
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         started = time.monotonic()
@@ -314,7 +277,7 @@ def run_task(run: launch.Run, args) -> int:
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran (s09)
         interrupted(messages, settings)
         settings.trace.stop(settings.budget.reason, settings.budget)
-    show_written(settings.trace.path)
+    display.show_trace(settings.trace.path)  # the trace as written, a line an event
     display.say(f"--replay it to run it again, offline:\n  {settings.trace.path}")
     code = keep_the_work(run, messages, settings, saved)
     gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail

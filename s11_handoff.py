@@ -39,8 +39,8 @@ from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s05_budget import RepeatBrake
 from s06_recovery import count_turn, numbered
-from s07_really_done import append_reply, ended_because, run_stop_hook
-from s08_full_context import KEEPS_REPLY, SENT_AGAIN, call_unless_too_long, next_transition
+from s07_really_done import append_reply, run_stop_hook
+from s08_full_context import SENT_AGAIN, call_unless_too_long, next_transition
 from s09_keep_the_work import (
     clipped,
     first_text,
@@ -49,7 +49,7 @@ from s09_keep_the_work import (
     mark_a_refusal,
     run_tools_until_ctrl_c,
 )
-from s10_trace import failed, log_transition, recover, show_written, stopped, trace_call
+from s10_trace import failed, log_transition, recover, stopped, trace_call
 
 DEFAULT_FIXTURE = "fixtures/s05_handoff.json"
 
@@ -170,13 +170,15 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state, messages, hook)
         log_transition(transition, why, settings)
 
-        # 3. Append the reply verbatim, unless the transition throws it away (an escalation asks again).
-        if transition in KEEPS_REPLY:
+        # 3. Each transition's move (s06, s07, s08). fail ends the run; escalate drops the reply, to ask
+        #    again, and so do collapse and compact, after making room: no reply came.
+        if transition == "fail":
+            stopped(settings, f"recovery gave up: {why}")
+            return turns
+        if transition not in ("escalate", "collapse", "compact"):
             append_reply(messages, response)
-
-        # 4. done and fail end the loop; any other transition repairs the conversation and goes round.
-        if transition in ("done", "fail"):
-            stopped(settings, ended_because(transition, why, response))
+        if transition == "done":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
             return turns
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
@@ -184,7 +186,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 count_turn(turns, summary, budget, f"{turn}, its summary")
             continue
 
-        # 5. Run the tool calls as s09 does (a Ctrl-C lets them finish), the turn traced (s10).
+        # 4. Run the tool calls as s09 does (a Ctrl-C lets them finish), the turn traced (s10).
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         started = time.monotonic()
@@ -221,7 +223,7 @@ def run_task(run: launch.Run, args) -> int:
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran (s09)
         interrupted(messages, settings)
         settings.trace.stop(settings.budget.reason, settings.budget)
-    show_written(settings.trace.path)
+    display.show_trace(settings.trace.path)
     display.say(f"--replay it to run it again, offline:\n  {settings.trace.path}")
     code = keep_the_work(run, messages, settings, saved)
     gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail

@@ -404,3 +404,41 @@ def show_handoff(source: str, saved: int, opening: str) -> None:
     message, wrapped (the model reads every word of it; the reader sees where it goes)."""
     say(f"fresh session: the {saved} messages saved in\n  {source}\nhand over one message:", "bold")
     console.print(escape(screenful(printable(opening))), style="dim", highlight=False)
+
+
+def show_trace(path, most: int = 30) -> None:
+    """A trace (s10) as it was written, a line an event, each in a few words (the first `most` lines)."""
+    if path is None or not path.is_file():
+        return
+    say("the trace, one JSON object a line:", "bold")
+    width, count = console.width, 0
+    with path.open() as lines:  # a line at a time: a long run's trace is long
+        for count, raw in enumerate(lines, 1):
+            line = json.loads(raw) if count <= most else None
+            shown = f"  {line['event']:<11} {trace_line_in_words(line)}" if line else ""
+            if shown:
+                say(shown if len(shown) <= width else shown[: width - 1] + "…")
+    if count > most:
+        say(f"  … ({count - most} more lines)")
+
+
+def trace_line_in_words(line: dict) -> str:
+    """What a trace line holds, in a few words."""
+    event, request = line["event"], line.get("request") or {}
+    if event == "model_call" and "response" in line:
+        added = len(request.get("new_messages", []))
+        reply = line["response"].get("stop_reason")
+        if "tool_choice" in request:  # s08's request for a summary, beside the conversation
+            return f"call {line.get('step')}: a summary's request, {added} messages, reply {reply}"
+        return f"call {line.get('step')}: {added} new messages sent, reply {reply}"
+    if event == "model_call":
+        return f"call {line.get('step')}: error {(line.get('error') or {}).get('status')}"
+    words = {
+        "run": line.get("task"),
+        "start": f"{line.get('model')}, {len(line.get('tools') or [])} tools",
+        "transition": f"{line.get('name')}: {line.get('why')}",
+        "tools": f"{len(line.get('results') or [])} results, then {line.get('next')}",
+        "context": f"{line.get('transition')}: {line.get('before')} -> {line.get('after')} characters",
+        "stop": line.get("reason"),
+    }
+    return str(words.get(event, ""))
