@@ -167,8 +167,8 @@ class RepeatBrake:
     workspace: Path | None = None  # where the files are (None: a file's text before a change is unknown)
     recent: list = field(default_factory=list)  # [call, result] of the latest calls; result None: not yet
     files: dict = field(default_factory=dict)  # path -> its text as the changes let through leave it
-    changes: dict = field(default_factory=dict)  # path -> the (before, after) of each change, as hashes
-    pending: dict = field(default_factory=dict)  # tool_use id -> (path, text before, change): until it ran
+    texts: dict = field(default_factory=dict)  # path -> the texts it went through, in order, as hashes
+    pending: dict = field(default_factory=dict)  # tool_use id -> (path, its text before): until it ran
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
 
     def hold_back(self, calls: list) -> dict[str, str]:
@@ -219,13 +219,12 @@ class RepeatBrake:
         after = given.get("content") if block.name == "write_file" else edited(before, given)
         if not isinstance(after, str) or after == before:
             return False  # an edit that will fail, or a change to the same text: no circle
-        change = (hash(before), hash(after))
-        done = self.changes.setdefault(path, [])
-        if change in done and change[::-1] in done[done.index(change) :]:
+        texts = self.texts.setdefault(path, [hash(before)])
+        if texts[-3:] == [hash(before), hash(after), hash(before)]:  # A, B, A: and this makes it B
             return True
-        done.append(change)
-        self.pending[block.id] = (path, before, change)  # taken back in remember() if the call fails
+        texts.append(hash(after))
         self.files[path] = after
+        self.pending[block.id] = (path, before)  # taken back in remember() if the call fails
         return False
 
     def on_disk(self, path: str) -> str | None:
@@ -245,10 +244,10 @@ class RepeatBrake:
             entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
         del self.recent[: -(REPEAT_LIMIT - 1)]
         for result in results:  # a change that failed or was refused left the file as it was
-            path, before, change = self.pending.pop(result["tool_use_id"], (None, None, None))
+            path, before = self.pending.pop(result["tool_use_id"], (None, None))
             if path is not None and result["is_error"]:
                 self.files[path] = before
-                self.changes[path].remove(change)
+                self.texts[path].pop()
         self.pending.clear()
 
 
