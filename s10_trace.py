@@ -122,10 +122,9 @@ class Trace:
     def side_call(self, messages: list, response, **extra) -> None:
         """The line for a call beside the conversation (s08's request for a summary): its messages
         whole, and its reply. The conversation's own lines go on from where they were."""
-        side = Trace(self.path)
-        side.sent = self.sent  # numbered in turn with the conversation's calls
-        side.call(messages, response, 0, None, **extra)
-        self.sent = side.sent
+        logged, self.logged = self.logged, []  # none of its messages was logged: all are new
+        self.call(messages, response, 0, None, **extra)
+        self.logged = logged
 
     def stop(self, reason: str, budget) -> None:
         """The last line: why the run ended, and what it spent."""
