@@ -216,17 +216,20 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state)
         log_transition(transition, why, settings)
 
-        # 3. (new in s06) Each transition's move. fail ends the run; escalate drops the reply, to ask
-        #    for the same turn again with room to finish; every other transition keeps it, verbatim.
-        if transition == "fail":
-            stopped(settings, f"recovery gave up: {why}")
-            return turns
-        if transition != "escalate":
-            messages.append({"role": "assistant", "content": response.content})  # as in s01
-        if transition == "done":
-            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
-            return turns
-        if transition != "next_turn":  # escalate or continue: repair the conversation, send it again
+        # 3. (new in s06) Each transition's move: end the run, or drop the reply, or keep it.
+        match transition:
+            case "fail":  # recovery gave up: the reply is dropped, and the run ends
+                stopped(settings, f"recovery gave up: {why}")
+                return turns
+            case "done":  # the model ended its turn: its reply is kept, and the run ends
+                messages.append({"role": "assistant", "content": response.content})
+                stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
+                return turns
+            case "escalate":  # the cut reply is dropped: the same turn is asked for again, with room
+                pass
+            case "continue" | "next_turn":  # the reply is kept, verbatim, as in s01
+                messages.append({"role": "assistant", "content": response.content})
+        if transition != "next_turn":  # a repair: the conversation is mended and sent again
             recover(transition, messages, response, settings)
             continue
 

@@ -198,17 +198,20 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state, hook)
         log_transition(transition, why, settings)
 
-        # 3. Each transition's move (s06). fail ends the run; escalate drops the reply, to ask again;
-        #    every other transition keeps it. (new in s07) After a pause, the reply joins the paused turn.
-        if transition == "fail":
-            stopped(settings, f"recovery gave up: {why}")
-            return turns
-        if transition != "escalate":
-            append_reply(messages, response)
-        if transition == "done":
-            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
-            return turns
-        if transition != "next_turn":  # escalate, continue (s06); (new in s07) resume_pause, hook_retry
+        # 3. Each transition's move (s06): end the run, or drop the reply, or keep it.
+        match transition:
+            case "fail":  # recovery gave up: the reply is dropped, and the run ends
+                stopped(settings, f"recovery gave up: {why}")
+                return turns
+            case "done":  # the model ended its turn: its reply is kept, and the run ends
+                append_reply(messages, response)
+                stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
+                return turns
+            case "escalate":  # the cut reply is dropped: the same turn is asked for again, with room
+                pass
+            case "continue" | "resume_pause" | "hook_retry" | "next_turn":  # the reply is kept
+                append_reply(messages, response)  # (new in s07) after a pause, it joins the paused turn
+        if transition != "next_turn":  # a repair: the conversation is mended and sent again
             recover(transition, messages, response, hook, settings)
             continue
 

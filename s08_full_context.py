@@ -285,19 +285,24 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state, messages, hook)
         log_transition(transition, why, settings)
 
-        # 3. Each transition's move (s06, s07). fail ends the run; escalate drops the reply, to ask
-        #    again, and so do (new in s08) collapse and compact, after making room: no reply came.
-        if transition == "fail":
-            stopped(settings, f"recovery gave up: {why}")
-            return turns
-        if transition not in ("escalate", "collapse", "compact"):
-            append_reply(messages, response)
-        if transition == "done":
-            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
-            return turns
-        if transition != "next_turn":
+        # 3. Each transition's move (s06, s07): end the run, or drop the reply, or keep it.
+        match transition:
+            case "fail":  # recovery gave up: the reply is dropped, and the run ends
+                stopped(settings, f"recovery gave up: {why}")
+                return turns
+            case "done":  # the model ended its turn: its reply is kept, and the run ends
+                append_reply(messages, response)
+                stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
+                return turns
+            case (
+                "escalate" | "collapse" | "compact"
+            ):  # dropped (new in s08: collapse, compact: no reply came)
+                pass
+            case "continue" | "resume_pause" | "hook_retry" | "make_room" | "next_turn":  # the reply is kept
+                append_reply(messages, response)
+        if transition != "next_turn":  # a repair: the conversation is mended and sent again
             summary = recover(transition, messages, response, hook, client, settings)
-            if summary is not None:  # (new in s08) a compaction's summary is a model call: it costs a step
+            if summary is not None:  # new in s08: a compaction's summary is a model call: it costs a step
                 count_turn(turns, summary, budget, f"{turn}, its summary")
             continue
 

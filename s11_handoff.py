@@ -25,31 +25,22 @@ Run: python s11_handoff.py   replay: a run that drifted, handed off
 
 import json
 import sys
-import time
-from dataclasses import dataclass
 
 from workbook import conversation, display, launch, step_cli
 from workbook.api.messages import blocks, result_text  # a message's blocks, a result's text
 
-import anthropic
-
 import s09_keep_the_work as s09
 import s10_trace as s10
-from s01_agent_loop import MAX_TOKENS, MODEL
+from s01_agent_loop import MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
-from s05_budget import RepeatBrake
-from s06_recovery import count_turn, numbered
-from s07_really_done import append_reply, run_stop_hook
-from s08_full_context import SENT_AGAIN, call_unless_too_long, next_transition
 from s09_keep_the_work import (
     clipped,
     first_text,
     interrupted,
     keep_the_work,
     mark_a_refusal,
-    run_tools_until_ctrl_c,
 )
-from s10_trace import failed, log_transition, recover, stopped, trace_call
+from s10_trace import failed
 
 DEFAULT_FIXTURE = "fixtures/s05_handoff.json"
 
@@ -132,74 +123,10 @@ def listed(items: list[str]) -> str:
     return earlier + "".join(f"\n  - {item}" for item in items[-LISTED:])
 
 
-# -- the loop (s11 adds no setting: a handoff changes only the messages the loop starts with) ----------
+# -- the loop: s10's, unchanged (a handoff changes only the messages it starts with) -----------------
 
-
-@dataclass
-class Settings(s10.Settings):
-    """s10's settings, as they are: a fresh session needs nothing new in the loop."""
-
-
-def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
-    """s10's loop, unchanged: a handoff changes only the messages it starts with (first_messages)."""
-    turns = []  # every response, in order
-    brake = RepeatBrake(settings.workspace)  # s05's
-    budget = settings.budget
-    state = settings.recovery  # what recovery has tried, and its record
-    turn, transition = 0, None  # the model's turn, and how the last call ended
-    settings.trace.start(settings.shared_request(), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
-    while True:
-        # 0. Before paying for another call, check every limit (s05).
-        reason = budget.exceeded()
-        if reason:
-            stopped(settings, reason)
-            return turns
-
-        # 1. Send the whole history (s06); too long is no crash (s08). Traced, with its time (s10).
-        started = time.monotonic()
-        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
-        streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
-        with display.waiting(label, streamed):
-            response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
-        if response is not None:
-            count_turn(turns, response, budget, label, streamed)
-        trace_call(settings, messages, response, started, streamed)
-
-        # 2. Name the transition (s06, s07, s08), and trace it.
-        hook = run_stop_hook(settings, response) if response is not None else None
-        transition, why = next_transition(response, state, messages, hook)
-        log_transition(transition, why, settings)
-
-        # 3. Each transition's move (s06, s07, s08). fail ends the run; escalate drops the reply, to ask
-        #    again, and so do collapse and compact, after making room: no reply came.
-        if transition == "fail":
-            stopped(settings, f"recovery gave up: {why}")
-            return turns
-        if transition not in ("escalate", "collapse", "compact"):
-            append_reply(messages, response)
-        if transition == "done":
-            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
-            return turns
-        if transition != "next_turn":
-            summary = recover(transition, messages, response, hook, client, settings)
-            if summary is not None:  # a compaction's summary is a model call: it costs a step
-                count_turn(turns, summary, budget, f"{turn}, its summary")
-            continue
-
-        # 4. Run the tool calls as s09 does (a Ctrl-C lets them finish), the turn traced (s10).
-        calls = [block for block in response.content if block.type == "tool_use"]
-        held = brake.hold_back(calls)
-        started = time.monotonic()
-        results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
-        messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
-        brake.remember(results)
-        display.show_tools(calls, results, timeline)
-        state.new_turn()  # tools ran: the next call starts a turn with fresh recovery caps (s06)
-        stop = ctrl_c or brake.stop  # a Ctrl-C (s09), or s05's repeat brake
-        settings.trace.tools(len(turns), calls, results, started, stop)
-        if stop:
-            stopped(settings, stop)
-            return turns
+Settings = s10.Settings  # a fresh session needs no setting of its own
+agent_loop = s10.agent_loop  # python -m workbook stepdiff s11 shows it, and that nothing changed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,10 +95,20 @@ def test_the_docstring_fits_78_columns_so_help_can_show_it_as_written(step):
     assert not wide, f"{step}: {len(wide)} docstring lines over {COLUMNS - 2} columns, e.g. {wide[0]!r}"
 
 
+def without_the_models_words(lines: list[str]) -> list[str]:
+    """The screen without what the model wrote: from each `model:` line to its turn's stop_reason line."""
+    kept, in_words = [], False
+    for line in lines:
+        in_words = (in_words or line.startswith("model: ")) and not line.startswith("stop_reason=")
+        if not in_words:
+            kept.append(line)
+    return kept
+
+
 @pytest.mark.parametrize("step", STEPS)
 def test_each_tool_call_is_shown_once_on_one_line(outputs, step):
     text = outputs[step, "run"]
-    shown = "\n".join(line for line in text.splitlines() if not line.startswith("model: "))  # not its words
+    shown = "\n".join(without_the_models_words(text.splitlines()))
     assert "asks for" not in shown and "{'" not in text, f"{step}: a call shown as JSON or a Python repr"
     calls = [
         line

@@ -25,10 +25,23 @@ def scripts() -> dict[str, Path]:
 
 
 def loop_source(script: Path) -> list[str]:
-    """The lines of a step's agent_loop, as written."""
+    """The lines of a step's agent_loop, as written; for a step that keeps an earlier step's loop
+    (`agent_loop = s10.agent_loop`), that step's."""
     text = script.read_text()
-    node = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "agent_loop")
+    node = loop_node(text)
+    if isinstance(node, ast.Assign):  # agent_loop = sNN.agent_loop: the loop of step sNN, unchanged
+        return loop_source(scripts()[node.value.value.id[:3]])
     return text.splitlines(keepends=True)[node.lineno - 1 : node.end_lineno]
+
+
+def loop_node(text: str) -> ast.FunctionDef | ast.Assign:
+    """A step's `def agent_loop`, or its `agent_loop = sNN.agent_loop`."""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "agent_loop":
+            return node
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["agent_loop"]:
+            return node
+    raise LookupError("no agent_loop")
 
 
 def diff(old: Path, new: Path) -> list[str]:
@@ -49,8 +62,9 @@ def defined(script: Path) -> set[str]:
 def redefined(steps: dict[str, Path], new: str) -> list[str]:
     """What `new`'s loop calls by a name an earlier step gave something else, `name (sNN's)`: a change
     the loop's diff cannot show, since the line that calls it reads the same."""
-    text = steps[new].read_text()
-    loop = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "agent_loop")
+    loop = loop_node(steps[new].read_text())
+    if isinstance(loop, ast.Assign):  # an earlier step's loop, kept: it calls nothing of this step's
+        return []
     used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)}
     earlier = [name for name in steps if name < new]
     shown = []
@@ -98,7 +112,10 @@ def main(argv: list[str]) -> int:
         print(f"usage: {usage}   (the steps here: {', '.join(names)})")
         return 2
     try:
-        sys.stdout.writelines(diff(steps[argv[0]], steps[argv[1]]))
+        lines = diff(steps[argv[0]], steps[argv[1]])
+        sys.stdout.writelines(lines)
+        if not lines:
+            print(f"{argv[1]}'s agent_loop is {argv[0]}'s, line for line")
         swapped = redefined(steps, argv[1])
         if swapped:  # what the diff above cannot show: the calls read the same
             said = f"{argv[1]} defines anew what its loop calls by the same names: {', '.join(swapped)}"
