@@ -236,7 +236,7 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
         "the trace, one JSON object a line:",
         "  model_call  call 1: 1 new messages sent, reply tool_use",
         "  model_call  call 5: error 400",
-        "  context     collapse: 12539 -> 5721 characters",
+        "  context     collapse: 12775 -> 5957 characters",
         "  model_call  call 7: a summary's request, 7 messages, reply end_turn",
         "  model_call  call 8: 3 new messages sent, reply end_turn",
         "  stop        the model ended its turn (stop_reason end_turn)",
