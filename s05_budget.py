@@ -148,28 +148,22 @@ class Budget:
 
 REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is held back
 HELD = "held back"  # what the brake remembers as the result of a call it held back
-IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
-    "edit_file": "error: not run: this edit redoes one you already undid (A→B, then B→A, now A→B again): "
-    "the edits are going in circles. Decide which version is right, say why, and stop editing it.",
-    "write_file": "error: not run: this write redoes one you already undid (you wrote A, B, then A, and now "
-    "B again): the writes are going in circles. Decide which version is right, say why, and stop writing it.",
-}
 
 
 @dataclass
 class RepeatBrake:
     """The brake on a model going round in circles. It sees every call in the order asked, and holds one
     back (answers it with an error asking for another approach) when the REPEAT_LIMIT - 1 calls just
-    before it were the same tool with the same input and gave one same result, or when it changes a file
-    back to what an undone change made it (A, B, A, now B again: by edits, writes, or both). Asking
-    again for a call held back stops the run."""
+    before it were the same tool with the same input and gave one same result, or when Circles (below)
+    finds it changing a file back again. Asking again for a call held back stops the run."""
 
-    workspace: Path | None = None  # where the files are (None: a file's text before a change is unknown)
+    workspace: Path | None = None  # where the files are, for Circles (None: unknown)
     recent: list = field(default_factory=list)  # [call, result] of the latest calls; result None: not yet
-    files: dict = field(default_factory=dict)  # path -> its text as the changes let through leave it
-    texts: dict = field(default_factory=dict)  # path -> the texts it went through, in order, as hashes
-    pending: dict = field(default_factory=dict)  # tool_use id -> (path, its text before): until it ran
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
+    circles: "Circles" = field(init=False)  # the files' changes so far, to catch one going back again
+
+    def __post_init__(self):
+        self.circles = Circles(self.workspace)
 
     def hold_back(self, calls: list) -> dict[str, str]:
         """The answers to the calls this brake holds back, by tool_use id; the others may run."""
@@ -193,7 +187,7 @@ class RepeatBrake:
                 f"{REPEAT_LIMIT} times in a row, and it gave the same result each time, so another gives "
                 "nothing new. Change approach: other input, another tool, or stop and report what you found."
             )
-        if self.flips_back(block):
+        if self.circles.flips_back(block):
             return IN_CIRCLES[block.name]
         return None
 
@@ -207,6 +201,35 @@ class RepeatBrake:
             and all(asked == call for asked, _ in before)
             and len(results) <= 1
         )
+
+    def remember(self, results: list[dict]) -> None:
+        """What this turn's calls gave, in tool_use order (a call held back keeps HELD): what the next
+        calls are compared with. Only the latest REPEAT_LIMIT - 1 are kept."""
+        for entry, result in zip(self.recent[-len(results) :], results):
+            entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
+        del self.recent[: -(REPEAT_LIMIT - 1)]
+        self.circles.remember(results)
+
+
+# -- new in s05: going in circles — a file changed A to B, back to A, and now to B again ---------------
+
+IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
+    "edit_file": "error: not run: this edit redoes one you already undid (A→B, then B→A, now A→B again): "
+    "the edits are going in circles. Decide which version is right, say why, and stop editing it.",
+    "write_file": "error: not run: this write redoes one you already undid (you wrote A, B, then A, and now "
+    "B again): the writes are going in circles. Decide which version is right, say why, and stop writing it.",
+}
+
+
+@dataclass
+class Circles:
+    """Each file's texts, change by change, as the edits and writes the brake lets through leave them. A
+    change is judged by the text it would leave, so an edit and a write share a file's history."""
+
+    workspace: Path | None = None  # where the files are (None: a file's text before a change is unknown)
+    files: dict = field(default_factory=dict)  # path -> its text as the changes let through leave it
+    texts: dict = field(default_factory=dict)  # path -> the texts it went through, in order, as hashes
+    pending: dict = field(default_factory=dict)  # tool_use id -> (path, its text before): until it ran
 
     def flips_back(self, block) -> bool:
         """Whether this edit or write redoes a change to a file after its undo: the file went A to B,
@@ -238,12 +261,8 @@ class RepeatBrake:
             return None
 
     def remember(self, results: list[dict]) -> None:
-        """What this turn's calls gave, in tool_use order (a call held back keeps HELD): what the next
-        calls are compared with. Only the latest REPEAT_LIMIT - 1 are kept."""
-        for entry, result in zip(self.recent[-len(results) :], results):
-            entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
-        del self.recent[: -(REPEAT_LIMIT - 1)]
-        for result in results:  # a change that failed or was refused left the file as it was
+        """A change that failed or was refused left the file as it was: take it back."""
+        for result in results:
             path, before = self.pending.pop(result["tool_use_id"], (None, None))
             if path is not None and result["is_error"]:
                 self.files[path] = before
