@@ -98,7 +98,9 @@ def run_step(
         refuse_a_permission_the_recording_cannot_follow(args, run)
         for line in banner_lines(run):
             say(line)
-        display.console.print(f"[bold]task:[/] {escape(printable(run.task))}")
+        goes_on = getattr(args, "resume", None) or getattr(args, "handoff", None)  # the task comes after
+        label = "new instruction" if goes_on else "task"
+        display.console.print(f"[bold]{label}:[/] {escape(printable(run.task))}")
         return run_task(run, args)
     except WorkbookError as err:
         error("error", str(err))
