@@ -64,7 +64,7 @@ class Trace:
         self.path = path
         self.script = script  # the step that writes it, named on the start line
         self.logged: list = []
-        self.sent = 0  # model calls written so far: each model_call line is numbered by it
+        self.sent = 0  # requests sent so far, a 400 answered included: each model_call line its number
         self.shared: dict = {}  # what the start line logged, which a model_call line need not repeat
 
     def write(self, event: str, **fields) -> None:

@@ -429,10 +429,10 @@ def trace_line_in_words(line: dict) -> str:
         added = len(request.get("new_messages", []))
         reply = line["response"].get("stop_reason")
         if "tool_choice" in request:  # s08's request for a summary, beside the conversation
-            return f"call {line.get('step')}: a summary's request, {added} messages, reply {reply}"
-        return f"call {line.get('step')}: {added} new messages sent, reply {reply}"
+            return f"request {line.get('step')}: for a summary, {added} messages, reply {reply}"
+        return f"request {line.get('step')}: {added} new messages sent, reply {reply}"
     if event == "model_call":
-        return f"call {line.get('step')}: error {(line.get('error') or {}).get('status')}"
+        return f"request {line.get('step')}: error {(line.get('error') or {}).get('status')}"
     words = {
         "run": line.get("task"),
         "start": f"{line.get('model')}, {len(line.get('tools') or [])} tools",
