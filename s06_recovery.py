@@ -229,8 +229,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 pass
             case "continue" | "next_turn":  # the reply is kept, verbatim, as in s01
                 messages.append({"role": "assistant", "content": response.content})
-        if transition != "next_turn":  # a repair: the conversation is mended and sent again
-            recover(transition, messages, response, settings)
+        if transition != "next_turn":  # recover(): escalate sets max_tokens to 64,000; continue answers
+            recover(transition, messages, response, settings)  # the cut calls and asks the model to go on
             continue
 
         # 4. next_turn: run the tool calls as s05 does: reads side by side, the repeat brake.

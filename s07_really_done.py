@@ -125,7 +125,7 @@ def append_reply(messages: list, response: Message) -> None:
         messages.append({"role": "assistant", "content": response.content})
 
 
-# 4. Recovering: a pause is sent back as it is; a failing hook's output goes to the model.
+# 3. Recovering: a pause is sent back as it is; a failing hook's output goes to the model.
 def recover(transition: str, messages: list, response: Message, hook, settings: "Settings") -> None:
     """s06's recover, and the two moves of s07."""
     if transition == "resume_pause":

@@ -80,6 +80,7 @@ class Recovery(s07.Recovery):
         super().new_turn()
         self.collapsed = False
         self.compacted = False
+        self.summary_too_long = False
 
 
 # 0. The limits: after making room, the next request is judged by what it holds.
@@ -152,7 +153,7 @@ def room_move(messages: list, state: Recovery) -> str | None:
     return None
 
 
-# 4. Making room: collapse, or compact (a model call of its own), then send again.
+# 3. Making room: collapse, or compact (a model call of its own), then send again.
 def recover(transition: str, messages: list, response, hook, client, settings: "Settings") -> Message | None:
     """s07's recover, and making room. Returns the reply of compaction's request for a summary (a model
     call of its own, to be counted), else None."""
@@ -294,9 +295,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 append_reply(messages, response)
                 stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
                 return turns
-            case (
-                "escalate" | "collapse" | "compact"
-            ):  # dropped (new in s08: collapse, compact: no reply came)
+            case "escalate" | "collapse" | "compact":  # dropped; (new in s08) too long: no reply came
                 pass
             case "continue" | "resume_pause" | "hook_retry" | "make_room" | "next_turn":  # the reply is kept
                 append_reply(messages, response)

@@ -196,7 +196,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if response is not None:
             count_turn(turns, response, budget, label, streamed)
 
-        # 2. Name the transition: how the call ended, what recovery tried, the stop hook (s06).
+        # 2. Name the transition: how the call ended, what recovery tried (s06), the stop hook (s07).
         hook = run_stop_hook(settings, response) if response is not None else None
         transition, why = next_transition(response, state, messages, hook)
         log_transition(transition, why, settings)
@@ -251,7 +251,8 @@ def run_task(run: launch.Run, args) -> int:
     try:
         turns = agent_loop(run.client, messages, settings)
         mark_a_refusal(messages, turns[-1] if turns else None)
-    except FATAL as err:  # s03: what retrying cannot fix
+    except FATAL as err:  # s03: what retrying cannot fix; (new in s09) every open call answered first
+        answer_open_calls(messages)  # a resume of the saved conversation must answer every tool_use
         return stop_cleanly(err, messages, saved)
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran
         interrupted(messages, settings)

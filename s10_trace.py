@@ -41,6 +41,7 @@ from s06_recovery import count_turn, numbered
 from s07_really_done import append_reply, run_stop_hook
 from s08_full_context import NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
 from s09_keep_the_work import (
+    answer_open_calls,
     first_messages,
     interrupted,
     keep_the_work,
@@ -275,6 +276,7 @@ def run_task(run: launch.Run, args) -> int:
         mark_a_refusal(messages, turns[-1] if turns else None)
     except FATAL as err:  # s03: what retrying cannot fix
         failed(settings, err)
+        answer_open_calls(messages)  # s09: a resume of the saved conversation must answer every tool_use
         return stop_cleanly(err, messages, saved)
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran (s09)
         interrupted(messages, settings)

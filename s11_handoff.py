@@ -34,6 +34,7 @@ import s10_trace as s10
 from s01_agent_loop import MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s09_keep_the_work import (
+    answer_open_calls,
     clipped,
     first_text,
     interrupted,
@@ -146,6 +147,7 @@ def run_task(run: launch.Run, args) -> int:
         mark_a_refusal(messages, turns[-1] if turns else None)
     except FATAL as err:  # s03: what retrying cannot fix
         failed(settings, err)
+        answer_open_calls(messages)  # s09: a resume of the saved conversation must answer every tool_use
         return stop_cleanly(err, messages, saved)
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran (s09)
         interrupted(messages, settings)

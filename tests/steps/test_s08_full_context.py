@@ -335,3 +335,13 @@ def test_live_a_window_full_on_the_first_reply_gives_the_true_reason(step, tmp_p
     assert code == 1 and len(requests) == 1, out
     assert "no old tool result to collapse, no earlier turn to summarize: giving up" in out
     assert "already collapsed" not in out
+
+
+def test_a_summary_too_long_in_one_turn_is_not_blamed_for_a_later_turns_failure(step):
+    """Compaction's own request was too long in an earlier turn; tools have run since. A later 400 with
+    nothing to shrink fails for its own turn's reasons, not "even the summary's request"."""
+    state = step.Recovery()
+    state.summary_too_long = True
+    state.new_turn()  # tools ran
+    transition, why = step.next_transition(None, state, [{"role": "user", "content": "go"}], None)
+    assert transition == "fail" and "no earlier turn to summarize" in why and "summary's request" not in why

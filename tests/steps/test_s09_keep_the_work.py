@@ -455,3 +455,14 @@ def test_live_resume_without_an_instruction_asks_the_model_to_continue(live, tmp
     last = requests[0]["body"]["messages"][-1]["content"]
     assert code == 0 and last[-1] == {"type": "text", "text": "Continue where you left off."}
     assert [block["type"] for block in last] == ["tool_result", "tool_result", "text"]
+
+
+def test_a_fatal_error_mid_turn_saves_a_conversation_that_resumes(script, tmp_path):
+    """The workspace vanishes while a turn's calls wait for results (s03's HarnessError): the run stops,
+    and the conversation it saves answers that turn's calls, so --resume can go on from it."""
+    saved = tmp_path / "conversation.json"
+    code, out = script("--replay", "fixtures/s03_workspace_gone.json", "--save", str(saved))
+    assert code == 1 and "is gone" in out, out
+    messages = conversation.load_conversation(saved)  # refuses a tool_use left without its result
+    last = messages[-1]
+    assert last["role"] == "user" and all(block["is_error"] for block in last["content"])
