@@ -410,7 +410,7 @@ def show_trace(path, most: int = 30) -> None:
     """A trace (s10) as it was written, a line an event, each in a few words (the first `most` lines)."""
     if path is None or not path.is_file():
         return
-    say("the trace, one JSON object a line:", "bold")
+    say("the trace it wrote, one JSON object a line, each in a few words:", "bold")
     width, count = console.width, 0
     with path.open() as lines:  # a line at a time: a long run's trace is long
         for count, raw in enumerate(lines, 1):

@@ -233,7 +233,7 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
     ],
     "s09_keep_the_work": ["its last turn:", "  error: interrupted by the user", "→ done"],
     "s10_trace": [
-        "the trace, one JSON object a line:",
+        "the trace it wrote, one JSON object a line, each in a few words:",
         "  model_call  request 1: 1 new messages sent, reply tool_use",
         "  model_call  request 5: error 400",
         "  context     collapse: 12775 -> 5957 characters",
