@@ -256,7 +256,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 4. Run every tool_use and answer each id exactly once, all in one user message.
-        #    execute() never raises on what the model sent: a refusal is an is_error result.
+        #    execute() never raises on what the model sent (s02); (new in s03) a harness gone, it does.
         results = []
         for block in response.content:
             if block.type == "tool_use":

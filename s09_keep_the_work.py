@@ -136,7 +136,7 @@ def first_messages(run: launch.Run, args) -> list:
     display.say(textwrap.fill(task, display.console.width - 2, initial_indent="  ", subsequent_indent="  "))
     display.say("its last turn:", "bold")
     display.show_resumed(saved)  # the last calls, and the answers saved for them
-    display.say(refused or "then the new instruction (the line above)", "bold")
+    display.say(refused or "then the new instruction (printed above, after the banner)", "bold")
     return continued(saved, run.task)
 
 
