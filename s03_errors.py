@@ -278,10 +278,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_task(run: launch.Run, args) -> int:
     """s02's run, with this step's settings; what retrying cannot fix stops it, the conversation kept."""
+    return run_and_report(agent_loop, Settings.for_run(run, args), run)
+
+
+def run_and_report(loop, settings: Settings, run: launch.Run) -> int:
+    """The task through `loop`, then the table of its turns; what retrying cannot fix stops it in one
+    line, the conversation saved."""
     messages = [{"role": "user", "content": run.task}]
-    settings = Settings.for_run(run, args)
     try:
-        turns = agent_loop(run.client, messages, settings)
+        turns = loop(run.client, messages, settings)
     except FATAL as err:
         return stop_cleanly(err, messages, step_cli.run_files(run) / "conversation.json")
     display.show_summary(turns)

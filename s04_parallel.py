@@ -43,7 +43,7 @@ import anthropic
 import s03_errors as s03
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import REGISTRY, TOOLS
-from s03_errors import CLIENT_OPTIONS, FATAL, call_model, execute, stop_cleanly
+from s03_errors import CLIENT_OPTIONS, call_model, execute
 
 DEFAULT_FIXTURE = "fixtures/s04_mixed_turn.json"
 
@@ -177,15 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_task(run: launch.Run, args) -> int:
     """s03's run, with this step's loop and settings."""
-    messages = [{"role": "user", "content": run.task}]
-    settings = Settings.for_run(run, args)
-    try:
-        turns = agent_loop(run.client, messages, settings)
-    except FATAL as err:
-        return stop_cleanly(err, messages, step_cli.run_files(run) / "conversation.json")
-    display.show_summary(turns)
-    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
-    return 0
+    return s03.run_and_report(agent_loop, Settings.for_run(run, args), run)
 
 
 if __name__ == "__main__":

@@ -369,11 +369,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_task(run: launch.Run, args) -> int:
     """The loop within this run's limits; however it stops, the summary and the conversation saved."""
-    settings = Settings.for_run(run, args)
+    return run_and_keep(agent_loop, Settings.for_run(run, args), run)
+
+
+def run_and_keep(loop, settings: Settings, run: launch.Run) -> int:
+    """The task through `loop`; however it stops, the budget's summary, and the conversation saved."""
     messages = [{"role": "user", "content": run.task}]
     saved = step_cli.run_files(run) / "conversation.json"
     try:
-        agent_loop(run.client, messages, settings)
+        loop(run.client, messages, settings)
     except FATAL as err:  # s03: what retrying cannot fix
         return stop_cleanly(err, messages, saved)
     display.show_budget(settings.budget)

@@ -31,7 +31,7 @@ import s03_errors as s03
 import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS
-from s03_errors import CLIENT_OPTIONS, FATAL, call_model, stop_cleanly
+from s03_errors import CLIENT_OPTIONS, call_model
 from s05_budget import Budget, RepeatBrake, run_tools, stopped
 
 DEFAULT_FIXTURE = "fixtures/s06_escalation.json"
@@ -255,17 +255,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_task(run: launch.Run, args) -> int:
     """s05's run, with this step's loop and settings; recovery giving up is exit 1."""
-    settings = Settings.for_run(run, args)
-    messages = [{"role": "user", "content": run.task}]
-    saved = step_cli.run_files(run) / "conversation.json"
-    try:
-        agent_loop(run.client, messages, settings)
-    except FATAL as err:  # s03: what retrying cannot fix
-        return stop_cleanly(err, messages, saved)
-    display.show_budget(settings.budget)
-    conversation.save_conversation(messages, saved)
-    display.say(f"audit log: {settings.audit}\nconversation saved: {saved}")
-    return 1 if settings.budget.reason.startswith("recovery gave up") else 0  # the last transition: fail
+    return run_and_keep(agent_loop, Settings.for_run(run, args), run)
+
+
+def run_and_keep(loop, settings: Settings, run: launch.Run) -> int:
+    """Unlike s05's: recovery giving up (the last transition was fail) is exit 1."""
+    code = s05.run_and_keep(loop, settings, run)
+    return 1 if code == 0 and settings.budget.reason.startswith("recovery gave up") else code
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import s05_budget as s05
 import s06_recovery as s06
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
-from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
+from s03_errors import CLIENT_OPTIONS
 from s05_budget import RepeatBrake, run_tools, stopped
 from s06_recovery import call, count_turn, log_transition, numbered
 
@@ -236,18 +236,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_task(run: launch.Run, args) -> int:
-    """s06's run, with this step's loop and settings; recovery giving up is exit 1."""
-    settings = Settings.for_run(run, args)
-    messages = [{"role": "user", "content": run.task}]
-    saved = step_cli.run_files(run) / "conversation.json"
-    try:
-        agent_loop(run.client, messages, settings)
-    except FATAL as err:  # s03: what retrying cannot fix
-        return stop_cleanly(err, messages, saved)
-    display.show_budget(settings.budget)
-    conversation.save_conversation(messages, saved)
-    display.say(f"audit log: {settings.audit}\nconversation saved: {saved}")
-    return 1 if settings.budget.reason.startswith("recovery gave up") else 0  # the last transition: fail
+    """s06's run, with this step's loop and settings; recovery giving up is exit 1 (s06)."""
+    return s06.run_and_keep(agent_loop, Settings.for_run(run, args), run)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Self
 
-from workbook import conversation, display, launch, step_cli
+from workbook import display, launch, step_cli
 from workbook.api.messages import blocks, result_text  # a message's blocks, a result's text
 from workbook.conversation import context_chars, json_chars  # sizes, in characters of JSON
 
@@ -35,7 +35,7 @@ from anthropic.types import Message
 import s06_recovery as s06
 import s07_really_done as s07
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s03_errors import CLIENT_OPTIONS, FATAL, api_message, call_model, stop_cleanly
+from s03_errors import CLIENT_OPTIONS, api_message, call_model
 from s05_budget import RepeatBrake, run_tools, stopped
 from s06_recovery import count_turn, log_transition, numbered
 from s07_really_done import append_reply, run_stop_hook
@@ -325,18 +325,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_task(run: launch.Run, args) -> int:
-    """s07's run, with this step's loop and settings; recovery giving up is exit 1."""
-    settings = Settings.for_run(run, args)
-    messages = [{"role": "user", "content": run.task}]
-    saved = step_cli.run_files(run) / "conversation.json"
-    try:
-        agent_loop(run.client, messages, settings)
-    except FATAL as err:  # s03: what retrying cannot fix
-        return stop_cleanly(err, messages, saved)
-    display.show_budget(settings.budget)
-    conversation.save_conversation(messages, saved)
-    display.say(f"audit log: {settings.audit}\nconversation saved: {saved}")
-    return 1 if settings.budget.reason.startswith("recovery gave up") else 0  # the last transition: fail
+    """s07's run, with this step's loop and settings; recovery giving up is exit 1 (s06)."""
+    return s06.run_and_keep(agent_loop, Settings.for_run(run, args), run)
 
 
 if __name__ == "__main__":

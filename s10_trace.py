@@ -268,8 +268,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_task(run: launch.Run, args) -> int:
     """s09's run, traced: however it ends, its last line in the trace says why."""
-    settings = Settings.for_run(run, args)
-    messages = first_messages(run, args)
+    settings = Settings.for_run(run, args)  # opens the trace with its run line
+    return run_traced(run, args, settings, first_messages(run, args))
+
+
+def run_traced(run: launch.Run, args, settings: Settings, messages: list) -> int:
+    """The loop from `messages`, traced; however it ends, the trace shown, the work kept (s09)."""
     saved = s09.saved_path(run, args)
     try:
         turns = agent_loop(run.client, messages, settings)

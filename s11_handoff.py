@@ -32,16 +32,11 @@ from workbook.api.messages import blocks, result_text  # a message's blocks, a r
 import s09_keep_the_work as s09
 import s10_trace as s10
 from s01_agent_loop import MODEL
-from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
+from s03_errors import CLIENT_OPTIONS
 from s09_keep_the_work import (
-    answer_open_calls,
     clipped,
     first_text,
-    interrupted,
-    keep_the_work,
-    mark_a_refusal,
 )
-from s10_trace import failed
 
 DEFAULT_FIXTURE = "fixtures/s05_handoff.json"
 
@@ -140,23 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_task(run: launch.Run, args) -> int:
     """s10's run, traced and its work kept; (new in s11) with --handoff, it starts a fresh session."""
     settings = Settings.for_run(run, args)
-    messages = first_messages(run, args)  # (new in s11) the task, --resume, or a fresh session
-    saved = s09.saved_path(run, args)
-    try:
-        turns = agent_loop(run.client, messages, settings)
-        mark_a_refusal(messages, turns[-1] if turns else None)
-    except FATAL as err:  # s03: what retrying cannot fix
-        failed(settings, err)
-        answer_open_calls(messages)  # s09: a resume of the saved conversation must answer every tool_use
-        return stop_cleanly(err, messages, saved)
-    except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran (s09)
-        interrupted(messages, settings)
-        settings.trace.stop(settings.budget.reason, settings.budget)
-    display.show_trace(settings.trace.path)
-    display.say(f"--replay it to run it again, offline:\n  {settings.trace.path}")
-    code = keep_the_work(run, messages, settings, saved)
-    gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
-    return 1 if code == 0 and gave_up else code
+    return s10.run_traced(run, args, settings, first_messages(run, args))  # s11's first messages
 
 
 if __name__ == "__main__":

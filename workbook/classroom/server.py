@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import gc
 import html
 import logging
 import secrets
@@ -546,12 +545,6 @@ def main(argv: list[str]) -> int:
         print(f"error: cannot listen on {args.host}:{args.port} ({err.strerror}) — {fix}", file=sys.stderr)
         return 1
     print(banner(server, args.host), flush=True)
-    # What start-up made (the SDK's types, the contract's checks, the fixtures: some 165,000 objects)
-    # lives as long as the server: kept out of the collector's full passes, each of which would stop
-    # the whole class for as long as it takes to walk them. Not a second path: the one server, its
-    # collector told what never dies (measured side by side, 200 students: p99 83 ms with it, 135
-    # without; docs/benchmarks.md §3)
-    gc.freeze()
     if interactive():
         threading.Thread(target=print_table_on_enter, args=(server.classroom,), daemon=True).start()
     try:
