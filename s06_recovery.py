@@ -138,16 +138,18 @@ def log_transition(transition: str, why: str, settings: "Settings") -> None:
     display.show_transition(transition, why)
 
 
-# 3. Recovering: escalate and continue repair the conversation, which is then sent again.
-def recover(transition: str, messages: list, response: Message, settings: "Settings") -> None:
-    """Carry out a recovery transition on the conversation, which is then sent again."""
-    state = settings.recovery
-    if transition == "escalate":
-        state.max_tokens = ESCALATED_MAX_TOKENS  # nothing else changes: the same request, more room
-        show_cut_calls(response, DROPPED_CALL)
-    elif transition == "continue":
-        state.continuations += 1
-        continue_cut(messages, response, CONTINUE_PROMPT)
+# 3. The two repairs, each followed by sending the conversation again.
+def escalate(response: Message, state: Recovery) -> None:
+    """The cut reply is dropped (its calls shown, never run): the same request, with room to finish."""
+    state.max_tokens = ESCALATED_MAX_TOKENS  # nothing else changes
+    show_cut_calls(response, DROPPED_CALL)
+
+
+def go_on(messages: list, response: Message, state: Recovery) -> None:
+    """The cut reply is kept (appended already): its calls are answered, never run, and the model is
+    asked to continue where it stopped."""
+    state.continuations += 1
+    continue_cut(messages, response, CONTINUE_PROMPT)
 
 
 def continue_cut(messages: list, response: Message, go_on: str) -> None:
@@ -216,7 +218,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state)
         log_transition(transition, why, settings)
 
-        # 3. (new in s06) Each transition's move: end the run, or drop the reply, or keep it.
+        # 3. (new in s06) Each transition's move: end the run, or repair and send again, or go on.
         match transition:
             case "fail":  # recovery gave up: the reply is dropped, and the run ends
                 stopped(settings, f"recovery gave up: {why}")
@@ -225,13 +227,15 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 messages.append({"role": "assistant", "content": response.content})
                 stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
                 return turns
-            case "escalate":  # the cut reply is dropped: the same turn is asked for again, with room
-                pass
-            case "continue" | "next_turn":  # the reply is kept, verbatim, as in s01
+            case "escalate":  # the cut reply is dropped; the same request goes again with 64k tokens
+                escalate(response, state)
+                continue
+            case "continue":  # the cut reply is kept, verbatim; the model is asked to go on
                 messages.append({"role": "assistant", "content": response.content})
-        if transition != "next_turn":  # recover(): escalate sets max_tokens to 64,000; continue answers
-            recover(transition, messages, response, settings)  # the cut calls and asks the model to go on
-            continue
+                go_on(messages, response, state)
+                continue
+            case "next_turn":  # the reply is kept, verbatim, as in s01, and its tools run
+                messages.append({"role": "assistant", "content": response.content})
 
         # 4. next_turn: run the tool calls as s05 does: reads side by side, the repeat brake.
         calls = [block for block in response.content if block.type == "tool_use"]

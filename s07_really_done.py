@@ -127,13 +127,16 @@ def append_reply(messages: list, response: Message) -> None:
 
 # 3. Recovering: a pause is sent back as it is; a failing hook's output goes to the model.
 def recover(transition: str, messages: list, response: Message, hook, settings: "Settings") -> None:
-    """s06's recover, and the two moves of s07."""
-    if transition == "resume_pause":
-        settings.recovery.pauses += 1  # nothing to add: the paused turn goes back as it is
-    elif transition == "hook_retry":
-        hook_feedback(messages, settings, hook)
-    else:
-        s06.recover(transition, messages, response, settings)
+    """Each repair before the conversation is sent again: s06's two, and the two of s07."""
+    match transition:
+        case "escalate":  # s06's: the same request, with room to finish
+            s06.escalate(response, settings.recovery)
+        case "continue":  # s06's: the cut calls answered, and the model asked to go on
+            s06.go_on(messages, response, settings.recovery)
+        case "resume_pause":  # nothing to add: the paused turn goes back as it is
+            settings.recovery.pauses += 1
+        case "hook_retry":  # the hook's failure, as the next user message
+            hook_feedback(messages, settings, hook)
 
 
 def hook_feedback(messages: list, settings: "Settings", hook: HookResult) -> None:
