@@ -5,8 +5,7 @@ import json
 import shutil
 import sys
 
-from workbook.classroom import grade, ladder
-from workbook.classroom import sandbox as grade_sandbox
+from workbook.classroom import grade, ladder, sandbox
 
 import pytest
 from conftest import ROOT
@@ -14,14 +13,14 @@ from system_tools import needs
 
 LOOPS = ROOT / "tests" / "grade_loops"
 NODE = shutil.which("node")
-BWRAP = grade_sandbox.find_bwrap()[0]
+BWRAP = sandbox.find_bwrap()[0]
 needs_node = needs("node")
 needs_bwrap = needs("bwrap")
 PYTHON = sys.executable
 PLAIN = str(LOOPS / "plain_loop.py")
 # What `grade` itself uses by default where bubblewrap is installed; without it (a Mac), `grade` refuses,
 # and these tests of the grading itself run the suite's own loops with --sandbox off
-OPTIONS = ladder.Options(sandbox=grade_sandbox.choose("auto" if BWRAP else "off"))
+OPTIONS = ladder.Options(sandbox=sandbox.choose("auto" if BWRAP else "off"))
 SANDBOX_FLAGS = [] if BWRAP else ["--sandbox", "off"]  # the same, for grade.main
 
 

@@ -1,7 +1,7 @@
 """workbook/classroom/banner.py: what the teacher reads at start (the caps, loopback or open)."""
 
 from workbook.classroom import server as classroom_server
-from workbook.classroom import students as classroom
+from workbook.classroom import students
 
 import pytest
 from student_requests import in_process
@@ -11,7 +11,7 @@ serve = pytest.fixture(in_process, name="serve")
 
 def test_the_caps_and_how_they_are_decided_are_in_the_banner(serve):
     server, _ = serve()
-    text = classroom_server.banner(server, classroom.LOOPBACK)
+    text = classroom_server.banner(server, students.LOOPBACK)
     assert "per client address: 500 connections, 300 names, 128 MB unanswered" in text
     assert "the class is full, the name quiet longest gives up its place" in text
     assert all(len(line) <= 80 for line in text.splitlines()[5:])  # the caps fit a terminal

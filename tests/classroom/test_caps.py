@@ -8,8 +8,7 @@ import sys
 import threading
 from urllib.parse import urlsplit
 
-from workbook.classroom import caps
-from workbook.classroom import students as classroom
+from workbook.classroom import caps, students
 
 import pytest
 from conftest import ROOT, offline_env
@@ -34,7 +33,7 @@ listening = pytest.fixture(on_a_socket, name="listening")
 
 def test_one_address_cannot_fill_the_class_with_new_names(serve):
     per = caps.AddressCaps(connections=64, names=3)
-    server, log = serve(limits=classroom.Limits(students=100), per_address=per)
+    server, log = serve(limits=students.Limits(students=100), per_address=per)
     for name in ("a", "b", "c"):
         assert post(server.client, request(TURN1), key=name)[0] == 200
     refused_saying(server, "d", "brought 3 names", "--max-names-per-address")
@@ -44,7 +43,7 @@ def test_one_address_cannot_fill_the_class_with_new_names(serve):
 
 
 def test_a_name_quiet_ten_minutes_gives_its_place_when_the_class_is_full(serve):
-    server, log = serve(limits=classroom.Limits(students=2))
+    server, log = serve(limits=students.Limits(students=2))
     assert post(server.client, request(TURN1), key="alice")[0] == 200
     assert post(server.client, request(TURN1), key="bob")[0] == 200
     refused_saying(server, "carol", "already keeps 2 students")  # both spoke just now
@@ -73,7 +72,7 @@ def test_an_address_holding_too_many_unanswered_bytes_gets_a_429(serve):
 
 def test_refused_requests_under_new_names_seat_none_and_the_next_student_gets_in(serve):
     per = caps.AddressCaps(connections=64, names=3)
-    server, log = serve(limits=classroom.Limits(students=100), per_address=per)
+    server, log = serve(limits=students.Limits(students=100), per_address=per)
     for n in range(10):  # ten new names, each refused: not one of them holds a place
         status, _, data = post(server.client, request(TURN1, max_tokens=0), key=f"mallory{n}")
         assert status == 400 and error_message(data).startswith("max_tokens")
@@ -84,7 +83,7 @@ def test_refused_requests_under_new_names_seat_none_and_the_next_student_gets_in
 
 def test_one_address_cannot_hold_every_connection(listening):
     per = caps.AddressCaps(connections=3, names=16)
-    server, log = listening(limits=classroom.Limits(connections=10), per_address=per)
+    server, log = listening(limits=students.Limits(connections=10), per_address=per)
     parts = urlsplit(server.url)
     held = [socket.create_connection((parts.hostname, parts.port), timeout=60) for _ in range(3)]
     try:
@@ -102,7 +101,7 @@ def test_one_address_cannot_hold_every_connection(listening):
 
 
 def test_a_full_class_closes_the_connection_waiting_longest_to_let_a_new_one_in(listening):
-    server, log = listening(limits=classroom.Limits(connections=2))
+    server, log = listening(limits=students.Limits(connections=2))
     parts = urlsplit(server.url)
     first, second = (socket.create_connection((parts.hostname, parts.port), timeout=60) for _ in "ab")
     try:

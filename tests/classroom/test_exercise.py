@@ -3,7 +3,7 @@ own piece passes, and every classic wrong answer fails with its own hint — all
 judge, as a student's check runs.
 
 Each exercise's program runs here, in this process, as the grader would run it in a sandbox (the
-rung's server as the API, the rung's workspace as the current folder): grade_sandbox.run_program is
+rung's server as the API, the rung's workspace as the current folder): sandbox.run_program is
 replaced by run_here, as tests/classroom/test_ladder.py does for the steps. The grader's servers
 and judge are the real ones. One run in the sandbox (test_a_check_runs_the_program_as_the_grader_does)
 shows the file runs as a program too."""
@@ -14,8 +14,7 @@ import tempfile
 from pathlib import Path
 
 from workbook.authoring import exercises as authoring
-from workbook.classroom import exercise, grade, ladder
-from workbook.classroom import sandbox as grade_sandbox
+from workbook.classroom import exercise, grade, ladder, sandbox
 from workbook.classroom.exercises import EXERCISES, LANGS
 from workbook.replay.no_wait import no_wait
 
@@ -24,16 +23,16 @@ import pytest
 from conftest import ROOT, exit_code
 from grading import needs_bwrap, no_waiting  # noqa: F401  (autouse: the steps print their waits)
 
-OFF = grade_sandbox.Sandbox()  # run_here runs the programs one at a time, in this process
+OFF = sandbox.Sandbox()  # run_here runs the programs one at a time, in this process
 
 
-def run_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None, str]:
-    """grade_sandbox.run_program for an exercise's program, in this process: graded_main with the
+def run_here(run: sandbox.Run, chosen, running) -> tuple[int | None, str]:
+    """sandbox.run_program for an exercise's program, in this process: graded_main with the
     program's arguments, in the rung's workspace, with the environment the sandbox would give it."""
     assert run.argv[1:3] == ["-c", exercise.RUN_CODE]
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in grade_sandbox.environment(run, run.server_url).items():
+        for name, value in sandbox.environment(run, run.server_url).items():
             patch.setenv(name, value)
         patch.chdir(run.workspace)
         patch.setattr(tempfile, "tempdir", str(run.folder))
@@ -61,7 +60,7 @@ def servers():
 @pytest.fixture
 def checked(monkeypatch, tmp_path, servers):
     """check(text, exercise) -> Verdict: the text written as the exercise's file, checked."""
-    monkeypatch.setattr(grade_sandbox, "run_program", run_here)
+    monkeypatch.setattr(sandbox, "run_program", run_here)
     monkeypatch.setattr(anthropic.Anthropic, "_calculate_retry_timeout", no_wait)
 
     def check(text: str, ex, lang: str = "en") -> exercise.Verdict:
@@ -118,7 +117,7 @@ def test_a_check_runs_the_program_as_the_grader_does(tmp_path):
     ex = EXERCISES[0]
     file = tmp_path / authoring.file_name(ex)
     file.write_text(authoring.build(ex))
-    result = exercise.check(file, ex, "en", grade_sandbox.choose("required"))
+    result = exercise.check(file, ex, "en", sandbox.choose("required"))
     assert result.not_written and "NotImplementedError" in result.reason
     assert f"{file.name}:" in result.reason  # where, in the student's own file
 
@@ -195,7 +194,7 @@ def test_an_exercise_file_is_a_plain_path_away(tmp_path):
 
 def test_a_teacher_sees_who_solved_which_without_collecting_files(capsys, tmp_path, monkeypatch):
     """grade --exercises FOLDER: one folder a student, each file checked as the student's check does."""
-    monkeypatch.setattr(grade_sandbox, "run_program", run_here)
+    monkeypatch.setattr(sandbox, "run_program", run_here)
     (tmp_path / "alice").mkdir()
     (tmp_path / "bob").mkdir()
     plan = by_number(4)

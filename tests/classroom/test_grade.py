@@ -12,8 +12,7 @@ from pathlib import Path
 from workbook import cli, processes
 from workbook.api import compare, contract
 from workbook.api.wire import recorded_message
-from workbook.classroom import grade, ladder, reasons, rung_server, students
-from workbook.classroom import sandbox as grade_sandbox
+from workbook.classroom import grade, ladder, reasons, rung_server, sandbox, students
 from workbook.replay import fixtures
 
 import pytest
@@ -382,13 +381,13 @@ def test_a_students_markup_and_tables_never_break_or_leak_into_the_report(capsys
 SECRETS = ("ANTHROPIC_CUSTOM_HEADERS", "ANTHROPIC_ADMIN_KEY", "CLAUDE_API_KEY", "AWS_SECRET_ACCESS_KEY")
 
 
-@pytest.mark.parametrize("sandbox", [pytest.param("auto", marks=needs_bwrap), "off"])
-def test_the_program_sees_only_the_allowlisted_environment(sandbox, capsys, monkeypatch):
+@pytest.mark.parametrize("sandbox_flag", [pytest.param("auto", marks=needs_bwrap), "off"])
+def test_the_program_sees_only_the_allowlisted_environment(sandbox_flag, capsys, monkeypatch):
     for name in (*SECRETS, "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"):
         monkeypatch.setenv(name, "sk-ant-teacher-secret")
     monkeypatch.setenv("IS_SANDBOX", "1")  # the teacher's own is never passed on: only bwrap says it
     dump = "import os; print(','.join(sorted(os.environ)))"
-    code, rows = graded(capsys, "--only", "loop", "--sandbox", sandbox, "--", PYTHON, "-c", dump)
+    code, rows = graded(capsys, "--only", "loop", "--sandbox", sandbox_flag, "--", PYTHON, "-c", dump)
     names = set(rows["loop"]["reason"].split("(exit 0: ")[1].split(")")[0].split(","))
     given = {
         "AGENT_TASK",
@@ -402,7 +401,7 @@ def test_the_program_sees_only_the_allowlisted_environment(sandbox, capsys, monk
     if rows["loop"]["sandbox"] == "bwrap":  # a sandbox Claude Code may run as root in
         given.add("IS_SANDBOX")
     assert given <= names
-    passed_on = {n for n in names - given if n in grade_sandbox.PASSED_ON or n.startswith("LC_")}
+    passed_on = {n for n in names - given if n in sandbox.PASSED_ON or n.startswith("LC_")}
     assert names == given | passed_on, "nothing else from the teacher's shell"
 
 
@@ -425,17 +424,17 @@ LEAVES_SLEEPERS = (
 )
 
 
-@pytest.mark.parametrize("sandbox", [pytest.param("auto", marks=needs_bwrap), "off"])
+@pytest.mark.parametrize("sandbox_flag", [pytest.param("auto", marks=needs_bwrap), "off"])
 @pytest.mark.parametrize("ending", ["exit", "hang"])
-def test_no_child_outlives_its_rung(sandbox, ending, tmp_path, capsys):
-    marker = str(900000 + os.getpid() % 1000 * 100 + len(sandbox) * 10 + len(ending))
+def test_no_child_outlives_its_rung(sandbox_flag, ending, tmp_path, capsys):
+    marker = str(900000 + os.getpid() % 1000 * 100 + len(sandbox_flag) * 10 + len(ending))
     script = tmp_path / "leaves_sleepers.py"
     script.write_text(LEAVES_SLEEPERS)
     argv = [
         "--only",
         "loop",
         "--sandbox",
-        sandbox,
+        sandbox_flag,
         "--timeout",
         "3",
         "--",

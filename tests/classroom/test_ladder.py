@@ -18,8 +18,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from workbook.classroom import ladder
-from workbook.classroom import sandbox as grade_sandbox
+from workbook.classroom import ladder, sandbox
 from workbook.replay.no_wait import no_wait
 
 import anthropic
@@ -36,24 +35,24 @@ from grading import (
 )
 
 
-def run_step_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None, str]:
-    """grade_sandbox.run_program for a workbook step, in this process: the step's main() with the
+def run_step_here(run: sandbox.Run, chosen, running) -> tuple[int | None, str]:
+    """sandbox.run_program for a workbook step, in this process: the step's main() with the
     program's argv (the task), in the rung's workspace, with the environment the sandbox gives a
     program (the rung's server as the API, the run's stand-in key, the rung's folder as HOME and TMPDIR).
     The grader judges what its server saw, as for a program; the exit code is main's."""
     step, task = Path(run.argv[1]).stem, run.argv[2:]
-    environment = grade_sandbox.environment(run, run.server_url)
+    environment = sandbox.environment(run, run.server_url)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tempfile, "tempdir", str(run.folder))
         return main_in_process(patch, run.folder / "runs", step, *task, cwd=run.workspace, **environment)
 
 
-def run_loop_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None, str]:
-    """grade_sandbox.run_program for a Python loop written outside the workbook, in this process: the
+def run_loop_here(run: sandbox.Run, chosen, running) -> tuple[int | None, str]:
+    """sandbox.run_program for a Python loop written outside the workbook, in this process: the
     file run as __main__ with the program's argv, in the rung's workspace, with the environment the
     sandbox gives a program. As the interpreter would: an uncaught exception prints its traceback and
     is exit code 1, a SystemExit is its code."""
-    environment = grade_sandbox.environment(run, run.server_url)
+    environment = sandbox.environment(run, run.server_url)
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         for name, value in environment.items():
@@ -74,11 +73,11 @@ def run_loop_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None,
     return code, out.getvalue()
 
 
-def run_here(run: grade_sandbox.Run, sandbox, running) -> tuple[int | None, str]:
-    """grade_sandbox.run_program, in this process: a workbook step's main(), or another Python loop."""
+def run_here(run: sandbox.Run, chosen, running) -> tuple[int | None, str]:
+    """sandbox.run_program, in this process: a workbook step's main(), or another Python loop."""
     if Path(run.argv[1]).stem in STEPS:
-        return run_step_here(run, sandbox, running)
-    return run_loop_here(run, sandbox, running)
+        return run_step_here(run, chosen, running)
+    return run_loop_here(run, chosen, running)
 
 
 def programs(runs: list, chosen: list[int], commands: dict) -> list[tuple[ladder.Rung, list[str]]]:
@@ -93,7 +92,7 @@ def grade_here(runs: list[tuple[ladder.Rung, list[str]]]) -> list[ladder.Result]
     does not spend it (workbook/replay/no_wait.py): the grader judges the requests it saw, never when
     they came. The programs graded in the sandbox wait as they would for a student."""
     with ladder.Servers() as servers, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(grade_sandbox, "run_program", run_here)
+        patch.setattr(sandbox, "run_program", run_here)
         patch.setattr(anthropic.Anthropic, "_calculate_retry_timeout", no_wait)
         results = []
         for rung, command in runs:

@@ -9,7 +9,7 @@ import time
 import tracemalloc
 from urllib.parse import urlsplit
 
-from workbook.classroom import students as classroom
+from workbook.classroom import students
 
 import anthropic
 import pytest
@@ -30,7 +30,7 @@ listening = pytest.fixture(on_a_socket, name="listening")
 
 
 def test_a_body_over_32_mb_is_a_413_answered_before_the_body_is_read(listening):
-    server, log = listening(limits=classroom.Limits(linger=0.2))
+    server, log = listening(limits=students.Limits(linger=0.2))
     # the headers alone, claiming 40 MB: the answer can only come before the body, which never comes
     received = raw_exchange(server.url, head(content_length=40 * 1024 * 1024))
     status, data = answer_of(received)
@@ -41,7 +41,7 @@ def test_a_body_over_32_mb_is_a_413_answered_before_the_body_is_read(listening):
 
 
 def test_a_client_that_sends_a_body_too_large_whole_still_reads_the_413(listening):
-    server, _ = listening(limits=classroom.Limits(body_bytes=2000))
+    server, _ = listening(limits=students.Limits(body_bytes=2000))
     client = anthropic.Anthropic(api_key="alice", base_url=server.url, max_retries=0)
     with pytest.raises(anthropic.RequestTooLargeError, match="the most is 2,000 bytes"):
         client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x" * 50_000}])
@@ -53,7 +53,7 @@ def test_a_client_that_sends_a_body_too_large_whole_still_reads_the_413(listenin
 
 
 def test_a_client_waiting_for_100_continue_hears_413_instead(listening):
-    server, _ = listening(limits=classroom.Limits(linger=0.2))
+    server, _ = listening(limits=students.Limits(linger=0.2))
     received = raw_exchange(server.url, head(content_length=40 * 1024 * 1024, expect="100-continue"))
     assert received.startswith(b"HTTP/1.1 413") and b"100 Continue" not in received
 
@@ -75,7 +75,7 @@ def test_two_different_content_lengths_are_a_400(listening):
 
 
 def test_a_chunked_body_is_read_and_its_size_checked(listening):
-    server, _ = listening(limits=classroom.Limits(body_bytes=1000))
+    server, _ = listening(limits=students.Limits(body_bytes=1000))
     body = json.dumps(request(TURN1)).encode()
     chunked = head(transfer_encoding="chunked", connection="close")
     chunks = b"".join(
@@ -99,7 +99,7 @@ def test_a_chunk_size_that_is_not_plain_hex_digits_is_a_400_before_anything_is_r
 
 
 def test_a_chunk_that_claims_gigabytes_is_a_413_once_its_data_passes_the_limit(listening):
-    server, _ = listening(limits=classroom.Limits(body_bytes=1000, linger=0.2))
+    server, _ = listening(limits=students.Limits(body_bytes=1000, linger=0.2))
     claim = head(transfer_encoding="chunked") + b"123456789\r\n"  # 4.9 GB, a size HTTP allows
     status, data = answer_of(raw_exchange(server.url, claim + b"x" * 5000))
     assert (status, data["error"]["type"]) == (413, "request_too_large")
@@ -158,7 +158,7 @@ def traced_peak(work) -> int:
 
 
 def test_a_huge_chunked_body_is_a_413_without_being_held(listening):
-    server, _ = listening(limits=classroom.Limits(body_bytes=2**20, linger=30))
+    server, _ = listening(limits=students.Limits(body_bytes=2**20, linger=30))
     parts = urlsplit(server.url)
     chunk = b"%x\r\n%s\r\n" % (64 * 1024, b"x" * 64 * 1024)
     answers = []
@@ -221,7 +221,7 @@ def test_a_head_over_64_kb_is_a_431(listening):
 
 
 def test_headers_sent_too_slowly_time_out_and_close_the_connection(listening):
-    server, log = listening(limits=classroom.Limits(headers=0.3))
+    server, log = listening(limits=students.Limits(headers=0.3))
     parts = urlsplit(server.url)
     with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
         sock.sendall(b"POST /v1/messages HTTP/1.1\r\n")
@@ -242,19 +242,19 @@ def test_headers_sent_too_slowly_time_out_and_close_the_connection(listening):
 
 
 def test_a_body_that_stops_arriving_times_out_and_closes_the_connection(listening):
-    server, log = listening(limits=classroom.Limits(body=0.2))
+    server, log = listening(limits=students.Limits(body=0.2))
     received = raw_exchange(server.url, head(content_length=100) + b'{"model":')  # 9 of 100 bytes
     assert received == b""  # closed without an answer
     assert "timed out" in log.getvalue()
 
 
 def test_an_idle_kept_alive_connection_is_closed_after_its_limit(listening):
-    server, _ = listening(limits=classroom.Limits(idle=0.2))
+    server, _ = listening(limits=students.Limits(idle=0.2))
     assert raw_exchange(server.url, b"") == b""
 
 
 def test_a_kept_alive_connection_is_closed_when_idle_after_a_reply(listening):
-    server, _ = listening(limits=classroom.Limits(idle=0.3))
+    server, _ = listening(limits=students.Limits(idle=0.3))
     parts = urlsplit(server.url)
     with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
         sock.sendall(head("GET /replay/status", connection="keep-alive"))
@@ -304,7 +304,7 @@ def test_requests_sent_back_to_back_or_in_pieces_are_each_answered_in_order(list
 
 
 def test_a_client_that_stops_reading_its_replies_is_closed_after_the_write_limit(listening):
-    server, log = listening(limits=classroom.Limits(write=0.3))
+    server, log = listening(limits=students.Limits(write=0.3))
     parts = urlsplit(server.url)
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window

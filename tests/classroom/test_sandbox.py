@@ -11,8 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbook.classroom import grade, keeper, ladder
-from workbook.classroom import sandbox as grade_sandbox
+from workbook.classroom import grade, keeper, ladder, sandbox
 
 import pytest
 from conftest import ROOT
@@ -213,14 +212,12 @@ def test_the_disk_a_program_fills_is_bounded(teacher, capsys, monkeypatch):
 @pytest.mark.parametrize("kind", KINDS)
 def test_output_keeps_its_head_and_tail_and_costs_no_memory(kind, tmp_path, monkeypatch):
     """300 MB printed: the grader keeps about KEPT_OUTPUT bytes of it, the first line and the last."""
-    sandbox = grade_sandbox.choose("auto")
+    chosen = sandbox.choose("auto")
     (tmp_path / "workspace").mkdir()
     flood = "import sys\nprint('FIRST')\nsys.stdout.write(('y' * 1023 + '\\n') * 300_000)\nprint('LAST')\n"
-    run = grade_sandbox.Run(
-        [PYTHON, "-c", flood], tmp_path, tmp_path / "workspace", "http://127.0.0.1:9", "g0", 60
-    )
-    code, output = grade_sandbox.run_program(run, sandbox, set())
-    assert code == 0 and len(output) < grade_sandbox.KEPT_OUTPUT + 200
+    run = sandbox.Run([PYTHON, "-c", flood], tmp_path, tmp_path / "workspace", "http://127.0.0.1:9", "g0", 60)
+    code, output = sandbox.run_program(run, chosen, set())
+    assert code == 0 and len(output) < sandbox.KEPT_OUTPUT + 200
     assert (
         output.startswith("FIRST\n") and output.endswith("LAST\n") and "bytes cut from the middle" in output
     )
@@ -230,7 +227,7 @@ def test_output_keeps_its_head_and_tail_and_costs_no_memory(kind, tmp_path, monk
 def test_programs_graded_together_cannot_reach_or_starve_each_other(teacher):
     """One program looks for another's relay socket in the scratch folder and hoards connections to its
     own; the correct program, graded at the same time, still passes."""
-    scratch_root = grade_sandbox.scratch.scratch_root()
+    scratch_root = sandbox.scratch.scratch_root()
     hoarder = (
         "import glob, socket, time\n"
         f"others = glob.glob({str(scratch_root)!r} + '/*relay*/api.sock')\n"
@@ -246,7 +243,7 @@ def test_programs_graded_together_cannot_reach_or_starve_each_other(teacher):
     folder = Path(tempfile.mkdtemp(prefix="student-"))
     (folder / "hoarder.py").write_text(hoarder)
     rung = grade.pick_rungs(["loop"])[0]
-    options = ladder.Options(timeout=30, sandbox=grade_sandbox.choose("auto"))
+    options = ladder.Options(timeout=30, sandbox=sandbox.choose("auto"))
     results = ladder.grade_runs(
         [(rung, [PYTHON, str(folder / "hoarder.py")]), (rung, [PYTHON, PLAIN])], options
     )
@@ -256,7 +253,7 @@ def test_programs_graded_together_cannot_reach_or_starve_each_other(teacher):
 
 def test_a_relay_carries_at_most_its_connections_at_once():
     server = socket.create_server(("127.0.0.1", 0))
-    relay = grade_sandbox.UnixRelay(f"http://127.0.0.1:{server.getsockname()[1]}")
+    relay = sandbox.UnixRelay(f"http://127.0.0.1:{server.getsockname()[1]}")
     clients = []
     try:
         for _ in range(keeper.CONNECTIONS + 4):
@@ -296,7 +293,7 @@ def test_a_reason_quotes_no_secret(kind, teacher, capsys, monkeypatch):
 
 @pytest.fixture
 def no_bubblewrap(monkeypatch):
-    monkeypatch.setattr(grade_sandbox, "find_bwrap", lambda: (None, "bubblewrap is hidden by this test"))
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: (None, "bubblewrap is hidden by this test"))
 
 
 @pytest.mark.parametrize("mode", ["auto", "required"])
@@ -312,7 +309,7 @@ def test_with_sandbox_off_the_report_and_the_table_say_the_programs_ran_with_you
 ):
     monkeypatch.setenv("COLUMNS", "200")
     code = grade.main(["--json", "--only", "loop", "--sandbox", "off", "--", PYTHON, "-c", "print('hi')"])
-    assert code == 1 and json.loads(capsys.readouterr().out)["sandbox"] == grade_sandbox.Sandbox().report()
+    assert code == 1 and json.loads(capsys.readouterr().out)["sandbox"] == sandbox.Sandbox().report()
     grade.main(["--only", "loop", "--sandbox", "off", "--", PYTHON, "-c", "print('hi')"])
     assert "programs ran in: no sandbox (--sandbox off)" in capsys.readouterr().out
 

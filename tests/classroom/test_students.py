@@ -10,7 +10,7 @@ import tracemalloc
 
 from workbook import scratch
 from workbook.api import json_text, wire
-from workbook.classroom import students as classroom
+from workbook.classroom import students
 from workbook.replay import fixtures
 
 import anthropic
@@ -452,7 +452,7 @@ def test_a_students_last_request_is_remembered_only_while_small_and_let_go_with_
     loaded = {"s01_hello_agent": fixtures.load_fixture(S01)}
     headers = {"anthropic-version": "2023-06-01"}
     sent = json.dumps(request(TURN1)).encode()
-    room = classroom.Classroom(loaded, out=io.StringIO(), limits=classroom.Limits(remembered_all=len(sent)))
+    room = students.Classroom(loaded, out=io.StringIO(), limits=students.Limits(remembered_all=len(sent)))
     for name in ("ann", "bob"):
         assert room.answer(name, json.loads(sent), None, headers, size=len(sent)).status == 200
     ann, bob = (room.cursors[(name, "s01_hello_agent")] for name in ("ann", "bob"))
@@ -487,7 +487,7 @@ def test_a_remembered_request_is_counted_by_its_cost_on_the_heap_not_its_length(
     tracemalloc.stop()
     assert json_text.measured(body)[1] >= on_heap > 4 * len(body)  # the estimate never undercounts
     del parsed
-    server, _ = serve(limits=classroom.Limits(remembered=2 * len(body)))
+    server, _ = serve(limits=students.Limits(remembered=2 * len(body)))
     assert post(server.client, request(TURN1))[0] == 200  # seated, and its small request kept
     assert server.classroom.remembered > 0
     post(server.client, body)  # a mistake against the recording: what matters is what is kept
@@ -511,7 +511,7 @@ def test_the_teacher_sees_one_line_per_request_and_a_class_table(serve):
 
 
 def test_the_class_is_capped_and_the_next_student_is_told_why(serve):
-    server, log = serve(limits=classroom.Limits(students=2))
+    server, log = serve(limits=students.Limits(students=2))
     assert post(server.client, request(TURN1), key="alice")[0] == 200
     assert post(server.client, request(TURN1), key="bob")[0] == 200
     refused_saying(server, "carol", "already keeps 2 students", "--max-students")
@@ -520,7 +520,7 @@ def test_the_class_is_capped_and_the_next_student_is_told_why(serve):
 
 
 def test_the_class_table_lists_at_most_its_limit_and_says_how_many_more(serve):
-    server, _ = serve(limits=classroom.Limits(listed=3))
+    server, _ = serve(limits=students.Limits(listed=3))
     for name in "abcde":
         post(server.client, request(TURN1), key=name)
     page = get(server.client, f"/?token={server.teacher_token}")
@@ -575,9 +575,9 @@ def test_the_log_cuts_a_reason_at_a_word_and_says_done_past_the_end(serve):
 
 def past_the_end_words() -> list[str]:
     messages = [*turn2(), {"role": "assistant", "content": BODY2["content"]}]
-    return classroom.past_the_end("s01_hello_agent", FIXTURE["exchanges"], messages).split()
+    return students.past_the_end("s01_hello_agent", FIXTURE["exchanges"], messages).split()
 
 
 def test_printable_escapes_controls_and_bidi_overrides_and_keeps_names_in_any_script():
-    assert classroom.printable("李雷 Zoë") == "李雷 Zoë"
-    assert classroom.printable("a\u202eb\nc\x00") == "a\\u202eb\\nc\\x00"
+    assert students.printable("李雷 Zoë") == "李雷 Zoë"
+    assert students.printable("a\u202eb\nc\x00") == "a\\u202eb\\nc\\x00"

@@ -198,22 +198,21 @@ def command(file: Path, exercise: Exercise) -> list[str]:
 
 def sandbox_for_student():
     """Your own file, on your own machine: in bubblewrap where it works, else with your rights."""
-    from workbook.classroom import sandbox as grade_sandbox
+    from workbook.classroom import sandbox
 
     try:
-        return grade_sandbox.choose("auto")
+        return sandbox.choose("auto")
     except errors.WorkbookError:
-        grade_sandbox.hide_from_programs()
-        return grade_sandbox.Sandbox()
+        sandbox.hide_from_programs()
+        return sandbox.Sandbox()
 
 
-def check(file: Path, exercise: Exercise, lang: str = "en", sandbox=None, servers=None) -> Verdict:
+def check(file: Path, exercise: Exercise, lang: str = "en", chosen=None, servers=None) -> Verdict:
     """Check a file of exercise's: its first mistake, as the grader names it, and the hint that fits.
     The rungs go one at a time, up to the first that fails (`servers`: ladder.Servers to share)."""
-    from workbook.classroom import ladder
-    from workbook.classroom import sandbox as grade_sandbox
+    from workbook.classroom import ladder, sandbox
 
-    options = ladder.Options(TIMEOUT, sandbox or sandbox_for_student())
+    options = ladder.Options(TIMEOUT, chosen or sandbox_for_student())
     rungs = [rung for name in exercise.rungs for rung in ladder.RUNGS if rung.name == name]
     reason = None
     with contextlib.ExitStack() as stack:
@@ -229,7 +228,7 @@ def check(file: Path, exercise: Exercise, lang: str = "en", sandbox=None, server
                     break
         except KeyboardInterrupt:
             for proc in list(ladder.RUNNING):
-                grade_sandbox.stop(proc)
+                sandbox.stop(proc)
             raise
     if reason is None and (exercise.table or exercise.replays):
         reason = unit_check(file, exercise, options)
@@ -239,17 +238,16 @@ def check(file: Path, exercise: Exercise, lang: str = "en", sandbox=None, server
 def unit_check(file: Path, exercise: Exercise, options) -> str | None:
     """Run the unit checks in a program of their own, as the rungs are run (the student's code never
     runs in the checker's process): its UNIT line, or why it gave none."""
-    from workbook.classroom import ladder
-    from workbook.classroom import sandbox as grade_sandbox
+    from workbook.classroom import ladder, sandbox
 
     folder = Path(tempfile.mkdtemp(prefix="exercise-"))
     workspace = folder / "workspace"
     workspace.mkdir()
-    run = grade_sandbox.Run(
+    run = sandbox.Run(
         [*command(file, exercise)[:4], "--unit"], folder, workspace, "http://127.0.0.1:9", "exercise", TIMEOUT
     )
     try:
-        code, output = grade_sandbox.run_program(run, options.sandbox, ladder.RUNNING)
+        code, output = sandbox.run_program(run, options.sandbox, ladder.RUNNING)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     for line in reversed(output.splitlines()):
@@ -446,7 +444,7 @@ def next_unsolved(lang: str) -> int:
 # -- for a class: who solved which -----------------------------------------------------------------
 
 
-def class_table(folder: Path, sandbox) -> tuple[list[str], dict[str, dict[int, Verdict]]]:
+def class_table(folder: Path, chosen) -> tuple[list[str], dict[str, dict[int, Verdict]]]:
     """Each student's exercise files under `folder` (one folder a student, the files in it or below it,
     named as in exercises/), each checked as the student's own check does: (students, their verdicts)."""
     from workbook.classroom import ladder
@@ -459,14 +457,14 @@ def class_table(folder: Path, sandbox) -> tuple[list[str], dict[str, dict[int, V
                 exercise = exercise_of(file)
             except errors.WorkbookError:
                 continue
-            found.setdefault(student, {})[exercise.number] = check(file, exercise, "en", sandbox, servers)
+            found.setdefault(student, {})[exercise.number] = check(file, exercise, "en", chosen, servers)
     return sorted(found), found
 
 
-def show_class(folder: Path, sandbox) -> int:
+def show_class(folder: Path, chosen) -> int:
     """`grade --exercises FOLDER`: a table, one row a student, one column an exercise: solved (x), tried
     but not yet (the first mistake's first words), or no file (-)."""
-    students, found = class_table(folder, sandbox)
+    students, found = class_table(folder, chosen)
     if not students:
         print(f"no exercise files (NN_<piece>.py) under {folder}")
         return 1
