@@ -1,10 +1,10 @@
 """s05_budget.py — Knowing when to stop.
 
 Adds over s04: before every call, a Budget checks --max-steps,
---max-tokens-total (200,000, as the article), --max-input-tokens and
---max-cost (a dated price table). A repeat brake holds back a third identical
-call, and an edit or a write that flips a file back again (A→B→A→B). Every
-stop is named, and the conversation is saved.
+--max-tokens-total (200,000, as the course chapter 「06 Agent Loop」 sets it),
+--max-input-tokens and --max-cost (a dated price table). A repeat brake holds
+back a third identical call, and an edit or a write that flips a file back
+again (A→B→A→B). Every stop is named, and the conversation is saved.
 
     user task
         v
@@ -53,7 +53,9 @@ DEFAULT_FIXTURE = "fixtures/s05_max_steps.json"
 # -- new in s05: limits — steps, tokens, one request's input, estimated cost ------------------------
 
 MAX_STEPS = 50  # model calls in one run (--max-steps)
-MAX_TOKENS_TOTAL = 200_000  # input + output tokens summed over the run, cached ones included: as the article
+MAX_TOKENS_TOTAL = (
+    200_000  # input + output tokens summed over the run, cached ones included: 「06 Agent Loop」's
+)
 MAX_INPUT_TOKENS = 150_000  # one request's input: history only grows, so the next request is larger
 MAX_COST = 5.00  # dollars, estimated (--max-cost) from list prices dated prices.PRICES_AS_OF; warned at 80%
 COST_WARNING = 0.8

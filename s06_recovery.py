@@ -152,11 +152,11 @@ def go_on(messages: list, response: Message, state: Recovery) -> None:
     continue_cut(messages, response, CONTINUE_PROMPT)
 
 
-def continue_cut(messages: list, response: Message, go_on: str) -> None:
-    """After a cut reply is appended: answer its tool calls (never run: their input may be cut) and ask
-    the model to `go_on`. Answering keeps the reply verbatim and tells the model exactly what happened."""
+def continue_cut(messages: list, response: Message, prompt: str) -> None:
+    """After a cut reply is appended: answer its tool calls (never run: their input may be cut), and
+    `prompt` the model to go on. Answering keeps the reply verbatim and tells the model what happened."""
     results = show_cut_calls(response, TRUNCATED_CALL.format(response.stop_reason))
-    messages.append({"role": "user", "content": [*results, {"type": "text", "text": go_on}]})
+    messages.append({"role": "user", "content": [*results, {"type": "text", "text": prompt}]})
 
 
 def show_cut_calls(response: Message, answer: str) -> list:

@@ -256,7 +256,7 @@ class RecordedPerson:
                 return None
             from workbook.display import say  # here: copying a workspace must not load the SDK
 
-            say(f"the recording says yes to this {call.name} call (a trusted fixture's own)")
+            say(f"the gate asks a person about this {call.name} call; the trusted recording answers yes")
             return True
         return self.otherwise(call, danger) if self.otherwise else None
 
