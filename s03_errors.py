@@ -245,7 +245,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 max_tokens=MAX_TOKENS,
             )
         turns.append(response)
-        display.show_turn(len(turns), response)
+        display.show_turn(response)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})

@@ -337,7 +337,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
                 max_tokens=MAX_TOKENS,
             )
         turns.append(response)
-        display.show_turn(len(turns), response)
+        display.show_turn(response)
         display.show_spend(budget, budget.spend(response))  # (new in s05) its tokens and cost, counted
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.

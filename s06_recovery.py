@@ -109,10 +109,15 @@ def numbered(turn: int, resent_by: str | None) -> tuple[int, str]:
     return (turn, f"{turn}, sent again ({resent_by})") if resent_by else (turn + 1, str(turn + 1))
 
 
-def count_turn(turns: list, response: Message, budget: Budget, label, streamed: bool = False) -> None:
-    """A reply is a step, as s05's loop counts one: kept, shown, and its tokens and cost spent."""
+def count_turn(
+    turns: list, response: Message, budget: Budget, streamed: bool = False, rule: str = ""
+) -> None:
+    """A reply is a step, as s05's loop counts one: kept, shown, and its tokens and cost spent. `rule`
+    opens a reply whose request went out without the loop's display.waiting (s08's compaction summary)."""
+    if rule:
+        display.rule(rule)
     turns.append(response)
-    display.show_turn(label, response, streamed)
+    display.show_turn(response, streamed)
     display.show_spend(budget, budget.spend(response))
 
 
@@ -212,7 +217,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         streamed = settings.stream or state.max_tokens > MAX_TOKENS
         with display.waiting(label, streamed):
             response = call(client, messages, settings, streamed)
-        count_turn(turns, response, budget, label, streamed)
+        count_turn(turns, response, budget, streamed)
 
         # 2. (new in s06) Name the transition: how the call ended, and what recovery tried.
         transition, why = next_transition(response, state)

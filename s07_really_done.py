@@ -194,7 +194,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         streamed = settings.stream or state.max_tokens > MAX_TOKENS
         with display.waiting(label, streamed):
             response = call(client, messages, settings, streamed)
-        count_turn(turns, response, budget, label, streamed)
+        count_turn(turns, response, budget, streamed)
 
         # 2. Name the transition (s06). (new in s07) Once the model ends its turn, the stop hook runs.
         hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end

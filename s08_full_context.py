@@ -279,7 +279,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         with display.waiting(label, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)
         if response is not None:
-            count_turn(turns, response, budget, label, streamed)
+            count_turn(turns, response, budget, streamed)
 
         # 2. Name the transition (s06, s07); (new in s08) too long first.
         hook = run_stop_hook(settings, response) if response is not None else None
@@ -302,7 +302,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":  # a repair: the conversation is mended and sent again
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # new in s08: a compaction's summary is a model call: it costs a step
-                count_turn(turns, summary, budget, f"{turn}, its summary")
+                count_turn(turns, summary, budget, rule=f"turn {turn}, its summary")
             continue
 
         # 4. Run the tool calls as s05 does: reads side by side, the repeat brake.

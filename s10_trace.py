@@ -216,7 +216,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         with display.waiting(label, streamed):
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
-            count_turn(turns, response, budget, label, streamed)
+            count_turn(turns, response, budget, streamed)
         trace_call(settings, messages, response, started, streamed)
 
         # 2. Name the transition (s06, s07, s08), and trace it.
@@ -240,7 +240,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":  # a repair: the conversation is mended and sent again
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # a compaction's summary is a model call: it costs a step
-                count_turn(turns, summary, budget, f"{turn}, its summary")
+                count_turn(turns, summary, budget, rule=f"turn {turn}, its summary")
             continue
 
         # 4. Run the tool calls as s09 does (a Ctrl-C lets them finish). (new in s10) The turn, traced.

@@ -64,15 +64,17 @@ def spinner(on: Console):
     return on.status("waiting for the model…")
 
 
+def rule(title: str) -> None:
+    """A line across the screen, titled: where a model call's output begins."""
+    console.rule(title)
+
+
 @contextmanager
 def waiting(turn: int | str, streamed: bool = False):
-    """While the model answers: a streamed turn opens with its rule (its text then prints as it comes);
-    a whole one shows the spinner, at a terminal only."""
-    if streamed:
-        console.rule(f"turn {turn}")
-        yield
-        return
-    status = spinner(console) if console.is_terminal else None
+    """A turn opens with its rule, so what happens while the model answers (a retry, a streamed reply's
+    text) shows under the turn it belongs to; a whole reply is waited for with a spinner, at a terminal."""
+    rule(f"turn {turn}")
+    status = spinner(console) if console.is_terminal and not streamed else None
     if status:
         status.start()
     try:
@@ -82,10 +84,9 @@ def waiting(turn: int | str, streamed: bool = False):
             status.stop()
 
 
-def show_turn(turn: int | str, response: anthropic.types.Message, streamed: bool = False) -> None:
-    """One turn: the model's text (unless it was streamed as it came), then the stop reason and tokens."""
+def show_turn(response: anthropic.types.Message, streamed: bool = False) -> None:
+    """A reply: the model's text (unless it was streamed as it came), then the stop reason and tokens."""
     if not streamed:
-        console.rule(f"turn {turn}")
         for block in response.content:
             if block.type == "text":
                 console.print(f"[bold]model:[/] {escape(printable(block.text))}")

@@ -437,8 +437,10 @@ def test_fix_with_retry_shows_both_retries_then_the_same_fix(replays):
         "overloaded (529) — retrying in N s, attempt 2 of 5",
         "rate limited (429) — retrying in N s (as the server asked), attempt 2 of 5",
     ]
-    assert out.index("overloaded (529)") < out.index("turn 1 ") < out.index("rate limited (429)")
-    assert out.index("rate limited (429)") < out.index("turn 6 ") < out.index("3 passed, 0 failed")
+    # each retry shows under the rule of the turn whose call it retries
+    assert out.index("turn 1 ") < out.index("overloaded (529)") < out.index("turn 2 ")
+    assert out.index("turn 6 ") < out.index("rate limited (429)") < out.index("turn 7 ")
+    assert out.index("turn 7 ") < out.index("3 passed, 0 failed")
     assert (
         out.index("turn 3 ") < out.index("error: FileNotFoundError") < out.index("turn 4 ")
     )  # read, corrected

@@ -139,7 +139,7 @@ def test_the_terminal_shows_the_models_words_as_it_wrote_them():
         content, stop_reason, usage = [Text()], "end_turn", Usage()
 
     with display.console.capture() as captured:  # the console every step prints on, as it is set up
-        display.show_turn(1, Reply())
+        display.show_turn(Reply())
         display.say(said)
         display.error("error", said)
     lines = [line for line in captured.get().splitlines() if ":fire:" in line]
