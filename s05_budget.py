@@ -153,6 +153,14 @@ HELD = "held back"  # what the brake remembers as the result of a call it held b
 
 
 @dataclass
+class Asked:
+    """One call the model asked for, as the brake compares calls."""
+
+    call: str  # the tool's name and its input, as JSON
+    result: str | None = None  # what it gave once it ran (HELD: the brake answered it); None until then
+
+
+@dataclass
 class RepeatBrake:
     """The brake on a model going round in circles. It sees every call in the order asked, and holds one
     back (answers it with an error asking for another approach) when the REPEAT_LIMIT - 1 calls just
@@ -160,7 +168,7 @@ class RepeatBrake:
     finds it changing a file back again. Asking again for a call held back stops the run."""
 
     workspace: Path | None = None  # where the files are, for Circles (None: unknown)
-    recent: list = field(default_factory=list)  # [call, result] of the latest calls; result None: not yet
+    recent: list[Asked] = field(default_factory=list)  # the latest calls, oldest first
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
     circles: "Circles" = field(init=False)  # the files' changes so far, to catch one going back again
 
@@ -175,12 +183,12 @@ class RepeatBrake:
             answer = self.answer(call, block)
             if answer:
                 held[block.id] = answer
-            self.recent.append([call, HELD if answer else None])
+            self.recent.append(Asked(call, HELD if answer else None))
         return held
 
     def answer(self, call: str, block) -> str | None:
         """None to let this call run, or the error that answers it instead."""
-        if self.recent and self.recent[-1] == [call, HELD]:
+        if self.recent and self.recent[-1] == Asked(call, HELD):
             self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
             return "error: not run: refused again, so this run stops here."
         if self.repeats(call):
@@ -197,18 +205,20 @@ class RepeatBrake:
         """Whether the REPEAT_LIMIT - 1 calls just before were this same call, giving one same result (a
         call asked earlier in this turn has no result yet: it counts as the same)."""
         before = self.recent[-(REPEAT_LIMIT - 1) :]
-        results = {result for _, result in before if result is not None}
+        results = {asked.result for asked in before if asked.result is not None}
         return (
             len(before) == REPEAT_LIMIT - 1
-            and all(asked == call for asked, _ in before)
+            and all(asked.call == call for asked in before)
             and len(results) <= 1
         )
 
     def remember(self, results: list[dict]) -> None:
-        """What this turn's calls gave, in tool_use order (a call held back keeps HELD): what the next
-        calls are compared with. Only the latest REPEAT_LIMIT - 1 are kept."""
-        for entry, result in zip(self.recent[-len(results) :], results):
-            entry[1] = entry[1] or json.dumps([result["content"], result["is_error"]])
+        """What this turn's calls gave, in the order asked (a call held back keeps HELD); then only the
+        latest REPEAT_LIMIT - 1 calls are kept, all that the next calls are compared with."""
+        this_turn = self.recent[len(self.recent) - len(results) :]  # hold_back added them last
+        for asked, result in zip(this_turn, results):
+            if asked.result is None:
+                asked.result = json.dumps([result["content"], result["is_error"]])
         del self.recent[: -(REPEAT_LIMIT - 1)]
         self.circles.remember(results)
 
@@ -221,17 +231,17 @@ IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
     "write_file": "error: not run: this write redoes one you already undid (you wrote A, B, then A, and now "
     "B again): the writes are going in circles. Decide which version is right, say why, and stop writing it.",
 }
+KEPT_TEXTS = 4  # a file's latest texts: three make a circle (A, B, A), one more lets a failed change go
 
 
 @dataclass
 class Circles:
-    """Each file's texts, change by change, as the edits and writes the brake lets through leave them. A
-    change is judged by the text it would leave, so an edit and a write share a file's history."""
+    """Each file's latest texts, as the edits and writes the brake lets through leave them. A change is
+    judged by the text it would leave, so an edit and a write share a file's history."""
 
     workspace: Path | None = None  # where the files are (None: a file's text before a change is unknown)
-    files: dict = field(default_factory=dict)  # path -> its text as the changes let through leave it
-    texts: dict = field(default_factory=dict)  # path -> the texts it went through, in order, as hashes
-    pending: dict = field(default_factory=dict)  # tool_use id -> (path, its text before): until it ran
+    texts: dict = field(default_factory=dict)  # path -> its latest texts, oldest first; the last is now
+    pending: dict = field(default_factory=dict)  # tool_use id -> path: a change not yet known to work
 
     def flips_back(self, block) -> bool:
         """Whether this edit or write redoes a change to a file after its undo: the file went A to B,
@@ -240,16 +250,15 @@ class Circles:
         path = given.get("path")
         if block.name not in ("edit_file", "write_file") or not isinstance(path, str):
             return False
-        before = self.files[path] if path in self.files else self.on_disk(path)
+        texts = self.texts.get(path) or [self.on_disk(path)]
+        before = texts[-1]
         after = given.get("content") if block.name == "write_file" else edited(before, given)
         if not isinstance(after, str) or after == before:
             return False  # an edit that will fail, or a change to the same text: no circle
-        texts = self.texts.setdefault(path, [hash(before)])
-        if texts[-3:] == [hash(before), hash(after), hash(before)]:  # A, B, A: and this makes it B
+        if texts[-3:] == [before, after, before]:  # A, B, A: and this makes it B
             return True
-        texts.append(hash(after))
-        self.files[path] = after
-        self.pending[block.id] = (path, before)  # taken back in remember() if the call fails
+        self.texts[path] = [*texts, after][-KEPT_TEXTS:]
+        self.pending[block.id] = path  # taken back in remember() if the call fails
         return False
 
     def on_disk(self, path: str) -> str | None:
@@ -263,11 +272,10 @@ class Circles:
             return None
 
     def remember(self, results: list[dict]) -> None:
-        """A change that failed or was refused left the file as it was: take it back."""
+        """A change that failed or was refused left the file as it was: its text is taken back."""
         for result in results:
-            path, before = self.pending.pop(result["tool_use_id"], (None, None))
+            path = self.pending.pop(result["tool_use_id"], None)
             if path is not None and result["is_error"]:
-                self.files[path] = before
                 self.texts[path].pop()
         self.pending.clear()
 
