@@ -23,7 +23,8 @@ again (A→B→A→B). Every stop is named, and the conversation is saved.
            | the other calls                                |
            +================================================+
 
-Run: python s05_budget.py   replay: --max-steps 3 stops a review
+Run: python s05_budget.py   replay: the brake holds back a third same read,
+                             then --max-steps 5 stops the review
      python s05_budget.py --replay fixtures/s05_token_budget.json
      python s05_budget.py --replay fixtures/s04_repeated_call.json
      python s05_budget.py "task" --max-cost 0.50   live, ANTHROPIC_API_KEY
@@ -47,7 +48,7 @@ from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS
 from s03_errors import CLIENT_OPTIONS, FATAL, call_model, stop_cleanly
 
-DEFAULT_FIXTURE = "fixtures/s05_max_steps.json"
+DEFAULT_FIXTURE = "fixtures/s05_brake_then_limit.json"
 
 
 # -- new in s05: limits — steps, tokens, one request's input, estimated cost ------------------------

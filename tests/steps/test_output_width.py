@@ -210,7 +210,12 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
         "   group 1: 2 reads ran together",
         "   group 2: edit_file inventory/__init__.py, alone",
     ],
-    "s05_budget": ["run ended: max steps: 3 model calls made (--max-steps 3)", "conversation saved:"],
+    "s05_budget": [
+        "  error: not run: this is the same read_file call with the same input 3 times in",
+        "model: Right: reading api.md again gives nothing new.",
+        "run ended: max steps: 5 model calls made (--max-steps 5)",
+        "conversation saved:",
+    ],
     "s06_recovery": [
         "→ escalate  cut at 8000 tokens: reply dropped, sent again with 64000",
         "  never run: its input was cut off, and the reply is dropped and asked for again",

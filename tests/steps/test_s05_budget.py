@@ -391,6 +391,7 @@ REPLAYED_BY_S05 = sorted(  # the recordings whose `script` is s05's
 )
 REPLAYS = {  # fixture -> how the run ends
     "s05_max_steps": "run ended: max steps: 3 model calls made (--max-steps 3)",
+    "s05_brake_then_limit": "run ended: max steps: 5 model calls made (--max-steps 5)",
     "s05_token_budget": "run ended: token budget: 5,515 tokens in and out (--max-tokens-total 5,000)",
     "s04_repeated_call": "run ended: repeated call: read_file",
     "s04_write_flip_flop": "run ended: the model ended its turn (stop_reason end_turn)",
@@ -416,7 +417,7 @@ def test_the_token_budget_replay_shows_the_cost_warning_and_the_summary_total(sc
     assert re.search(r"total\s*│\s*│\s*5,275\s*│\s*240\s*│\s*\$0\.0194", out)
 
 
-def test_the_default_replay_shows_a_limit_stopping_the_run_and_the_work_saved(monkeypatch):
+def test_the_default_replay_shows_the_brake_then_a_limit_stopping_the_run_and_the_work_saved(monkeypatch):
     s05 = load_step("s05_budget")
     out = io.StringIO()
     monkeypatch.setattr(s05, "console", Console(file=out, width=200))
@@ -424,11 +425,12 @@ def test_the_default_replay_shows_a_limit_stopping_the_run_and_the_work_saved(mo
     monkeypatch.chdir(ROOT)
     assert s05.main([]) == 0
     said = out.getvalue()
-    assert (
-        "offline replay of fixtures/s05_max_steps.json" in said and "the fixture sets --max-steps 3" in said
-    )
-    assert "run ended: max steps: 3 model calls made (--max-steps 3)" in said
-    assert "conversation saved:" in said
+    assert "offline replay of fixtures/s05_brake_then_limit.json" in said
+    assert "the fixture sets --max-steps 5" in said
+    held = said.index("error: not run: this is the same read_file call with the same input 3 times in a row")
+    changed = said.index("model: Right: reading api.md again gives nothing new.")
+    limit = said.index("run ended: max steps: 5 model calls made (--max-steps 5)")
+    assert held < changed < limit < said.index("conversation saved:")
 
 
 def test_a_reader_who_lifts_the_limit_sees_the_recording_run_out(script):
