@@ -107,8 +107,7 @@ RULES = [  # behaviour the harness cannot enforce in code, so it asks for it at 
 
 def constitution(workspace: Path, facts: dict | None) -> str:
     """The system prompt, built each run, at the top of every request: who (identity), where (folder, OS,
-    date, git, the workspace's AGENTS.md or CLAUDE.md), how (rules). facts=None: SYSTEM alone, as fixtures
-    recorded before s02 gathered an environment were sent (and so their replays send)."""
+    date, git, the workspace's AGENTS.md or CLAUDE.md), how (rules). No facts gathered: SYSTEM alone."""
     if facts is None:
         return SYSTEM
     lines = [f"- {label}: {facts[key]}" for key, label in environment.LABELS.items() if facts.get(key)]
@@ -231,8 +230,8 @@ REGISTRY = {
 
 # -- new in s02: the permission gate — who says yes before a write or a command runs -----------------
 
-# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs); an
-# allowlist, since the denylist it replaced let `rm --recursive --force ../dir` and `find . -delete` pass.
+# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs). An
+# allowlist, as no denylist names every way to delete (`rm --recursive --force ../dir`, `find . -delete`).
 READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
 SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
 
@@ -269,8 +268,8 @@ def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, st
         return "allowed", None
     if permission == "deny":
         return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    if permission == "ask":  # the person at this terminal, every time (`ask` is who auto asks)
-        return asked(call, ask_person)
+    if permission == "ask":  # --permission ask: the person at this terminal, about every call
+        return asked(call, ask_person)  # (the `ask` passed in is who auto asks, below)
     if tool.name != "bash":
         return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
     why = not_read_only(call.input["command"])
