@@ -287,7 +287,7 @@ def asked(call, ask: Person | None, why: str = "") -> tuple[str, str | None]:
         return "denied", "denied: the user said no to this call. Do not retry it; do something else."
     if danger:
         return "denied", (
-            f"denied: this command needs a person's yes ({danger}), and this run has nobody to ask "
+            f"denied: this command needs a person's yes ({danger}), and no person gave one "
             "(--permission auto). Do without it, or leave it to the user."
         )
     return "refused", (

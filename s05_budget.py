@@ -1,7 +1,7 @@
 """s05_budget.py — Knowing when to stop.
 
 Adds over s04: before every call, a Budget checks --max-steps,
---max-tokens-total (200,000, as the course chapter 「06 Agent Loop」 sets it),
+--max-tokens-total (200,000, the figure of the article 「06 Agent Loop」),
 --max-input-tokens and --max-cost (a dated price table). A repeat brake holds
 back a third identical call, and an edit or a write that flips a file back
 again (A→B→A→B). Every stop is named, and the conversation is saved.
@@ -54,9 +54,7 @@ DEFAULT_FIXTURE = "fixtures/s05_brake_then_limit.json"
 # -- new in s05: limits — steps, tokens, one request's input, estimated cost ------------------------
 
 MAX_STEPS = 50  # model calls in one run (--max-steps)
-MAX_TOKENS_TOTAL = (
-    200_000  # input + output tokens summed over the run, cached ones included: 「06 Agent Loop」's
-)
+MAX_TOKENS_TOTAL = 200_000  # input + output tokens over the run, cached ones included (「06 Agent Loop」)
 MAX_INPUT_TOKENS = 150_000  # one request's input: history only grows, so the next request is larger
 MAX_COST = 5.00  # dollars, estimated (--max-cost) from list prices dated prices.PRICES_AS_OF; warned at 80%
 COST_WARNING = 0.8
@@ -157,6 +155,7 @@ HELD = "held back"  # what the brake remembers as the result of a call it held b
 class Asked:
     """One call the model asked for, as the brake compares calls."""
 
+    id: str  # its tool_use id
     call: str  # the tool's name and its input, as JSON
     result: str | None = None  # what it gave once it ran (HELD: the brake answered it); None until then
 
@@ -184,12 +183,13 @@ class RepeatBrake:
             answer = self.answer(call, block)
             if answer:
                 held[block.id] = answer
-            self.recent.append(Asked(call, HELD if answer else None))
+            self.recent.append(Asked(block.id, call, HELD if answer else None))
         return held
 
     def answer(self, call: str, block) -> str | None:
         """None to let this call run, or the error that answers it instead."""
-        if self.recent and self.recent[-1] == Asked(call, HELD):
+        last = self.recent[-1] if self.recent else None
+        if last and last.call == call and last.result == HELD:  # held back, and asked for again
             self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
             return "error: not run: refused again, so this run stops here."
         if self.repeats(call):
@@ -214,12 +214,14 @@ class RepeatBrake:
         )
 
     def remember(self, results: list[dict]) -> None:
-        """What this turn's calls gave, in the order asked (a call held back keeps HELD); then only the
+        """What this turn's calls gave, by tool_use id (a call held back keeps HELD); then only the
         latest REPEAT_LIMIT - 1 calls are kept, all that the next calls are compared with."""
-        this_turn = self.recent[len(self.recent) - len(results) :]  # hold_back added them last
-        for asked, result in zip(this_turn, results):
+        gave = {
+            result["tool_use_id"]: json.dumps([result["content"], result["is_error"]]) for result in results
+        }
+        for asked in self.recent:
             if asked.result is None:
-                asked.result = json.dumps([result["content"], result["is_error"]])
+                asked.result = gave.get(asked.id)
         del self.recent[: -(REPEAT_LIMIT - 1)]
         self.circles.remember(results)
 

@@ -2,8 +2,9 @@
 
 Adds over s05: each iteration ends in a named transition. A reply cut short
 by max_tokens never has its tool calls run: the same request is sent again
-with room to finish (64k tokens, streamed: a reply that long must be), and if
-it is cut again, the model is asked to go on where it stopped.
+with room to finish (64k tokens, streamed: the SDK refuses to wait for that
+long a reply whole), and if it is cut again, the model is asked to go on
+where it stopped.
 
     +------------+ stop_reason +=============================================+
     | call model | ----------> | next_transition() (new): name the next move |
@@ -37,7 +38,7 @@ from s05_budget import Budget, RepeatBrake, run_tools, stopped
 DEFAULT_FIXTURE = "fixtures/s06_escalation.json"
 
 
-# -- new in s06: replies stream — an escalated reply of 64k tokens must, and text shows as it comes --
+# -- new in s06: replies stream — the SDK will not wait for 64k tokens whole; text shows as it comes -
 
 
 def stream_reply(client: anthropic.Anthropic, **request) -> Message:
@@ -64,7 +65,7 @@ class Retry(s03.Retry):
 # -- new in s06: the recovery chain — every iteration ends in a named transition -------------------
 
 ESCALATED_MAX_TOKENS = 64_000  # max_tokens, first answer: the same request with room to finish (streamed)
-MAX_CONTINUATIONS = 3  # max_tokens again: "go on where you stopped", at most this often per turn
+MAX_CONTINUATIONS = 3  # max_tokens again: "go on where you stopped", at most this often till tools run
 CONTINUE_PROMPT = (
     "Your last reply was cut off by the output token limit. Continue exactly where it stopped, "
     "with no apology and no recap. If a tool call was cut off, make it again in full."
@@ -109,13 +110,8 @@ def numbered(turn: int, resent_by: str | None) -> tuple[int, str]:
     return (turn, f"{turn}, sent again ({resent_by})") if resent_by else (turn + 1, str(turn + 1))
 
 
-def count_turn(
-    turns: list, response: Message, budget: Budget, streamed: bool = False, rule: str = ""
-) -> None:
-    """A reply is a step, as s05's loop counts one: kept, shown, and its tokens and cost spent. `rule`
-    opens a reply whose request went out without the loop's display.waiting (s08's compaction summary)."""
-    if rule:
-        display.rule(rule)
+def count_turn(turns: list, response: Message, budget: Budget, streamed: bool = False) -> None:
+    """A reply is a step, as s05's loop counts one: kept, shown, and its tokens and cost spent."""
     turns.append(response)
     display.show_turn(response, streamed)
     display.show_spend(budget, budget.spend(response))
@@ -225,7 +221,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 3. (new in s06) Each transition's move: end the run, or repair and send again, or go on.
         match transition:
-            case "fail":  # recovery gave up: the reply is dropped, and the run ends
+            case "fail":  # recovery gave up: the cut reply is not kept (its calls are cut), and the run ends
                 stopped(settings, f"recovery gave up: {why}")
                 return turns
             case "done":  # the model ended its turn: its reply is kept, and the run ends

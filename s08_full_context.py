@@ -178,6 +178,13 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
     return summary
 
 
+def count_summary(turns: list, summary: Message, budget, turn: int) -> None:
+    """Compaction's request for a summary is a model call of its own: its reply opens with a rule of its
+    own (it was asked for inside recover(), not under the loop's turn), and counts as a step."""
+    display.rule(f"turn {turn}, its summary")
+    count_turn(turns, summary, budget)
+
+
 def old_results(messages: list, keep: int = KEEP_RECENT_RESULTS) -> list[int]:
     """Indexes of the messages holding tool results, but the newest `keep` of them."""
     holders = [i for i, m in enumerate(messages) if any(b["type"] == "tool_result" for b in blocks(m))]
@@ -302,7 +309,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":  # a repair: the conversation is mended and sent again
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # new in s08: a compaction's summary is a model call: it costs a step
-                count_turn(turns, summary, budget, rule=f"turn {turn}, its summary")
+                count_summary(turns, summary, budget, turn)
             continue
 
         # 4. Run the tool calls as s05 does: reads side by side, the repeat brake.

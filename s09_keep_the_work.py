@@ -42,7 +42,14 @@ from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s05_budget import RepeatBrake, stopped
 from s06_recovery import count_turn, log_transition, numbered
 from s07_really_done import append_reply, run_stop_hook
-from s08_full_context import SENT_AGAIN, Settings, call_unless_too_long, next_transition, recover
+from s08_full_context import (
+    SENT_AGAIN,
+    Settings,
+    call_unless_too_long,
+    count_summary,
+    next_transition,
+    recover,
+)
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
 
@@ -217,7 +224,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":  # a repair: the conversation is mended and sent again
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # a compaction's summary is a model call: it costs a step
-                count_turn(turns, summary, budget, rule=f"turn {turn}, its summary")
+                count_summary(turns, summary, budget, turn)
             continue
 
         # 4. Run the tool calls as s05 does: reads side by side, the repeat brake. (new in s09) A first

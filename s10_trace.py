@@ -39,7 +39,7 @@ from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
 from s05_budget import RepeatBrake
 from s06_recovery import count_turn, numbered
 from s07_really_done import append_reply, run_stop_hook
-from s08_full_context import NO_TOOLS, SENT_AGAIN, call_unless_too_long, next_transition
+from s08_full_context import NO_TOOLS, SENT_AGAIN, call_unless_too_long, count_summary, next_transition
 from s09_keep_the_work import (
     answer_open_calls,
     first_messages,
@@ -240,7 +240,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":  # a repair: the conversation is mended and sent again
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # a compaction's summary is a model call: it costs a step
-                count_turn(turns, summary, budget, rule=f"turn {turn}, its summary")
+                count_summary(turns, summary, budget, turn)
             continue
 
         # 4. Run the tool calls as s09 does (a Ctrl-C lets them finish). (new in s10) The turn, traced.

@@ -196,7 +196,7 @@ def test_errors_name_paths_as_the_model_knows_them(ws):
 def test_a_dangerous_command_is_denied_when_nobody_can_say_yes(ws, command):
     output, is_error = call("bash", {"command": command}, ws)  # no terminal here: nobody to ask
     assert is_error and output.startswith("denied: this command needs a person's yes (")
-    assert "this run has nobody to ask (--permission auto)" in output
+    assert "and no person gave one (--permission auto)" in output
     assert (ws / "pkg" / "mod.py").exists()
 
 

@@ -252,11 +252,13 @@ class RecordedPerson:
 
     def __call__(self, call, danger: str | None) -> bool | None:
         if self.vouches_for(call):
-            if danger:
-                return None
             from workbook.display import say  # here: copying a workspace must not load the SDK
 
-            say(f"the gate asks a person about this {call.name} call; the trusted recording answers yes")
+            asks = f"the gate asks a person about this {call.name} call"
+            if danger:  # a recording cannot give a person's yes to what needs one
+                say(f"{asks}; no recording may say yes to it")
+                return None
+            say(f"{asks}; the trusted recording answers yes")
             return True
         return self.otherwise(call, danger) if self.otherwise else None
 
