@@ -1,12 +1,13 @@
 """s02_tools.py — Tools as data: schemas, a dispatch map, a harness that says no.
 
-Adds over s01: a system prompt built each run (`constitution()`: who, where,
-by what rules), and six tools as JSON Schema and a dispatch map, in place of
-one bash call. Every call goes through `execute()`: input checked against the
+Adds over s01: six tools as JSON Schema and a dispatch map, in place of one
+bash call. Every call goes through `execute()`: input checked against the
 schema, a permission gate (`--permission ask|auto|deny|all`; auto runs the
 file tools, kept in the workspace, and read-only commands unasked, and asks
 about any other command), output cut; whatever a handler raises is an
-`is_error` result the model reads.
+`is_error` result the model reads. With the tools comes the system prompt
+that tells the model how to use them, built each run (`constitution()`: who,
+where, by what rules).
 
     user task
         |
@@ -92,31 +93,6 @@ TOOLS = s01.TOOLS + [
     },
 ]
 DEFAULT_FIXTURE = "fixtures/s02_fix_divide_by_zero.json"
-
-
-# -- new in s02: the system prompt, the loop's constitution — who the agent is, where, by what rules ---
-
-IDENTITY = "You are a coding agent."
-SYSTEM = f"{IDENTITY} Use the tools to solve tasks in the workspace. Act, don't explain."
-RULES = [  # behaviour the harness cannot enforce in code, so it asks for it at the top of every request
-    "Match the project's existing style: naming, layout, tests.",
-    "Destructive or irreversible actions (deleting, overwriting, pushing) need the user's yes first.",
-    "Quote code as path:line. Say what you changed and what you could not check.",
-]
-
-
-def constitution(workspace: Path, facts: dict | None) -> str:
-    """The system prompt, built each run, at the top of every request: who (identity), where (folder, OS,
-    date, git, the workspace's AGENTS.md or CLAUDE.md), how (rules). No facts gathered: SYSTEM alone."""
-    if facts is None:
-        return SYSTEM
-    lines = [f"- {label}: {facts[key]}" for key, label in environment.LABELS.items() if facts.get(key)]
-    parts = [SYSTEM, "Environment:\n" + "\n".join(lines), "Rules:\n" + "\n".join(f"- {r}" for r in RULES)]
-    found = environment.instructions(workspace)  # the project's own memory file, if it keeps one
-    if found:
-        name, text = found
-        parts.append(f"Project instructions, from {name} (follow them):\n{text}")
-    return "\n\n".join(parts)
 
 
 # -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox ----------------------
@@ -356,6 +332,31 @@ def error_text(err: Exception, workspace: Path) -> str:
     A ToolError is the harness's own refusal, so it needs no type name."""
     kind = "" if isinstance(err, ToolError) else f"{type(err).__name__}: "
     return f"error: {kind}{err}".replace(f"{workspace}/", "")
+
+
+# -- new in s02: the system prompt, the loop's constitution — who the agent is, where, by what rules ---
+
+IDENTITY = "You are a coding agent."
+SYSTEM = f"{IDENTITY} Use the tools to solve tasks in the workspace. Act, don't explain."
+RULES = [  # behaviour the harness cannot enforce in code, so it asks for it at the top of every request
+    "Match the project's existing style: naming, layout, tests.",
+    "Destructive or irreversible actions (deleting, overwriting, pushing) need the user's yes first.",
+    "Quote code as path:line. Say what you changed and what you could not check.",
+]
+
+
+def constitution(workspace: Path, facts: dict | None) -> str:
+    """The system prompt, built each run, at the top of every request: who (identity), where (folder, OS,
+    date, git, the workspace's AGENTS.md or CLAUDE.md), how (rules). No facts gathered: SYSTEM alone."""
+    if facts is None:
+        return SYSTEM
+    lines = [f"- {label}: {facts[key]}" for key, label in environment.LABELS.items() if facts.get(key)]
+    parts = [SYSTEM, "Environment:\n" + "\n".join(lines), "Rules:\n" + "\n".join(f"- {r}" for r in RULES)]
+    found = environment.instructions(workspace)  # the project's own memory file, if it keeps one
+    if found:
+        name, text = found
+        parts.append(f"Project instructions, from {name} (follow them):\n{text}")
+    return "\n\n".join(parts)
 
 
 # -- the loop --------------------------------------------------------------------------------------

@@ -90,6 +90,10 @@ class Recovery:
     continuations: int = 0
     log: list = field(default_factory=list)  # (transition, why) of every iteration, in order
 
+    def gave_up(self) -> bool:
+        """Whether the run's last transition was fail: recovery could not get a whole reply."""
+        return bool(self.log) and self.log[-1][0] == "fail"
+
     def new_turn(self) -> None:
         """Tools ran: the next model call starts with a clean slate and the normal max_tokens."""
         self.max_tokens = MAX_TOKENS
@@ -266,7 +270,7 @@ def run_task(run: launch.Run, args) -> int:
 def run_and_keep(loop, settings: Settings, run: launch.Run) -> int:
     """Unlike s05's: recovery giving up (the last transition was fail) is exit 1."""
     code = s05.run_and_keep(loop, settings, run)
-    return 1 if code == 0 and settings.budget.reason.startswith("recovery gave up") else code
+    return 1 if code == 0 and settings.recovery.gave_up() else code
 
 
 if __name__ == "__main__":

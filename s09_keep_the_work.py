@@ -264,8 +264,7 @@ def run_task(run: launch.Run, args) -> int:
     except KeyboardInterrupt:  # a Ctrl-C during a model call, or a second one while tools ran
         interrupted(messages, settings)
     code = keep_the_work(run, messages, settings, saved)
-    gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
-    return 1 if code == 0 and gave_up else code
+    return 1 if code == 0 and settings.recovery.gave_up() else code
 
 
 def saved_path(run: launch.Run, args) -> Path:

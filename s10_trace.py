@@ -288,8 +288,7 @@ def run_traced(run: launch.Run, args, settings: Settings, messages: list) -> int
     display.show_trace(settings.trace.path)  # the trace as written, a line an event
     display.say(f"--replay it to run it again, offline:\n  {settings.trace.path}")
     code = keep_the_work(run, messages, settings, saved)
-    gave_up = settings.budget.reason.startswith("recovery gave up")  # the last transition was fail
-    return 1 if code == 0 and gave_up else code
+    return 1 if code == 0 and settings.recovery.gave_up() else code
 
 
 if __name__ == "__main__":
