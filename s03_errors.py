@@ -152,13 +152,13 @@ def call_model(
                 raise  # 400, 401, 403, 404, 413...: the same request would fail the same way
             if attempt == retry.attempts:
                 raise GaveUp(given_up(why, status, attempt)) from err
-            asked = server_wait(err.response.headers) if status else None
-            if asked is not None and asked > MAX_SERVER_WAIT:
+            server_asks = server_wait(err.response.headers) if status else None
+            if server_asks is not None and server_asks > MAX_SERVER_WAIT:
                 raise GaveUp(
-                    f"{why} ({status}): the API asks for a {asked:.0f} s pause — try again later"
+                    f"{why} ({status}): the API asks for a {server_asks:.0f} s pause — try again later"
                 ) from err
-            wait = backoff(attempt, retry.rand) if asked is None else asked
-            note = " (as the server asked)" if asked is not None else ""
+            wait = backoff(attempt, retry.rand) if server_asks is None else server_asks
+            note = " (as the server asked)" if server_asks is not None else ""
             display.console.print(
                 f"[yellow]{why}[/] ({status or 'no answer'}) — retrying in {wait:.1f} s{note}, "
                 f"attempt {attempt + 1} of {retry.attempts}"
@@ -207,7 +207,8 @@ def stop_cleanly(err: Exception, messages: list, path: Path) -> int:
     """What retrying cannot fix: one line saying what to do, the conversation saved to look at, exit 1."""
     display.error("stopped", fatal_line(err))
     saved = conversation.save_conversation(messages, path)
-    display.say(f"conversation so far ({len(messages)} messages) saved to {saved}")
+    count = f"{len(messages)} message{'s' if len(messages) != 1 else ''}"
+    display.say(f"conversation so far ({count}) saved to {saved}")
     return 1
 
 

@@ -19,12 +19,10 @@ again (A→B→A→B). Every stop is named, and the conversation is saved.
         |      v                                                    |
         |  +================================================+       |
         +--| RepeatBrake: a third identical call, or a file |-------+
-           | flipped back, is answered, not run; s04 runs   |
-           | the other calls                                |
+           | flipped back, is answered, not run             |
            +================================================+
 
-Run: python s05_budget.py   replay: the brake holds back a third same read,
-                             then --max-steps 5 stops the review
+Run: python s05_budget.py   replay: a third same read held back; --max-steps 5
      python s05_budget.py --replay fixtures/s05_token_budget.json
      python s05_budget.py --replay fixtures/s04_repeated_call.json
      python s05_budget.py "task" --max-cost 0.50   live, ANTHROPIC_API_KEY
@@ -112,9 +110,8 @@ class Budget:
         if self.warned or self.cost < COST_WARNING * self.max_cost:
             return None
         self.warned = True
-        return (
-            f"about ${self.cost:.4f} spent, {self.cost / self.max_cost:.0%} of --max-cost ${self.max_cost:g}"
-        )
+        share = self.cost / self.max_cost
+        return f"about ${self.cost:.4f} spent, {share:.0%} of --max-cost ${self.max_cost:g}"
 
     def price(self, response: Message) -> float:
         """What one response cost, estimated from the price table."""
@@ -234,7 +231,7 @@ IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
     "write_file": "error: not run: this write redoes one you already undid (you wrote A, B, then A, and now "
     "B again): the writes are going in circles. Decide which version is right, say why, and stop writing it.",
 }
-KEPT_TEXTS = 4  # a file's latest texts: three make a circle (A, B, A), one more lets a failed change go
+KEPT_TEXTS = 4  # a circle needs a file's last three texts (A, B, A); a fourth, so a failed change can go
 
 
 @dataclass

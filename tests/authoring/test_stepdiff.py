@@ -73,10 +73,13 @@ def test_the_first_step_shows_its_whole_loop_as_new(capsys):
     assert lines[1].startswith("def agent_loop(") and any("messages.append" in line for line in lines)
 
 
-def test_a_helper_the_loop_calls_by_an_old_name_but_the_step_defines_anew_is_named(capsys):
-    """s03's loop calls execute() as s02's did, so the diff cannot show the change: stepdiff says it."""
+def test_a_name_the_loop_uses_as_before_but_the_step_defines_anew_is_named(capsys):
+    """s03's loop calls execute() as s02's did, and s02's loop passes tools=TOOLS as s01's did, so the
+    diff cannot show either change: stepdiff says it, for a function and for a constant alike."""
     code, lines = stepdiff_says(capsys, "s03")
     said = " ".join(lines[lines.index("") + 1 :]) if "" in lines else ""
-    assert code == 0 and "s03 defines anew what its loop calls by the same names: execute (s02's)" in said
+    assert code == 0 and "s03 defines anew what its loop uses by the same names: execute (s02's)" in said
     code, lines = stepdiff_says(capsys, "s02")  # s02's execute is new: nothing of the same name before it
+    assert "s02 defines anew what its loop uses by the same names: TOOLS (s01's)" in lines
+    code, lines = stepdiff_says(capsys, "s04")  # s04 defines nothing its loop uses under an older name
     assert "defines anew" not in " ".join(lines)

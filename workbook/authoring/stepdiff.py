@@ -54,9 +54,13 @@ def diff(old: Path, new: Path) -> list[str]:
 
 
 def defined(script: Path) -> set[str]:
-    """The functions and classes a step defines at its top level."""
+    """The functions, classes and constants a step defines at its top level (s02's TOOLS is s01's name
+    for another list)."""
     body = ast.parse(script.read_text()).body
-    return {n.name for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    named = {n.name for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    assigned = [t for n in body if isinstance(n, ast.Assign) for t in n.targets]
+    assigned += [n.target for n in body if isinstance(n, ast.AnnAssign)]
+    return named | {t.id for t in assigned if isinstance(t, ast.Name)}
 
 
 def redefined(steps: dict[str, Path], new: str) -> list[str]:
@@ -118,7 +122,7 @@ def main(argv: list[str]) -> int:
             print(f"{argv[1]}'s agent_loop is {argv[0]}'s, line for line")
         swapped = redefined(steps, argv[1])
         if swapped:  # what the diff above cannot show: the calls read the same
-            said = f"{argv[1]} defines anew what its loop calls by the same names: {', '.join(swapped)}"
+            said = f"{argv[1]} defines anew what its loop uses by the same names: {', '.join(swapped)}"
             print("\n" + textwrap.fill(said, 78))
     except BrokenPipeError:  # `| head` stopped reading: fine
         sys.stdout = None
