@@ -206,33 +206,6 @@ REGISTRY = {
 
 # -- new in s02: the permission gate — who says yes before a write or a command runs -----------------
 
-# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs). An
-# allowlist, as no denylist names every way to delete (`rm --recursive --force ../dir`, `find . -delete`).
-READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
-SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
-
-
-def not_read_only(command: str) -> str | None:
-    """Why auto may not run `command` unasked, or None: an allowlist runs only what it knows."""
-    syntax = sorted(set(command) & SHELL_SYNTAX)
-    if syntax:
-        return f"it uses shell syntax ({' '.join(syntax)!r})"
-    try:
-        words = shlex.split(command)  # the words as the shell will see them, quotes removed
-    except ValueError:
-        return "its quotes do not pair up"
-    if not words or words[0] not in READ_ONLY_COMMANDS:
-        return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
-    outside = [word for word in words[1:] if leaves_workspace(word)]
-    return f"{outside[0]!r} leaves the workspace" if outside else None
-
-
-def leaves_workspace(word: str) -> bool:
-    """Whether a command's word is a path out of the workspace: absolute (/x, -f/x, --file=/x), or up
-    through .. (a/../../x)."""
-    absolute = word.startswith("/") or (word.startswith("-") and "/" in word) or "=/" in word
-    return absolute or ".." in re.split("[=/]", word)
-
 
 def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, str | None]:
     """(decision, refusal or None) for a call whose input is valid. Reads always pass; then --permission
@@ -275,6 +248,36 @@ def asked(call, ask: Person | None, why: str = "") -> tuple[str, str | None]:
 def dangerous(command: str) -> str | None:
     """Why a command needs a person's yes (it deletes, acts as root, publishes...), or None."""
     return next((why for rx, why in DANGEROUS.items() if re.search(rx, command)), None)
+
+
+# -- new in s02: auto's allowlist — the commands it runs unasked, known to only read -------------------
+
+# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs). An
+# allowlist, as no denylist names every way to delete (`rm --recursive --force ../dir`, `find . -delete`).
+READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
+SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
+
+
+def not_read_only(command: str) -> str | None:
+    """Why auto may not run `command` unasked, or None: an allowlist runs only what it knows."""
+    syntax = sorted(set(command) & SHELL_SYNTAX)
+    if syntax:
+        return f"it uses shell syntax ({' '.join(syntax)!r})"
+    try:
+        words = shlex.split(command)  # the words as the shell will see them, quotes removed
+    except ValueError:
+        return "its quotes do not pair up"
+    if not words or words[0] not in READ_ONLY_COMMANDS:
+        return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
+    outside = [word for word in words[1:] if leaves_workspace(word)]
+    return f"{outside[0]!r} leaves the workspace" if outside else None
+
+
+def leaves_workspace(word: str) -> bool:
+    """Whether a command's word is a path out of the workspace: absolute (/x, -f/x, --file=/x), or up
+    through .. (a/../../x)."""
+    absolute = word.startswith("/") or (word.startswith("-") and "/" in word) or "=/" in word
+    return absolute or ".." in re.split("[=/]", word)
 
 
 # -- new in s02: execute() — every call checked, run, cut to size and logged --------------------------
