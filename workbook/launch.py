@@ -156,7 +156,7 @@ def choose(args: argparse.Namespace, model: str, script: str, **client_options) 
 
 def say_the_wait(seconds: float) -> None:
     """A replay's sleep: the wait is said, not spent."""
-    say(f"(a recording has no clock: the {seconds:.1f} s wait is not spent)")
+    say(f"(a replay has no clock: the {seconds:.1f} s wait is not spent)")
 
 
 def refuse_conflicting_flags(args: argparse.Namespace) -> None:

@@ -455,7 +455,7 @@ def test_overloaded_then_ok_shows_every_attempt_and_completes(replays):
         "connection failed (no answer) — retrying in N s, attempt 2 of 5",
     ]
     assert "retrying in 2.0 s (as the server asked)" in out
-    assert "(a recording has no clock: the 2.0 s wait is not spent)" in out and "notes.txt has 1 line." in out
+    assert "(a replay has no clock: the 2.0 s wait is not spent)" in out and "notes.txt has 1 line." in out
 
 
 def test_bad_key_stops_cleanly_with_the_conversation_saved(replays):

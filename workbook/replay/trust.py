@@ -256,9 +256,9 @@ class RecordedPerson:
 
             asks = f"the gate asks a person about this {call.name} call"
             if danger:  # a recording cannot give a person's yes to what needs one
-                say(f"{asks}; no recording may say yes to it")
+                say(f"{asks}; no fixture may say yes to it")
                 return None
-            say(f"{asks}; the trusted recording answers yes")
+            say(f"{asks}; the trusted fixture answers yes")
             return True
         return self.otherwise(call, danger) if self.otherwise else None
 
