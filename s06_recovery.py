@@ -6,12 +6,15 @@ with room to finish (64k tokens, streamed: the SDK refuses to wait for that
 long a reply whole), and if it is cut again, the model is asked to go on
 where it stopped.
 
-    +------------+ stop_reason +=============================================+
-    | call model | ----------> | next_transition() (new): name the next move |
-    +-^-^--------+             +=============================================+
-      | +-- next_turn          <- tool_use: run the tools, send results
-      +---- escalate|continue  <- max_tokens: 64k once, then <= 3 more
-            done | fail        <- any other stop | still cut off
+    call model --stop_reason--> next_transition() (new) names the next move:
+
+      tool_use                 -> next_turn  run the tools, send the results
+      max_tokens, first time   -> escalate   drop the cut reply; the same
+                                             request again, 64k, streamed
+      max_tokens again, <= 3x  -> continue   keep it, answer its cut calls,
+                                             ask the model to go on
+      max_tokens a 5th time    -> fail       stop, exit 1
+      any other stop           -> done       stop
 
 Run: python s06_recovery.py   replay: a reply cut at 8000 tokens, sent again
      python s06_recovery.py --replay fixtures/s06_truncated_tool_use.json
