@@ -209,23 +209,23 @@ REGISTRY = {
 
 def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, str | None]:
     """(decision, refusal or None) for a call whose input is valid. Reads always pass; then --permission
-    decides: all runs everything, deny nothing, ask asks the person at the terminal every time, and
-    auto runs a write or a read-only command alone and asks `ask` about any other command."""
+    decides: all runs everything, deny nothing, ask asks the person `ask` about every call, and auto
+    runs a write or a read-only command alone and asks `ask` about any other command."""
     if tool.read_only:
         return "read-only", None
     if permission == "all":
         return "allowed", None
     if permission == "deny":
         return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    if permission == "ask":  # --permission ask: the person at this terminal, about every call
-        return asked(call, ask_person)  # (the `ask` passed in is who auto asks, below)
+    if permission == "ask":
+        return asked(call, ask, "--permission ask asks about every call")
     if tool.name != "bash":
         return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
     why = not_read_only(call.input["command"])
     return ("allowed", None) if why is None else asked(call, ask, why)
 
 
-def asked(call, ask: Person | None, why: str = "") -> tuple[str, str | None]:
+def asked(call, ask: Person | None, why: str) -> tuple[str, str | None]:
     """A person decides, warned of a dangerous command; anything but yes is a no. With nobody to ask
     (`ask` None, or no answer), a dangerous command needs a yes it cannot get, and any other is not run."""
     danger = dangerous(call.input["command"]) if call.name == "bash" else None
@@ -236,12 +236,12 @@ def asked(call, ask: Person | None, why: str = "") -> tuple[str, str | None]:
         return "denied", "denied: the user said no to this call. Do not retry it; do something else."
     if danger:
         return "denied", (
-            f"denied: this command needs a person's yes ({danger}), and no person gave one "
-            "(--permission auto). Do without it, or leave it to the user."
+            f"denied: this command needs a person's yes ({danger}), and no person gave one. "
+            "Do without it, or leave it to the user."
         )
     return "refused", (
-        f"not run: {why}, and --permission auto runs only read-only commands unasked, with nobody "
-        "at a terminal to ask. To allow it: --permission ask at a terminal, or --permission all."
+        f"not run: {why}, and no person at a terminal said yes. To allow it: --permission ask at a "
+        "terminal, or --permission all."
     )
 
 
@@ -371,18 +371,18 @@ class Settings(s01.Settings):
     system prompt built for this run."""
 
     permission: str = "auto"  # --permission: ask, auto, deny or all
-    ask: Person | None = at_terminal  # who auto asks about a command it will not run alone
+    ask: Person | None = at_terminal  # who the gate asks: the person at a terminal, if one is there
     audit: Path | None = None  # the audit log, one JSON line per call (None: no log)
     system: str = SYSTEM  # the constitution, built for this run
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s01's, with --permission (default: ask at a terminal, live; else auto), the person the run's
-        gate asks, the audit log in the run's folder, and the constitution from this machine (live) or
-        from the fixture (replay)."""
+        """s01's, with --permission (default: ask at a terminal, live; else auto), the person the gate
+        asks (under --permission ask, whoever types at the keyboard, even into a pipe), the audit log in
+        the run's folder, and the constitution from this machine (live) or from the fixture (replay)."""
         settings = super().for_run(run, args)
         settings.permission = step_cli.permission(args, run)
-        settings.ask = run.ask
+        settings.ask = ask_person if settings.permission == "ask" else run.ask
         settings.audit = step_cli.run_files(run) / "audit.jsonl"
         settings.system = constitution(run.workspace, environment.for_run(run))
         return settings

@@ -393,7 +393,7 @@ def permission(args, run: Run) -> str:
 
 def refuse_a_permission_the_recording_cannot_follow(args, run: Run) -> None:
     """A fixture recorded under one --permission says so in its own args (its recording holds the
-    gate's answers under it: auto's "nobody to ask", a person's "no" under ask). It replays only under
+    gate's answers under it: auto's "no person gave one", a person's "no" under ask). It replays only under
     that permission: under another the gate answers otherwise, and the replay would stop at that turn
     with a mismatch. Said before the run starts."""
     recorded = recorded_permission(run.fixture_args)

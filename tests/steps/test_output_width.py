@@ -165,7 +165,7 @@ def test_an_error_sent_to_the_model_is_shown_whole_wrapped_to_the_width(outputs)
     run = outputs["s02_tools", "run"]
     said = " ".join(run.split())  # wrapped over lines: the words, in order
     assert 'input must contain [\'path\'] properties. It takes {"path": {"type": "string"}}' in said
-    assert "(--permission auto). Do without it, or leave it to the user." in said
+    assert "and no person gave one. Do without it, or leave it to the user." in said
     assert "…" not in run[run.index("error: invalid input") : run.index("turn 2")]
 
 

@@ -33,10 +33,13 @@ def ws(tmp_path):
     return workspace.resolve()
 
 
-def call(name: str, tool_input, workspace, permission="auto", audit=None, tool_id="toolu_t"):
-    """Run one tool_use through execute(), as the loop does, with the SDK's own block type."""
+def call(
+    name: str, tool_input, workspace, permission="auto", audit=None, tool_id="toolu_t", ask=s02.at_terminal
+):
+    """Run one tool_use through execute(), as the loop does, with the SDK's own block type; `ask`: the
+    person the gate asks (by default, as a live run's: the person at a terminal, if one is there)."""
     block = anthropic.types.ToolUseBlock(type="tool_use", id=tool_id, name=name, input=tool_input)
-    return s02.execute(block, workspace, permission, audit)
+    return s02.execute(block, workspace, permission, audit, ask)
 
 
 # -- the registry: tools as data -------------------------------------------------------------------
@@ -196,7 +199,7 @@ def test_errors_name_paths_as_the_model_knows_them(ws):
 def test_a_dangerous_command_is_denied_when_nobody_can_say_yes(ws, command):
     output, is_error = call("bash", {"command": command}, ws)  # no terminal here: nobody to ask
     assert is_error and output.startswith("denied: this command needs a person's yes (")
-    assert "and no person gave one (--permission auto)" in output
+    assert "and no person gave one. Do without it, or leave it to the user." in output
     assert (ws / "pkg" / "mod.py").exists()
 
 
@@ -216,20 +219,20 @@ def test_deny_mode_lets_reads_through_and_refuses_writes(ws):
 @pytest.mark.parametrize("answer, allowed", [("y\n", True), ("yes\n", True), ("n\n", False), ("\n", False)])
 def test_ask_mode_runs_only_on_yes(ws, monkeypatch, answer, allowed):
     monkeypatch.setattr("sys.stdin", io.StringIO(answer))
-    output, is_error = call("bash", {"command": "touch asked"}, ws, "ask")
+    output, is_error = call("bash", {"command": "touch asked"}, ws, "ask", ask=s02.ask_person)
     assert (ws / "asked").exists() is allowed and is_error is not allowed
     assert allowed or "the user said no" in output
 
 
 def test_ask_mode_asks_even_for_a_dangerous_command_and_a_closed_stdin_is_a_no(ws, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    output, is_error = call("bash", {"command": "rm -rf pkg"}, ws, "ask")
+    output, is_error = call("bash", {"command": "rm -rf pkg"}, ws, "ask", ask=s02.ask_person)
     assert is_error and "the user said no" in output and (ws / "pkg").exists()
 
 
 def test_reads_never_ask(ws, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(""))  # any question would be answered no
-    assert call("grep", {"pattern": "beta"}, ws, "ask") == ("notes.txt:2: beta", False)
+    assert call("grep", {"pattern": "beta"}, ws, "ask", ask=s02.ask_person) == ("notes.txt:2: beta", False)
 
 
 # -- output truncation and the audit log ------------------------------------------------------------

@@ -260,9 +260,8 @@ def test_only_calls_running_alone_ask_and_always_from_the_main_thread(step, ws, 
         asked.append((call.name, threading.current_thread() is threading.main_thread(), flight.active))
         return True
 
-    monkeypatch.setattr(step, "ask_person", ask_person)
     calls = [*reads(2), write(0), *reads(3, 2), block("bash", command="echo hi"), write(1), *reads(2, 5)]
-    results = run_tools(step, calls, ws, permission="ask")
+    results = run_tools(step, calls, ws, permission="ask", ask=ask_person)
     assert not any(r["is_error"] for r in results)
     assert asked == [("write_file", True, 0), ("bash", True, 0), ("write_file", True, 0)]
 
@@ -271,7 +270,7 @@ def test_ask_mode_reads_answers_from_a_real_stdin_in_order(step, ws, monkeypatch
     monkeypatch.setattr("sys.stdin", io.StringIO("y\nn\n"))
     monkeypatch.setattr(step, "console", Console(file=io.StringIO(), force_terminal=False))
     calls = [*reads(2), write(0), *reads(2, 2), write(1)]
-    results = run_tools(step, calls, ws, permission="ask")
+    results = run_tools(step, calls, ws, permission="ask", ask=step.ask_person)  # the keyboard's person
     assert [r["is_error"] for r in results] == [False, False, False, False, False, True]
     assert (ws / "w0.txt").exists() and not (ws / "w1.txt").exists()
 
