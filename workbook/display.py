@@ -253,8 +253,8 @@ TIMELINE_RESOLUTION = 0.005  # s: a turn shorter than this is drawn by group, no
 
 def show_timeline(timeline: list, width: int | None = None) -> None:
     """Which calls ran together and how long each took: one line per call, its bar on the turn's time
-    axis, fitted to the terminal; then, per group, whether its calls really overlapped. A turn of one
-    call has nothing to compare, so it shows none."""
+    axis, fitted to the terminal; then, per group, whether its calls really overlapped. Calls too quick
+    to time get no bars (they could only draw noise), and a turn of one call shows nothing."""
     if len(timeline) < 2:
         return
     calls = sorted(timeline, key=lambda t: t.index)
@@ -262,23 +262,17 @@ def show_timeline(timeline: list, width: int | None = None) -> None:
     name_width = max(map(len, names))
     bar_width = max(10, (width or console.width) - name_width - 20)  # " g1  name  12345 ms  |bar|"
     start, end = min(t.started for t in calls), max(t.ended for t in calls)
-    timed = end - start >= TIMELINE_RESOLUTION  # else the bars could only show noise: draw groups
-    groups = sorted({t.group for t in calls})
-    axis = "bars: time" if timed else "too quick to time: by group"
+    timed = end - start >= TIMELINE_RESOLUTION
+    axis = "bars: time" if timed else "too quick to time: no bars"
     console.print(f"tool calls this turn: same group = ran together ({axis})", style="dim")
     for t, name in zip(calls, names):
+        line = f" g{t.group:<2} {name:<{name_width}}  {(t.ended - t.started) * 1000:5.0f} ms"
         if timed:
             scale = bar_width / (end - start)
             left, length = round((t.started - start) * scale), max(1, round((t.ended - t.started) * scale))
-        else:
-            slot = bar_width // len(groups)
-            left, length = slot * groups.index(t.group), max(1, slot - 1)
-        bar = (" " * left + "█" * length)[:bar_width].ljust(bar_width)
-        ms = (t.ended - t.started) * 1000
-        console.print(
-            f" g{t.group:<2} {name:<{name_width}}  {ms:5.0f} ms  |{bar}|", markup=False, highlight=False
-        )
-    for group in groups:
+            line += f"  |{(' ' * left + '█' * length)[:bar_width].ljust(bar_width)}|"
+        console.print(line, markup=False, highlight=False)
+    for group in sorted({t.group for t in calls}):
         console.print(
             f"   group {group}: {together([t for t in calls if t.group == group], timed)}", style="dim"
         )
