@@ -30,7 +30,6 @@ Run: python s02_tools.py          offline replay of its fixture, no key needed
 
 import json
 import re
-import shlex
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from typing import Self
 from workbook import bounded_search, capture, display, environment, launch, step_cli, workspace_files
 from workbook.asking import DANGEROUS, ask_person, at_terminal  # the person the gate asks; its warnings
 from workbook.audit import log_call  # one JSON line per call in the run's folder
+from workbook.read_only_commands import not_read_only  # auto's allowlist: a command known to only read
 
 import anthropic
 import fastjsonschema
@@ -120,10 +120,9 @@ def inside(workspace: Path, path: str) -> Path:
 
 
 def bash(workspace: Path, command: str) -> str:
-    """Unlike s01's run_bash: the output is kept bounded while the command runs (its head and tail, the
-    middle counted), so `cat` of a huge file cannot fill memory before truncate() sees it; all that the
-    command started ends with it; and a timeout is a ToolError, saying what it printed first.
-    capture.run is subprocess.run(capture_output=True) with those bounds."""
+    """Unlike s01's run_bash: capture.run keeps only the output's head and tail while the command runs
+    (a `cat` of a huge file fills no memory), and ends all the command started with it; a timeout is a
+    ToolError that says what the command printed first."""
     try:
         done = capture.run(command, workspace, BASH_TIMEOUT)
     except subprocess.TimeoutExpired as err:
@@ -221,7 +220,7 @@ def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, st
         return asked(call, ask, "--permission ask asks about every call")
     if tool.name != "bash":
         return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
-    why = not_read_only(call.input["command"])
+    why = not_read_only(call.input["command"])  # None for a plain read: cat, ls, grep... no shell syntax
     return ("allowed", None) if why is None else asked(call, ask, why)
 
 
@@ -248,36 +247,6 @@ def asked(call, ask: Person | None, why: str) -> tuple[str, str | None]:
 def dangerous(command: str) -> str | None:
     """Why a command needs a person's yes (it deletes, acts as root, publishes...), or None."""
     return next((why for rx, why in DANGEROUS.items() if re.search(rx, command)), None)
-
-
-# -- new in s02: auto's allowlist — the commands it runs unasked, known to only read -------------------
-
-# What auto runs unasked: programs that only read, with no shell syntax (chaining, redirection, globs). An
-# allowlist, as no denylist names every way to delete (`rm --recursive --force ../dir`, `find . -delete`).
-READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
-SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")
-
-
-def not_read_only(command: str) -> str | None:
-    """Why auto may not run `command` unasked, or None: an allowlist runs only what it knows."""
-    syntax = sorted(set(command) & SHELL_SYNTAX)
-    if syntax:
-        return f"it uses shell syntax ({' '.join(syntax)!r})"
-    try:
-        words = shlex.split(command)  # the words as the shell will see them, quotes removed
-    except ValueError:
-        return "its quotes do not pair up"
-    if not words or words[0] not in READ_ONLY_COMMANDS:
-        return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
-    outside = [word for word in words[1:] if leaves_workspace(word)]
-    return f"{outside[0]!r} leaves the workspace" if outside else None
-
-
-def leaves_workspace(word: str) -> bool:
-    """Whether a command's word is a path out of the workspace: absolute (/x, -f/x, --file=/x), or up
-    through .. (a/../../x)."""
-    absolute = word.startswith("/") or (word.startswith("-") and "/" in word) or "=/" in word
-    return absolute or ".." in re.split("[=/]", word)
 
 
 # -- new in s02: execute() — every call checked, run, cut to size and logged --------------------------
