@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Self
 
-from workbook import conversation, display, launch, prices, step_cli
+from workbook import conversation, display, launch, step_cli
+from workbook.prices import cost  # a response's dollars, estimated from a dated table of list prices
 from workbook.workspace_files import regular_file  # a file to read whole, or an error (never a FIFO)
 
 import anthropic
@@ -54,7 +55,7 @@ DEFAULT_FIXTURE = "fixtures/s05_brake_then_limit.json"
 MAX_STEPS = 50  # model calls in one run (--max-steps)
 MAX_TOKENS_TOTAL = 200_000  # input + output tokens over the run, cached ones included (「06 Agent Loop」)
 MAX_INPUT_TOKENS = 150_000  # one request's input: history only grows, so the next request is larger
-MAX_COST = 5.00  # dollars, estimated (--max-cost) from list prices dated prices.PRICES_AS_OF; warned at 80%
+MAX_COST = 5.00  # dollars, estimated from list prices (--max-cost); warned at 80%
 COST_WARNING = 0.8
 
 
@@ -62,18 +63,6 @@ def tokens_in(usage) -> int:
     """Everything one request sent: uncached input, plus what was written to and read from the cache."""
     cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
     return usage.input_tokens + cached
-
-
-def cost(usage, model: str = MODEL) -> float:
-    """Estimated dollars for one response, from the price table (workbook/prices.py, dated): plain input;
-    cache writes by how long they are kept (5 minutes or 1 hour), cache reads; output."""
-    price_in, price_out = prices.PRICES.get(model, prices.PRICES[MODEL])
-    split = usage.cache_creation  # None from an API or fixture that does not split: all 5-minute writes
-    hour = (split.ephemeral_1h_input_tokens or 0) if split else 0
-    minutes = (usage.cache_creation_input_tokens or 0) - hour
-    weighted_in = usage.input_tokens + minutes * prices.CACHE_WRITE_5M + hour * prices.CACHE_WRITE_1H
-    weighted_in += (usage.cache_read_input_tokens or 0) * prices.CACHE_READ
-    return (weighted_in * price_in + usage.output_tokens * price_out) / 1_000_000
 
 
 class Row(NamedTuple):
