@@ -186,6 +186,7 @@ class RepeatBrake:
             )
         if self.circles.flips_back(block):
             return IN_CIRCLES[block.name]
+        self.circles.expect(block)  # it will run: the text it leaves is the file's latest
         return None
 
     def repeats(self, call: str) -> bool:
@@ -232,23 +233,35 @@ class Circles:
     texts: dict = field(default_factory=dict)  # path -> its latest texts, oldest first; the last is now
     pending: dict = field(default_factory=dict)  # tool_use id -> path: a change not yet known to work
 
-    def flips_back(self, block) -> bool:
-        """Whether this edit or write redoes a change to a file after its undo: the file went A to B,
-        back to A, and this call would make it B again. A call held back changes nothing."""
+    def change(self, block) -> tuple[str, list, str] | None:
+        """(path, the file's latest texts, the text this call would leave) for an edit or a write that
+        would change a file; None for any other call, and for an edit that will fail."""
         given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
         path = given.get("path")
         if block.name not in ("edit_file", "write_file") or not isinstance(path, str):
-            return False
+            return None
         texts = self.texts.get(path) or [self.on_disk(path)]
-        before = texts[-1]
-        after = given.get("content") if block.name == "write_file" else edited(before, given)
-        if not isinstance(after, str) or after == before:
-            return False  # an edit that will fail, or a change to the same text: no circle
-        if texts[-3:] == [before, after, before]:  # A, B, A: and this makes it B
-            return True
-        self.texts[path] = [*texts, after][-KEPT_TEXTS:]
-        self.pending[block.id] = path  # taken back in remember() if the call fails
-        return False
+        after = given.get("content") if block.name == "write_file" else edited(texts[-1], given)
+        if not isinstance(after, str) or after == texts[-1]:
+            return None  # an edit that will fail, or a change to the same text: no circle
+        return path, texts, after
+
+    def flips_back(self, block) -> bool:
+        """Whether this call redoes a change after its undo: the file went A to B, back to A, and this
+        call would make it B again."""
+        change = self.change(block)
+        if change is None:
+            return False
+        path, texts, after = change
+        return texts[-3:] == [texts[-1], after, texts[-1]]  # A, B, A: and this makes it B
+
+    def expect(self, block) -> None:
+        """Note the text a call let through will leave; remember() takes it back if the call fails."""
+        change = self.change(block)
+        if change is not None:
+            path, texts, after = change
+            self.texts[path] = [*texts, after][-KEPT_TEXTS:]
+            self.pending[block.id] = path
 
     def on_disk(self, path: str) -> str | None:
         """The file's text before the run changed it, if it is a text file in the workspace."""
