@@ -1,4 +1,4 @@
-"""s04_parallel.py — Several calls a turn: reads together, writes one at a time.
+"""s04_parallel.py — Calls side by side: reads together, writes one at a time.
 
 Adds over s03: `run_tools()` groups a turn's calls in order: a run of
 read-only calls runs together in a thread pool; any other call is a barrier
@@ -29,7 +29,7 @@ Run: python s04_parallel.py   replay: two reads together, then an edit alone
 
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Self
 
@@ -48,15 +48,15 @@ from s03_errors import CLIENT_OPTIONS, call_model, execute
 DEFAULT_FIXTURE = "fixtures/s04_mixed_turn.json"
 
 
-# -- new in s04: several tool calls per turn — reads run together, every other call alone, in order --
+# -- new in s04: a turn's calls side by side — reads run together, every other call alone, in order -
 
 MAX_TOOLS_PER_TURN = 10  # a turn asking for more: the calls past this are answered with an error, not run
 MAX_PARALLEL = 8  # reads running at once, at most
-READERS = ThreadPoolExecutor(MAX_PARALLEL, "read")  # made once: starting threads every turn is slow when busy
 
 
 def reads_only(block) -> bool:
-    """Whether a call only reads, and so may run beside other reads (an unknown tool does not)."""
+    """Whether a call only reads, and so may run beside other reads (an unknown tool does not). bash
+    never does, not even `cat`: a command can write, and it may need a person's yes, asked alone."""
     tool = REGISTRY.get(block.name)
     return tool is not None and tool.read_only
 
@@ -97,9 +97,9 @@ def run_tools(
         if len(indexes) == 1:  # a write, bash, or a lone read: here, in the loop's thread, alone
             run(indexes[0], group)
             continue
-        running = [READERS.submit(run, i, group) for i in indexes]
-        wait(running)  # the whole group has finished before the next call starts
-        for future in running:
+        with ThreadPoolExecutor(MAX_PARALLEL, "read") as readers:  # the group's reads, side by side
+            running = [readers.submit(run, i, group) for i in indexes]
+        for future in running:  # the whole group has finished (the pool's exit waits for it)
             future.result()  # re-raises in this thread anything execute() let through
     for block in runnable[MAX_TOOLS_PER_TURN:]:
         answers[block.id] = over_the_cap(block, len(runnable), settings), True

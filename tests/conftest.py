@@ -145,7 +145,7 @@ def run_main(monkeypatch, tmp_path):
     and argparse, stdout and stderr together, in order — and a SystemExit (--help, a bad flag) becomes
     its exit code. The step's RUNS folder (live audit logs, s02 on) is tmp_path / "runs", not the repo's.
     All of that is put back after each call. Other module-level state is not reset as a new process
-    would (s04's READERS pool is shared; s05's INTERRUPT event stays set if a run set it): reset what
+    would (s09's INTERRUPT event stays set if a run set it): reset what
     your test's run changes.
     """
 
