@@ -154,17 +154,12 @@ def escalate(response: Message, state: Recovery) -> None:
 
 
 def go_on(messages: list, response: Message, state: Recovery) -> None:
-    """The cut reply is kept (appended already): its calls are answered, never run, and the model is
-    asked to continue where it stopped."""
+    """The cut reply is kept (appended already): its calls are answered, never run (their input may be
+    cut), and the model is asked to continue where it stopped. Answering keeps the reply verbatim and
+    tells the model what happened."""
     state.continuations += 1
-    continue_cut(messages, response, CONTINUE_PROMPT)
-
-
-def continue_cut(messages: list, response: Message, prompt: str) -> None:
-    """After a cut reply is appended: answer its tool calls (never run: their input may be cut), and
-    `prompt` the model to go on. Answering keeps the reply verbatim and tells the model what happened."""
     results = show_cut_calls(response, TRUNCATED_CALL.format(response.stop_reason))
-    messages.append({"role": "user", "content": [*results, {"type": "text", "text": prompt}]})
+    messages.append({"role": "user", "content": [*results, {"type": "text", "text": CONTINUE_PROMPT}]})
 
 
 def show_cut_calls(response: Message, answer: str) -> list:

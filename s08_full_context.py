@@ -159,7 +159,8 @@ def recover(transition: str, messages: list, response, hook, client, settings: "
     call of its own, to be counted), else None."""
     state = settings.recovery
     if transition == "make_room":  # the kept reply's cut calls answered; then room_move's choice
-        s06.continue_cut(messages, response, ROOM_PROMPT)
+        results = s06.show_cut_calls(response, s06.TRUNCATED_CALL.format(response.stop_reason))  # never run
+        messages.append({"role": "user", "content": [*results, {"type": "text", "text": ROOM_PROMPT}]})
         transition = room_move(messages, state) or "compact"
     if transition not in ("collapse", "compact"):
         return s07.recover(transition, messages, response, hook, settings)
