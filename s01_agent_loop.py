@@ -97,7 +97,7 @@ class Settings:
     model: str = MODEL
 
     @classmethod
-    def for_run(cls, run: launch.Run, args) -> Self:
+    def for_run(cls, run: launch.Run) -> Self:
         """This run's settings: where it acts (a replay's temp copy, or --workspace), and its model."""
         return cls(run.workspace, run.model)
 
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_task(run: launch.Run, args) -> int:
     """The task as the first message, the loop, then a table of its turns."""
     messages = [{"role": "user", "content": run.task}]
-    turns = agent_loop(run.client, messages, Settings.for_run(run, args))
+    turns = agent_loop(run.client, messages, Settings.for_run(run))
     display.show_summary(turns)
     return 0
 

@@ -349,7 +349,7 @@ class Settings(s01.Settings):
         """s01's, with --permission (default: ask at a terminal, live; else auto), the person the gate
         asks (under --permission ask, whoever types at the keyboard, even into a pipe), the audit log in
         the run's folder, and the constitution from this machine (live) or from the fixture (replay)."""
-        settings = super().for_run(run, args)
+        settings = super().for_run(run)
         settings.permission = step_cli.permission(args, run)
         settings.ask = ask_person if settings.permission == "ask" else run.ask
         settings.audit = step_cli.run_files(run) / "audit.jsonl"
