@@ -11,9 +11,9 @@ where it stopped.
       tool_use                 -> next_turn  run the tools, send the results
       max_tokens, first time   -> escalate   drop the cut reply; the same
                                              request again, 64k, streamed
-      max_tokens again, <= 3x  -> continue   keep it, answer its cut calls,
-                                             ask the model to go on
-      max_tokens a 5th time    -> fail       stop, exit 1
+      max_tokens again         -> continue   keep it, answer its cut calls,
+        (at most 3 times)                    ask the model to go on
+      max_tokens after those 3 -> fail       stop, exit 1
       any other stop           -> done       stop
 
 Run: python s06_recovery.py   replay: a reply cut at 8000 tokens, sent again
