@@ -207,9 +207,15 @@ REGISTRY = {
 
 
 def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, str | None]:
-    """(decision, refusal or None) for a call whose input is valid. Reads always pass; then --permission
-    decides: all runs everything, deny nothing, ask asks the person `ask` about every call, and auto
-    runs a write or a read-only command alone and asks `ask` about any other command."""
+    """(decision, refusal or None) for a call whose input is valid:
+
+    read_file, grep, list_files    run, under every --permission
+    --permission all               runs every call
+    --permission deny              refuses every other call
+    --permission ask               asks the person `ask` about every other call
+    --permission auto              runs writes and edits; a command only if it is a plain read
+                                   (cat, ls, grep... the allowlist), else asks `ask`
+    """
     if tool.read_only:
         return "read-only", None
     if permission == "all":
