@@ -234,7 +234,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
-        #    (new in s03) call_model() retries what may pass and raises what cannot.
+        #    (new in s03) call_model() retries what may pass and raises what cannot, FATAL: then
+        #    run_and_report() below stops the run in one line, the conversation saved, exit 1.
         with display.waiting(len(turns) + 1):
             response = call_model(
                 client.messages.create,
