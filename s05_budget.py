@@ -92,7 +92,7 @@ class Budget:
         """Count one response; the first time the cost passes COST_WARNING of the cap, say so."""
         sent = tokens_in(response.usage)
         received = response.usage.output_tokens
-        dollars = self.price(response)
+        dollars = cost(response.usage, response.model)
         self.rows.append(Row(response.stop_reason, sent, received, dollars))
         self.tokens += sent + received
         self.cost += dollars
@@ -101,10 +101,6 @@ class Budget:
         self.warned = True
         share = self.cost / self.max_cost
         return f"about ${self.cost:.4f} spent, {share:.0%} of --max-cost ${self.max_cost:g}"
-
-    def price(self, response: Message) -> float:
-        """What one response cost, estimated from the price table."""
-        return cost(response.usage, response.model)
 
     def exceeded(self) -> str:
         """The first limit reached, named with its flag; "" while there is room for another call."""

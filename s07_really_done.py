@@ -24,13 +24,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import NamedTuple, Self
 
-from workbook import conversation, display, launch, prices, step_cli
+from workbook import conversation, display, launch, step_cli
 
 import anthropic
 from anthropic.types import Message
 
 import s02_tools as s02
-import s05_budget as s05
 import s06_recovery as s06
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
@@ -71,15 +70,6 @@ class HookResult(NamedTuple):
 
     passed: bool
     output: str
-
-
-class Budget(s05.Budget):
-    """Unlike s05's: web searches (--web-search) are priced too, at the API's price a search."""
-
-    def price(self, response: Message) -> float:
-        used = response.usage.server_tool_use
-        searches = (used.web_search_requests or 0) if used else 0
-        return super().price(response) + searches * prices.WEB_SEARCH
 
 
 # 2. The transition: a pause, a refusal and the stop hook first; anything else as s06 names it.
@@ -152,11 +142,10 @@ def hook_feedback(messages: list, settings: "Settings", hook: HookResult) -> Non
 @dataclass
 class Settings(s06.Settings):
     """s06's settings, and what s07 adds: a stop hook that must pass before the loop may stop, the
-    API's web search (the usual cause of pause_turn), and s07's recovery state and budget."""
+    API's web search (the usual cause of pause_turn), and s07's recovery state."""
 
     stop_hook: str | None = None  # --stop-hook: a shell command run in the workspace
     web_search: bool = False  # --web-search: the API's server-side search tool
-    budget: Budget = field(default_factory=Budget)
     recovery: Recovery = field(default_factory=Recovery)
 
     @classmethod
@@ -164,7 +153,6 @@ class Settings(s06.Settings):
         """s06's, with --stop-hook (a fixture's own hook meets s02's gate first, as a bash call would),
         --stop-hook-retries and --web-search."""
         settings = super().for_run(run, args)
-        settings.budget = Budget(**step_cli.limits(args))
         settings.stop_hook = step_cli.stop_hook(run, args, s02.gate, s02.REGISTRY["bash"])
         settings.web_search = args.web_search
         settings.recovery = Recovery(hook_retries=args.stop_hook_retries)

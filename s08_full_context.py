@@ -32,6 +32,7 @@ from workbook.conversation import context_chars, json_chars  # sizes, in charact
 import anthropic
 from anthropic.types import Message
 
+import s05_budget as s05
 import s06_recovery as s06
 import s07_really_done as s07
 from s01_agent_loop import MAX_TOKENS, MODEL
@@ -85,8 +86,8 @@ class Recovery(s07.Recovery):
 
 # 0. The limits: after making room, the next request is judged by what it holds.
 @dataclass
-class Budget(s07.Budget):
-    """Unlike s07's: after making room for a reply that filled the window, the input limit judges the
+class Budget(s05.Budget):
+    """Unlike s05's: after making room for a reply that filled the window, the input limit judges the
     next request by an estimate of what it holds, not by the last request, which held more."""
 
     estimate: int | None = None  # the next request's input tokens, from made_room()

@@ -20,11 +20,13 @@ WEB_SEARCH = 10.00 / 1_000  # dollars per web search request (Usage.server_tool_
 def cost(usage, model: str = DEFAULT_MODEL) -> float:
     """Estimated dollars for one response's `usage` (an anthropic.types.Usage): plain input; cache writes
     by how long they are kept (5 minutes or 1 hour; all 5-minute when the usage does not split them);
-    cache reads; output."""
+    cache reads; output; and each web search the server ran (none without s07's --web-search)."""
     price_in, price_out = PRICES.get(model, PRICES[DEFAULT_MODEL])
     split = usage.cache_creation
     hour = (split.ephemeral_1h_input_tokens or 0) if split else 0
     minutes = (usage.cache_creation_input_tokens or 0) - hour
     weighted_in = usage.input_tokens + minutes * CACHE_WRITE_5M + hour * CACHE_WRITE_1H
     weighted_in += (usage.cache_read_input_tokens or 0) * CACHE_READ
-    return (weighted_in * price_in + usage.output_tokens * price_out) / 1_000_000
+    searched = usage.server_tool_use
+    searches = (searched.web_search_requests or 0) if searched else 0
+    return (weighted_in * price_in + usage.output_tokens * price_out) / 1_000_000 + searches * WEB_SEARCH

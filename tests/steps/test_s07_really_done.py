@@ -117,4 +117,6 @@ def test_web_searches_cost_ten_dollars_a_thousand_beside_the_tokens(step):
         server_tool_use={"web_search_requests": 3, "web_fetch_requests": 0},
     )
     priced = anthropic.types.Message.model_validate(message([text("ok")]) | {"usage": split.to_dict()})
-    assert step.Budget().price(priced) == pytest.approx(1 * 3.75 + 2 * 6.00 + 3 * 0.01)
+    budget = step.Budget()
+    budget.spend(priced)  # what --max-cost is checked against
+    assert budget.cost == budget.rows[-1].dollars == pytest.approx(1 * 3.75 + 2 * 6.00 + 3 * 0.01)
