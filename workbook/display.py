@@ -168,7 +168,7 @@ def result_lines(output: str, width: int | None = None, most: int = RESULT_LINES
     lines = output.splitlines() or [""]
     if len(lines) > most + 1:
         hidden = len(lines) - most
-        lines = lines[: most - 1] + [f"… ({hidden} more lines)"] + lines[-1:]
+        lines = lines[: most - 1] + [f"… ({hidden} more lines, sent to the model, not shown)"] + lines[-1:]
     return [clip("  " + line, width) for line in lines]
 
 
