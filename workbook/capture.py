@@ -119,6 +119,7 @@ class Group:
         self.mark = secrets.token_hex(8)
         self.leader: subprocess.Popen | None = None
         self.since = float("inf")  # the leader's start time, on the system's clock for processes
+        self.ended = False  # end() ran to its close: nothing the command started is left
 
     def environment(self, base: dict | None = None) -> dict:
         """A tool's environment (scrub.tool_environment, unless `base`), with this call's mark."""
@@ -136,6 +137,8 @@ class Group:
 
         A Ctrl-C can land after the command started and before `started` heard of it: then the mark
         alone finds it, the shell and whatever it began."""
+        if self.ended:  # the call's own end(), then the with block's: the processes were looked for once
+            return
         if self.leader is not None:
             with suppress(ProcessLookupError, PermissionError, AttributeError):
                 os.killpg(self.leader.pid, signal.SIGKILL)
@@ -152,6 +155,7 @@ class Group:
         left = processes.orphans(self.since, spared=LEADERS)  # what dropped the mark, re-parented here
         processes.kill(left)
         processes.reap(left)
+        self.ended = True
 
     def marked(self) -> list[int]:
         """The live processes started after the command (a higher pid; any, if it is not known yet)
