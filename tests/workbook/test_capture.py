@@ -148,3 +148,13 @@ def test_s01s_run_bash_leaves_nothing_of_its_group_running(how, marker, tmp_path
 
     assert s01_agent_loop.run_bash(LEAVERS[how].format(m=marker), tmp_path).startswith("started")
     assert all_ended(f"sleep\0{marker}")
+
+
+def test_a_command_s_processes_are_looked_for_once_when_its_call_ends_cleanly(tmp_path, monkeypatch):
+    """run() ends its Group itself, and the with block ends it again: the second finds end() done and
+    walks no process list a second time; an end() cut short would still be run whole (it sets ended last)."""
+    walks = []
+    carrying = processes.carrying
+    monkeypatch.setattr(processes, "carrying", lambda *args: walks.append(args) or carrying(*args))
+    done = capture.run("echo hi", tmp_path, 10)
+    assert done.stdout.strip() == "hi" and len(walks) == 1
