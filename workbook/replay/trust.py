@@ -254,11 +254,10 @@ class RecordedPerson:
         if self.vouches_for(call):
             from workbook.display import say  # here: copying a workspace must not load the SDK
 
-            asks = f"the gate asks a person about this {call.name} call"
             if danger:  # a recording cannot give a person's yes to what needs one
-                say(f"{asks}; no fixture may say yes to it")
+                say(f"allow {call.name} ({danger})?\n  no answer: a replay never says yes to this")
                 return None
-            say(f"{asks}; the trusted fixture answers yes")
+            say(f"allow {call.name}? y (the recorded run's answer)")  # the gate's question, as asked live
             return True
         return self.otherwise(call, danger) if self.otherwise else None
 
