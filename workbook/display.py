@@ -227,8 +227,9 @@ def show_summary(turns: list) -> None:
 
 
 def show_budget(budget) -> None:
-    """s05's summary: the run's model calls (numbered_rows), their tokens and estimated cost, the totals."""
-    table = Table(title="summary")
+    """s05's summary: the run's model calls (numbered_rows), their tokens and estimated cost, the totals.
+    A row a call, not a turn: from s06 on, a turn's call can be sent again, and the budget pays for each."""
+    table = Table(title="summary: a row per model call, as the budget counts them")
     for column in ("call", "stop_reason", "tokens in", "tokens out", "cost (est.)"):
         table.add_column(column, justify="left" if column == "stop_reason" else "right")
     for n, row in numbered_rows(budget.rows):
