@@ -1,13 +1,13 @@
 """s02_tools.py — Tools as data: schemas, a dispatch map, a harness that says no.
 
-Adds over s01: six tools as JSON Schema and a dispatch map, in place of one
-bash call. Every call goes through `execute()`: input checked against the
-schema, a permission gate (`--permission ask|auto|deny|all`; auto runs the
-file tools, kept in the workspace, and read-only commands unasked, and asks
-about any other command), output cut; whatever a handler raises is an
-`is_error` result the model reads. With the tools comes the system prompt
-that tells the model how to use them, built each run (`constitution()`: who,
-where, by what rules).
+Adds over s01:
+- six tools as data: a JSON Schema each, and a dispatch map to its handler;
+- `execute()` for every call: is the tool known, its input valid, the call
+  allowed (the permission gate, --permission ask|auto|deny|all), its path in
+  the workspace? Then the handler, its output cut to size. A refusal, or
+  whatever a handler raises, is an `is_error` result the model reads;
+- the system prompt that tells the model how to work, built each run
+  (`constitution()`: who, where, by what rules).
 
     user task
         |

@@ -1,10 +1,12 @@
 """s05_budget.py — Knowing when to stop.
 
-Adds over s04: before every call, a Budget checks --max-steps,
---max-tokens-total (200,000, the figure of the article 「06 Agent Loop」),
---max-input-tokens and --max-cost (a dated price table). A repeat brake holds
-back a third identical call, and an edit or a write that flips a file back
-again (A→B→A→B). Every stop is named, and the conversation is saved.
+Adds over s04 two ways to stop, each stop named and the conversation saved:
+- limits, a Budget checked before every call: --max-steps, --max-tokens-total
+  (200,000, the figure of the article 「06 Agent Loop」), --max-input-tokens
+  and --max-cost (estimated from a dated price table);
+- a repeat brake on a model going round in circles: a third identical call
+  with the same result is held back, and so is an edit or a write that flips
+  a file back again (A→B→A→B); asked for again, it stops the run.
 
     user task
         v
