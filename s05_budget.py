@@ -245,8 +245,7 @@ class Circles:
         return path, texts, after
 
     def flips_back(self, block) -> bool:
-        """Whether this call redoes a change after its undo: the file went A to B, back to A, and this
-        call would make it B again."""
+        """Whether this call redoes a change after its undo: it would make a file B again after A, B, A."""
         change = self.change(block)
         if change is None:
             return False
@@ -346,7 +345,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             )
         turns.append(response)
         display.show_turn(response)
-        display.show_spend(budget, budget.spend(response))  # (new in s05) its tokens and cost, counted
+        warning = budget.spend(response)  # (new in s05) its tokens and cost, counted: a step spent
+        display.show_spend(budget, warning)
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})

@@ -121,7 +121,8 @@ def count_turn(turns: list, response: Message, budget: Budget, streamed: bool = 
     """A reply is a step, as s05's loop counts one: kept, shown, and its tokens and cost spent."""
     turns.append(response)
     display.show_turn(response, streamed)
-    display.show_spend(budget, budget.spend(response))
+    warning = budget.spend(response)
+    display.show_spend(budget, warning)
 
 
 # 2. The transition: how the call ended, and what recovery has tried.
