@@ -222,24 +222,23 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         transition, why = next_transition(response, state)
         log_transition(transition, why, settings)
 
-        # 3. (new in s06) Each transition's move: end the run, or repair and send again, or go on.
+        # 3. (new in s06) The reply is kept, verbatim as in s01, unless recovery drops it (escalate) or
+        #    gives up on it (fail). Then each transition's move: end the run, repair and send again, go on.
+        if transition in ("next_turn", "continue", "done"):
+            messages.append({"role": "assistant", "content": response.content})
         match transition:
-            case "fail":  # recovery gave up: the cut reply is not kept (its calls are cut), and the run ends
+            case "fail":  # recovery gave up, and the cut reply is not kept: the run ends
                 stopped(settings, f"recovery gave up: {why}")
                 return turns
-            case "done":  # the model ended its turn: its reply is kept, and the run ends
-                messages.append({"role": "assistant", "content": response.content})
+            case "done":  # the model ended its turn: the run ends
                 stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
                 return turns
-            case "escalate":  # the cut reply is dropped; the same request goes again with 64k tokens
+            case "escalate":  # the cut reply dropped, the same request goes again with 64k tokens
                 escalate(response, state)
                 continue
-            case "continue":  # the cut reply is kept, verbatim; the model is asked to go on
-                messages.append({"role": "assistant", "content": response.content})
+            case "continue":  # the cut reply kept, its calls are answered and the model asked to go on
                 go_on(messages, response, state)
                 continue
-            case "next_turn":  # the reply is kept, verbatim, as in s01, and its tools run
-                messages.append({"role": "assistant", "content": response.content})
 
         # 4. next_turn: run the tool calls as s05 does: reads side by side, the repeat brake.
         calls = [block for block in response.content if block.type == "tool_use"]
