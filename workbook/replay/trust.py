@@ -257,7 +257,7 @@ class RecordedPerson:
             if danger:  # a recording cannot give a person's yes to what needs one
                 say(f"allow {call.name} ({danger})?\n  no answer: a replay never says yes to this")
                 return None
-            say(f"allow {call.name}? y (the recorded run's answer)")  # the gate's question, as asked live
+            say(f"allow {call.name}? y (the fixture's answer)")  # the gate's question, as asked live
             return True
         return self.otherwise(call, danger) if self.otherwise else None
 
