@@ -107,7 +107,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     turns = []  # every response, in order
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
-        with display.waiting(len(turns) + 1):
+        with display.waiting(len(turns) + 1):  # the turn's rule on screen, a spinner till the reply
             response = client.messages.create(
                 model=settings.model, system=SYSTEM, tools=TOOLS, messages=messages, max_tokens=MAX_TOKENS
             )

@@ -236,7 +236,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    (new in s03) call_model() retries what may pass and raises what cannot, FATAL: then
         #    run_and_report() below stops the run in one line, the conversation saved, exit 1.
-        with display.waiting(len(turns) + 1):
+        with display.waiting(len(turns) + 1):  # the turn's rule on screen, a spinner till the reply
             response = call_model(
                 client.messages.create,
                 settings.retry,

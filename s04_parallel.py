@@ -139,7 +139,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     while True:
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    call_model() retries what may pass and raises what cannot (s03).
-        with display.waiting(len(turns) + 1):
+        with display.waiting(len(turns) + 1):  # the turn's rule on screen, a spinner till the reply
             response = call_model(
                 client.messages.create,
                 settings.retry,

@@ -214,7 +214,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         # 1. Send the whole history. (new in s06) Recovery sets max_tokens; a 64k reply must stream.
         turn, label = numbered(turn, transition if transition == "escalate" else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # --no-stream, yet 64k must stream
-        with display.waiting(label, streamed):
+        with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
             response = call(client, messages, settings, streamed)
         count_turn(turns, response, budget, streamed)
 

@@ -180,7 +180,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         # 1. Send the whole history (s06). (new in s07) A paused turn sent back is that turn's again.
         turn, label = numbered(turn, transition if transition in ("escalate", "resume_pause") else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS
-        with display.waiting(label, streamed):
+        with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
             response = call(client, messages, settings, streamed)
         count_turn(turns, response, budget, streamed)
 

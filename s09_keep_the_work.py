@@ -198,7 +198,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         # 1. Send the whole history (s06); too long is no crash (s08).
         turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
-        with display.waiting(label, streamed):
+        with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
             response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
         if response is not None:
             count_turn(turns, response, budget, streamed)
