@@ -96,6 +96,7 @@ def run_step(
         run = start(args, model, args.script, **client_options)
         args = parser.parse_args([*run.fixture_args, *argv])  # the fixture's flags, then the reader's
         refuse_a_permission_the_recording_cannot_follow(args, run)
+        refuse_no_stream_for_a_streamed_recording(args, run)
         for line in banner_lines(run):
             say(line)
         goes_on = getattr(args, "resume", None) or getattr(args, "handoff", None)  # the task comes after
@@ -402,6 +403,19 @@ def refuse_a_permission_the_recording_cannot_follow(args, run: Run) -> None:
             f"{display_name(run.fixture_path)} replays only under --permission {recorded}: it was "
             f"recorded under it (its args say so), and {args.permission} would answer otherwise — "
             f"drop --permission {args.permission}, or give a task to run it live"
+        )
+
+
+def refuse_no_stream_for_a_streamed_recording(args, run: Run) -> None:
+    """s06's --no-stream asks for each reply whole. A recording whose first request streamed would then
+    stop at turn 1 with a mismatch (`stream: expected true`): said before the run starts, with what to do."""
+    if not getattr(args, "no_stream", False) or not run.fixture:
+        return
+    first = next((e["request"] for e in run.fixture["exchanges"] if isinstance(e.get("request"), dict)), {})
+    if first.get("stream") is True:
+        raise WorkbookError(
+            f"{display_name(run.fixture_path)} was recorded streaming and replays only so: --no-stream "
+            "would ask for each reply whole — drop --no-stream, or give a task to run it live"
         )
 
 

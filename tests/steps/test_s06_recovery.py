@@ -281,3 +281,15 @@ def test_text_shows_as_it_arrives_and_each_tool_call_once_with_its_result(step, 
 def test_a_non_streamed_recording_replays_through_the_script_unstreamed(script):
     code, out = script("--replay", "fixtures/s03_fix_failing_test.json")
     assert code == 0 and "run ended: the model ended its turn (stop_reason end_turn)" in out, out
+
+
+def test_no_stream_on_a_streamed_recording_is_refused_in_one_line_that_says_what_to_do(run_main):
+    """A reader tried `python s06_recovery.py --no-stream`: the replay stopped at turn 1 with `stream:
+    expected true, got null`. Now it is refused before the run starts, as a --permission the recording
+    cannot follow is."""
+    code, out = run_main("s06_recovery", "--no-stream")
+    assert code == 1 and "Traceback" not in out and "turn 1" not in out
+    [line] = out.strip().splitlines()
+    assert "was recorded streaming" in line and "drop --no-stream" in line
+    code, out = run_main("s06_recovery", "--no-stream", "--replay", "fixtures/s05_brake_then_limit.json")
+    assert code == 0, out  # a recording made without streaming replays under --no-stream as before
