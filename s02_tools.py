@@ -1,13 +1,18 @@
 """s02_tools.py — Tools as data: schemas, a dispatch map, a harness that says no.
 
+The idea: a tool is data, a schema the model reads and a handler that runs,
+and every call goes through one function, `execute()`, that may say no. Is
+the tool known, its input valid, the call allowed, its path in the workspace?
+A refusal, or whatever a handler raises, is an `is_error` result the model
+reads and corrects; the loop never crashes on it.
+
 Adds over s01:
 - six tools as data: a JSON Schema each, and a dispatch map to its handler;
-- `execute()` for every call: is the tool known, its input valid, the call
-  allowed (the permission gate, --permission ask|auto|deny|all), its path in
-  the workspace? Then the handler, its output cut to size. A refusal, or
-  whatever a handler raises, is an `is_error` result the model reads;
-- the system prompt that tells the model how to work, built each run
-  (`constitution()`: who, where, by what rules).
+- `execute()` for every call: the checks, the handler, its output cut to size;
+- the permission gate, one of those checks: who says yes before a write or a
+  command runs (--permission ask|auto|deny|all);
+- in support: the system prompt, built each run (`constitution()`: who the
+  agent is, where it works, by what rules).
 
     user task
         |
@@ -49,7 +54,12 @@ import fastjsonschema
 import s01_agent_loop as s01
 from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
 
-TOOLS = s01.TOOLS + [
+DEFAULT_FIXTURE = "fixtures/s02_fix_divide_by_zero.json"
+
+
+# -- new in s02: tools as data — a schema the model reads, a handler that runs, a dispatch map -------
+
+TOOLS = s01.TOOLS + [  # what the model is shown: each tool's name, what it does, the input it takes
     {
         "name": "read_file",
         "description": "Read a text file. Paths are relative to the workspace.",
@@ -92,11 +102,6 @@ TOOLS = s01.TOOLS + [
         "input_schema": {"type": "object", "properties": {"glob": {"type": "string", "default": "**/*"}}},
     },
 ]
-DEFAULT_FIXTURE = "fixtures/s02_fix_divide_by_zero.json"
-
-
-# -- new in s02: tools as data — handlers, a dispatch map, validation, a sandbox ----------------------
-
 MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
 MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
 MAX_GLOB_PATHS = 20_000  # paths a glob may yield before it is refused as too broad
@@ -231,8 +236,13 @@ def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, st
 
 
 def asked(call, ask: Person | None, why: str) -> tuple[str, str | None]:
-    """A person decides, warned of a dangerous command; anything but yes is a no. With nobody to ask
-    (`ask` None, or no answer), a dangerous command needs a yes it cannot get, and any other is not run."""
+    """A person decides, warned of a dangerous command; anything but yes is a no:
+
+    the person says yes            approved: it runs
+    the person says no             denied: the user said no
+    no answer, dangerous command   denied: it needs a person's yes (rm -rf, sudo, git push...)
+    no answer, any other           refused: not run, as nobody at a terminal said yes
+    """
     danger = dangerous(call.input["command"]) if call.name == "bash" else None
     answer = ask(call, danger) if ask else None
     if answer:
@@ -312,7 +322,7 @@ def error_text(err: Exception, workspace: Path) -> str:
     return f"error: {kind}{err}".replace(f"{workspace}/", "")
 
 
-# -- new in s02: the system prompt, the loop's constitution — who the agent is, where, by what rules ---
+# -- new in s02, in support: the system prompt, the loop's constitution — who, where, by what rules ---
 
 IDENTITY = "You are a coding agent."
 SYSTEM = f"{IDENTITY} Use the tools to solve tasks in the workspace. Act, don't explain."
@@ -352,14 +362,14 @@ class Settings(s01.Settings):
 
     @classmethod
     def for_run(cls, run: launch.Run, args) -> Self:
-        """s01's, with --permission (default: ask at a terminal, live; else auto), the person the gate
-        asks (under --permission ask, whoever types at the keyboard, even into a pipe), the audit log in
-        the run's folder, and the constitution from this machine (live) or from the fixture (replay)."""
+        """s01's, with what the flags and the run give."""
         settings = super().for_run(run)
-        settings.permission = step_cli.permission(args, run)
+        settings.permission = step_cli.permission(args, run)  # default: ask at a terminal, live; else auto
+        # who answers the gate: under --permission ask, whoever types (into a pipe too); else the run's
+        # person, asked only when a terminal is there
         settings.ask = ask_person if settings.permission == "ask" else run.ask
-        settings.audit = step_cli.run_files(run) / "audit.jsonl"
-        settings.system = constitution(run.workspace, environment.for_run(run))
+        settings.audit = step_cli.run_files(run) / "audit.jsonl"  # in the run's folder
+        settings.system = constitution(run.workspace, environment.for_run(run))  # folder, OS, date, git
         return settings
 
 
