@@ -27,6 +27,7 @@ Adds over s04 two ways to stop, each stop named and the conversation saved:
 Run: python s05_budget.py   replay: a third same read held back; --max-steps 5
      python s05_budget.py --replay fixtures/s05_token_budget.json
      python s05_budget.py --replay fixtures/s04_repeated_call.json
+     python s05_budget.py --replay fixtures/s04_edit_flip_flop.json   circles
      python s05_budget.py "task" --max-cost 0.50   live, ANTHROPIC_API_KEY
 """
 
@@ -61,12 +62,6 @@ MAX_COST = 5.00  # dollars, estimated from list prices (--max-cost); warned at 8
 COST_WARNING = 0.8
 
 
-def tokens_in(usage) -> int:
-    """Everything one request sent: uncached input, plus what was written to and read from the cache."""
-    cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
-    return usage.input_tokens + cached
-
-
 class Row(NamedTuple):
     """One model call in the run's account."""
 
@@ -92,9 +87,11 @@ class Budget:
 
     def spend(self, response: Message) -> str | None:
         """Count one response; the first time the cost passes COST_WARNING of the cap, say so."""
-        sent = tokens_in(response.usage)
-        received = response.usage.output_tokens
-        dollars = cost(response.usage, response.model)
+        usage = response.usage
+        cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+        sent = usage.input_tokens + cached  # the whole input: tokens the API's cache held were sent too
+        received = usage.output_tokens
+        dollars = cost(usage, response.model)
         self.rows.append(Row(response.stop_reason, sent, received, dollars))
         self.tokens += sent + received
         self.cost += dollars
@@ -149,7 +146,13 @@ class RepeatBrake:
     """The brake on a model going round in circles. It sees every call in the order asked, and holds one
     back (answers it with an error asking for another approach) when the REPEAT_LIMIT - 1 calls just
     before it were the same tool with the same input and gave one same result, or when Circles (below)
-    finds it changing a file back again. Asking again for a call held back stops the run."""
+    finds it changing a file back again. Asking again for a call held back stops the run:
+
+        read_file config.toml -> "port = 80"     runs
+        read_file config.toml -> "port = 80"     runs
+        read_file config.toml                    held back: "error: not run: ... Change approach"
+        read_file config.toml                    held back again, and the run stops
+    """
 
     workspace: Path | None = None  # where the files are, for Circles (None: unknown)
     recent: list[Asked] = field(default_factory=list)  # the latest calls, oldest first
@@ -225,7 +228,12 @@ KEPT_TEXTS = 4  # a circle needs a file's last three texts (A, B, A); a fourth, 
 @dataclass
 class Circles:
     """Each file's latest texts, as the edits and writes the brake lets through leave them. A change is
-    judged by the text it would leave, so an edit and a write share a file's history."""
+    judged by the text it would leave, so an edit and a write share a file's history:
+
+        utils.py holds A;  edit A -> B    runs: the file's texts are A, B
+                           edit B -> A    runs: A, B, A (one undo is a change of mind)
+                           edit A -> B    held back: it would make B again, "going in circles"
+    """
 
     workspace: Path | None = None  # where the files are (None: a file's text before a change is unknown)
     texts: dict = field(default_factory=dict)  # path -> its latest texts, oldest first; the last is now
@@ -287,19 +295,6 @@ def edited(text: str | None, given: dict) -> str | None:
     return text.replace(old, new)
 
 
-def run_tools(calls: list, settings: "Settings", held: dict[str, str] | None = None) -> tuple[list, list]:
-    """Unlike s04's: a call the brake holds back (`held`: its error, by tool_use id) is answered with
-    that error and never runs; s04 runs the others. The answers stay in the order asked."""
-    answers = {block_id: (error, True) for block_id, error in (held or {}).items()}
-    return s04.run_tools(calls, settings, answers)
-
-
-def stopped(settings: "Settings", reason: str) -> None:
-    """The end of a run, whatever ended it: the reason on screen, and in the budget."""
-    settings.budget.reason = reason
-    display.show_stop(reason)
-
-
 # -- the loop --------------------------------------------------------------------------------------
 
 
@@ -315,6 +310,19 @@ class Settings(s04.Settings):
         settings = super().for_run(run, args)
         settings.budget = Budget(**step_cli.limits(args))
         return settings
+
+
+def run_tools(calls: list, settings: "Settings", held: dict[str, str] | None = None) -> tuple[list, list]:
+    """Unlike s04's: a call the brake holds back (`held`: its error, by tool_use id) is answered with
+    that error and never runs; s04 runs the others. The answers stay in the order asked."""
+    answers = {block_id: (error, True) for block_id, error in (held or {}).items()}
+    return s04.run_tools(calls, settings, answers)
+
+
+def stopped(settings: "Settings", reason: str) -> None:
+    """The end of a run, whatever ended it: the reason on screen, and in the budget."""
+    settings.budget.reason = reason
+    display.show_stop(reason)
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:

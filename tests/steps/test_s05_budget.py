@@ -107,7 +107,10 @@ def test_cache_writes_cost_a_quarter_more_and_cache_reads_a_tenth(step):
     assert step.cost(usage(0, 0, read=1_000_000)) == pytest.approx(0.30)
     both = usage(1000, 500, written=2000, read=50_000)
     assert step.cost(both) == pytest.approx((1000 * 3 + 2000 * 3.75 + 50_000 * 0.3 + 500 * 15) / 1e6)
-    assert step.tokens_in(both) == 53_000  # every input token counts toward the budgets, cached or not
+    budget = step.Budget()
+    budget.spend(reply(both))
+    assert budget.rows[0].tokens_in == 53_000  # every input token counts toward the budgets, cached or not
+    assert budget.tokens == 53_500
 
 
 def test_a_model_missing_from_the_price_table_is_priced_as_the_default(step):
