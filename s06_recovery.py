@@ -41,30 +41,6 @@ from s05_budget import Budget, RepeatBrake, run_tools, stopped
 DEFAULT_FIXTURE = "fixtures/s06_escalation.json"
 
 
-# -- new in s06: replies stream — the SDK will not wait for 64k tokens whole; text shows as it comes -
-
-
-def stream_reply(client: anthropic.Anthropic, **request) -> Message:
-    """The reply, streamed: its text shows as it comes, a tool call once its input is whole (with its
-    result). A Ctrl-C meanwhile raises KeyboardInterrupt, and the partial reply goes with the stream."""
-    with client.messages.stream(**request) as events:
-        for event in events:
-            display.show_event(event)
-        return events.get_final_message()
-
-
-class Retry(s03.Retry):
-    """Unlike s03's: an `error` event inside a streamed reply (HTTP said 200 before it began) is
-    retried when it is one that may pass, overloaded or a server error, as a 529 or a 500 would be."""
-
-    def reason(self, err: anthropic.APIError) -> str | None:
-        if s03.status_of(err) != 200:
-            return super().reason(err)
-        body = err.body if isinstance(err.body, dict) else {}
-        kind = (body.get("error") or {}).get("type")
-        return "an error inside the stream" if kind in ("overloaded_error", "api_error") else None
-
-
 # -- new in s06: the recovery chain — every iteration ends in a named transition -------------------
 
 ESCALATED_MAX_TOKENS = 64_000  # max_tokens, first answer: the same request with room to finish (streamed)
@@ -75,13 +51,6 @@ CONTINUE_PROMPT = (
 )
 TRUNCATED_CALL = "error: not run — your reply was cut off ({}) before this call was complete. Call again."
 DROPPED_CALL = "never run: its input was cut off, and the reply is dropped and asked for again"  # shown only
-TRANSITIONS = {  # every iteration ends in exactly one of these; Claude Code's query.ts name after the |
-    "next_turn": "tool_use: run the tools, send their results | next_turn",
-    "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
-    "continue": "max_tokens again: keep the cut reply, ask the model to go on | max-output-tokens recovery",
-    "done": "any other stop: end_turn, stop_sequence, refusal | Terminal (completed)",
-    "fail": "a cap was reached or nothing can be recovered: stop, saying why | Terminal (error)",
-}
 
 
 @dataclass
@@ -126,8 +95,18 @@ def count_turn(turns: list, response: Message, budget: Budget, streamed: bool = 
 
 
 # 2. The transition: how the call ended, and what recovery has tried.
+TRANSITIONS = {  # every iteration ends in exactly one; what it does, and Claude Code's query.ts name after |
+    "next_turn": "tool_use: run the tools, send their results | next_turn",
+    "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
+    "continue": "max_tokens again: keep the cut reply, ask the model to go on | max-output-tokens recovery",
+    "done": "any other stop: end_turn, stop_sequence, refusal | Terminal (completed)",
+    "fail": "a cap was reached or nothing can be recovered: stop, saying why | Terminal (error)",
+}
+
+
 def next_transition(response: Message, state: Recovery) -> tuple[str, str]:
-    """(transition, why): what the loop does next, from how the call ended and what was tried already."""
+    """(transition, why): one of TRANSITIONS, what the loop does next, from how the call ended and what
+    recovery has tried already."""
     stop = response.stop_reason
     if stop == "tool_use":
         return "next_turn", "tool_use"
@@ -172,6 +151,30 @@ def show_cut_calls(response: Message, answer: str) -> list:
     return results
 
 
+# -- new in s06, in support of recovery: replies stream — the SDK will not wait for 64k tokens whole ---
+
+
+def stream_reply(client: anthropic.Anthropic, **request) -> Message:
+    """The reply, streamed: its text shows as it comes, a tool call once its input is whole (with its
+    result). A Ctrl-C meanwhile raises KeyboardInterrupt, and the partial reply goes with the stream."""
+    with client.messages.stream(**request) as events:
+        for event in events:
+            display.show_event(event)
+        return events.get_final_message()
+
+
+class Retry(s03.Retry):
+    """Unlike s03's: an `error` event inside a streamed reply (HTTP said 200 before it began) is
+    retried when it is one that may pass, overloaded or a server error, as a 529 or a 500 would be."""
+
+    def reason(self, err: anthropic.APIError) -> str | None:
+        if s03.status_of(err) != 200:
+            return super().reason(err)
+        body = err.body if isinstance(err.body, dict) else {}
+        kind = (body.get("error") or {}).get("type")
+        return "an error inside the stream" if kind in ("overloaded_error", "api_error") else None
+
+
 # -- the loop --------------------------------------------------------------------------------------
 
 
@@ -189,7 +192,6 @@ class Settings(s05.Settings):
         settings = super().for_run(run, args)
         settings.retry = Retry.for_run(run)
         settings.stream = step_cli.streaming(args, run)
-        settings.recovery = Recovery()
         return settings
 
     def shared_request(self) -> dict:
