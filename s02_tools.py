@@ -57,63 +57,41 @@ from s01_agent_loop import BASH_TIMEOUT, MAX_TOKENS, MODEL
 DEFAULT_FIXTURE = "fixtures/s02_fix_divide_by_zero.json"
 
 
-# -- new in s02: tools as data — a schema the model reads, a handler that runs, a dispatch map -------
+# -- new in s02: tools as data — what the model is shown, and the handler that runs it --------------
 
-TOOLS = s01.TOOLS + [  # what the model is shown: each tool's name, what it does, the input it takes
-    {
-        "name": "read_file",
-        "description": "Read a text file. Paths are relative to the workspace.",
-        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-    },
-    {
-        "name": "write_file",
-        "description": "Create or overwrite a text file, and the folders it needs.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-            "required": ["path", "content"],
-        },
-    },
-    {
-        "name": "edit_file",
-        "description": "Replace old_text, which must occur exactly once in the file, with new_text.",
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string"},
-                "old_text": {"type": "string", "minLength": 1},
-                "new_text": {"type": "string"},
-            },
-            "required": ["path", "old_text", "new_text"],
-        },
-    },
-    {
-        "name": "grep",
-        "description": "Search files for a regular expression. Returns file:line: text for each match.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"pattern": {"type": "string"}, "glob": {"type": "string", "default": "**/*"}},
-            "required": ["pattern"],
-        },
-    },
-    {
-        "name": "list_files",
-        "description": "List the files matching a glob pattern such as **/*.py (default: every file).",
-        "input_schema": {"type": "object", "properties": {"glob": {"type": "string", "default": "**/*"}}},
-    },
-]
 MAX_OUTPUT = 10_000  # characters of tool output the model gets; the middle of longer output is cut
-MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
-MAX_GLOB_PATHS = 20_000  # paths a glob may yield before it is refused as too broad
-GREP_CPU_SECONDS = 5.0  # a pattern can backtrack for ever (ReDoS): the search stops after this
-MAX_MATCHES = 500  # grep's lines, at most
-
-
-Person = Callable[..., bool | None]  # asked about a call (and its danger): yes, no, or None for no answer
 
 
 class ToolError(Exception):
     """A refusal or failure the model can correct: it becomes an is_error tool_result."""
+
+
+@dataclass
+class Tool:
+    """One tool as data: what the model is shown (its name, what it does, the input it takes), the
+    handler that runs it, and whether it only reads (a read passes the permission gate unasked)."""
+
+    name: str
+    description: str
+    input_schema: dict
+    handler: Callable[..., str]
+    read_only: bool = False
+
+    def __post_init__(self):  # compiled once, at import; unknown fields are refused, not ignored
+        schema = {**self.input_schema, "additionalProperties": False}
+        self.validate = fastjsonschema.compile(schema, use_default=False)  # never rewrite the model's input
+
+    def shown(self) -> dict:
+        """What the model is shown of this tool, in every request's `tools`."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+# -- new in s02, in support: the handlers — each inside the workspace, bounded in time and memory -----
+
+MAX_FILE_BYTES = 10_000_000  # edit_file and grep read whole files: none larger
+MAX_GLOB_PATHS = 20_000  # paths a glob may yield before it is refused as too broad
+GREP_CPU_SECONDS = 5.0  # a pattern can backtrack for ever (ReDoS): the search stops after this
+MAX_MATCHES = 500  # grep's lines, at most
 
 
 def inside(workspace: Path, path: str) -> Path:
@@ -179,36 +157,69 @@ def list_files(workspace: Path, glob: str = "**/*") -> str:
     return "\n".join(str(p.relative_to(workspace)) for p in files) or "(no files)"
 
 
-@dataclass
-class Tool:
-    """One entry of the dispatch map: what the model is shown, what runs, and whether it only reads."""
+# -- new in s02: the dispatch map — every tool, by name: its schema, its handler, whether it only reads --
 
-    name: str
-    description: str
-    input_schema: dict
-    handler: Callable[..., str]
-    read_only: bool
-
-    def __post_init__(self):  # compiled once, at import; unknown fields are refused, not ignored
-        schema = {**self.input_schema, "additionalProperties": False}
-        self.validate = fastjsonschema.compile(schema, use_default=False)  # never rewrite the model's input
-
-
-HANDLERS = {  # the dispatch map: tool name -> handler
-    "bash": bash,
-    "read_file": read_file,
-    "write_file": write_file,
-    "edit_file": edit_file,
-    "grep": grep,
-    "list_files": list_files,
+REGISTRY = {  # tool name -> Tool
+    tool.name: tool
+    for tool in [
+        Tool(**s01.TOOLS[0], handler=bash),  # s01's bash, as the model knows it; s02's handler runs it
+        Tool(
+            name="read_file",
+            description="Read a text file. Paths are relative to the workspace.",
+            input_schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+            handler=read_file,
+            read_only=True,
+        ),
+        Tool(
+            name="write_file",
+            description="Create or overwrite a text file, and the folders it needs.",
+            input_schema={
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+            handler=write_file,
+        ),
+        Tool(
+            name="edit_file",
+            description="Replace old_text, which must occur exactly once in the file, with new_text.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old_text": {"type": "string", "minLength": 1},
+                    "new_text": {"type": "string"},
+                },
+                "required": ["path", "old_text", "new_text"],
+            },
+            handler=edit_file,
+        ),
+        Tool(
+            name="grep",
+            description="Search files for a regular expression. Returns file:line: text for each match.",
+            input_schema={
+                "type": "object",
+                "properties": {"pattern": {"type": "string"}, "glob": {"type": "string", "default": "**/*"}},
+                "required": ["pattern"],
+            },
+            handler=grep,
+            read_only=True,
+        ),
+        Tool(
+            name="list_files",
+            description="List the files matching a glob pattern such as **/*.py (default: every file).",
+            input_schema={"type": "object", "properties": {"glob": {"type": "string", "default": "**/*"}}},
+            handler=list_files,
+            read_only=True,
+        ),
+    ]
 }
-READ_ONLY = {"read_file", "grep", "list_files"}  # these pass the gate unasked
-REGISTRY = {
-    t["name"]: Tool(**t, handler=HANDLERS[t["name"]], read_only=t["name"] in READ_ONLY) for t in TOOLS
-}
+TOOLS = [tool.shown() for tool in REGISTRY.values()]  # what every request shows the model
 
 
 # -- new in s02: the permission gate — who says yes before a write or a command runs -----------------
+
+Person = Callable[..., bool | None]  # asked about a call (and its danger): yes, no, or None for no answer
 
 
 def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, str | None]:
