@@ -183,8 +183,9 @@ def error_lines(output: str, width: int | None = None) -> list[str]:
 
 def show_tool(block, output: str, is_error: bool = False) -> None:
     """A tool call as one line, then what it returned: an error or a refusal whole (s01's answers say
-    so by opening with `error:`), other output in a few lines."""
-    changed = None if is_error else changed_text(block)  # a diff only for a change that was made
+    so by opening with `error:`), other output in a few lines. An edit or a write shows its change as a
+    diff, made or not: a refusal below it says the change was not made, and what it was is its point."""
+    changed = changed_text(block)
     say(call_line(block, diff_below=bool(changed)), "cyan")
     if changed:
         for line in diff_lines(*(printable(text) for text in changed)):
@@ -356,6 +357,13 @@ def show_transition(transition: str, why: str) -> None:
     """s06: the transition an iteration ends in, and why."""
     colour = {"done": "green", "fail": "red", "next_turn": "dim"}.get(transition, "magenta")
     say(f"→ {transition}  {why}", colour)
+
+
+def show_prompt(label: str, text: str) -> None:
+    """Words the harness itself sends the model (s06's request to go on), under a label: whole and
+    wrapped, since the model reads every one."""
+    say(f"{label}:", "magenta")
+    console.out("\n".join(error_lines(printable(text))), highlight=False)
 
 
 def show_hook(command: str, output: str, passed: bool) -> None:
