@@ -2,9 +2,13 @@
 
 Adds over s05: each iteration ends in a named transition. A reply cut short
 by max_tokens never has its tool calls run: the same request is sent again
-with room to finish (64k tokens, streamed: the SDK refuses to wait for that
-long a reply whole), and if it is cut again, the model is asked to go on
-where it stopped.
+with room to finish (64k tokens), and if it is cut again, the model is asked
+to go on where it stopped.
+
+In support: replies stream from s06 on, since the SDK refuses to wait for a
+64k reply whole (--no-stream: each reply whole, as before, but 64k still
+streams); and an error that arrives inside a stream, after HTTP said 200, is
+retried as s03 retries a 529 or a 500.
 
     call model --stop_reason--> next_transition() (new) names the next move:
 
@@ -140,6 +144,7 @@ def go_on(messages: list, response: Message, state: Recovery) -> None:
     state.continuations += 1
     results = show_cut_calls(response, TRUNCATED_CALL.format(response.stop_reason))
     messages.append({"role": "user", "content": [*results, {"type": "text", "text": CONTINUE_PROMPT}]})
+    display.show_prompt("and the model is asked to go on", CONTINUE_PROMPT)
 
 
 def show_cut_calls(response: Message, answer: str) -> list:
