@@ -99,3 +99,28 @@ def test_a_hand_over_message_of_megabytes_prints_one_screen_and_counts_the_rest(
     assert len(shown) < display.SCREEN_LINES + 10
     assert shown[-1].startswith("… ") and shown[-1].endswith("more characters not shown")
     assert "Traceback" not in out.getvalue()
+
+
+def screen_of(monkeypatch, show) -> str:
+    out = io.StringIO()
+    monkeypatch.setattr(display, "console", Console(file=out, width=80, color_system=None))
+    show()
+    return out.getvalue()
+
+
+def test_an_edit_the_harness_refused_shows_its_change_above_the_refusal(monkeypatch):
+    edit = SimpleNamespace(
+        name="edit_file", input={"path": "utils.py", "old_text": "return a / b", "new_text": "return a // b"}
+    )
+    refusal = "error: not run: this edit redoes one you already undid"
+    lines = screen_of(monkeypatch, lambda: display.show_tool(edit, refusal, is_error=True)).splitlines()
+    assert lines[1:3] == ["  -return a / b", "  +return a // b"]
+    assert lines[3].startswith("  error: not run")
+
+
+def test_words_the_harness_sends_the_model_are_shown_whole_and_wrapped(monkeypatch):
+    words = "Continue exactly where it stopped. " * 6
+    screen = screen_of(monkeypatch, lambda: display.show_prompt("asked to go on", words))
+    assert screen.startswith("asked to go on:\n")
+    assert max(len(line) for line in screen.splitlines()) <= 80
+    assert " ".join(screen.split()[4:]) == words.strip()
