@@ -218,44 +218,46 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             stopped(settings, reason)
             return turns
 
-        # 1. Send the whole history. (new in s06) Recovery sets max_tokens; a 64k reply must stream.
+        # 1. Send the whole history: the model has no memory of its own between calls.
+        #    (new in s06) With the max_tokens recovery asks for; a request sent again is its turn's retry.
         turn, label = numbered(turn, transition if transition == "escalate" else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # --no-stream, yet 64k must stream
         with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
             response = call(client, messages, settings, streamed)
         count_turn(turns, response, budget, streamed)
 
-        # 2. (new in s06) Name the transition: how the call ended, and what recovery tried.
+        # (new in s06) Name the transition: how the call ended, and what recovery has tried. A reply
+        # cut off the first time is dropped, and the same request sent again with room to finish.
         transition, why = next_transition(response, state)
         log_transition(transition, why, settings)
+        if transition == "escalate":
+            escalate(response, state)
+            continue
+        if transition == "fail":  # recovery gave up: the cut reply is not kept, and the run ends
+            stopped(settings, f"recovery gave up: {why}")
+            return turns
 
-        # 3. (new in s06) The reply is kept, verbatim as in s01, unless recovery drops it (escalate) or
-        #    gives up on it (fail). Then each transition's move: end the run, repair and send again, go on.
-        if transition in ("next_turn", "continue", "done"):
-            messages.append({"role": "assistant", "content": response.content})
-        match transition:
-            case "fail":  # recovery gave up, and the cut reply is not kept: the run ends
-                stopped(settings, f"recovery gave up: {why}")
-                return turns
-            case "done":  # the model ended its turn: the run ends
-                stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
-                return turns
-            case "escalate":  # the cut reply dropped, the same request goes again with 64k tokens
-                escalate(response, state)
-                continue
-            case "continue":  # the cut reply kept, its calls are answered and the model asked to go on
-                go_on(messages, response, state)
-                continue
+        # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
+        messages.append({"role": "assistant", "content": response.content})
 
-        # 4. next_turn: run the tool calls as s05 does: reads side by side, the repeat brake.
+        # 3. Any stop but tool_use ends the loop. (new in s06) But a reply cut off again is kept: its
+        #    calls are answered, never run, and the model is asked to go on where it stopped.
+        if transition == "continue":
+            go_on(messages, response, state)
+            continue
+        if transition == "done":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
+            return turns
+
+        # 4. Run the tool calls as s05 does: reads side by side, the repeat brake.
         calls = [block for block in response.content if block.type == "tool_use"]
-        held = brake.hold_back(calls)
+        held = brake.hold_back(calls)  # tool_use id -> the error that answers it instead
         results, timeline = run_tools(calls, settings, held)
         brake.remember(results)
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps
-        if brake.stop:
+        if brake.stop:  # asked again after a refusal: going round once more would change nothing
             stopped(settings, brake.stop)
             return turns
 
