@@ -184,25 +184,24 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             response = call(client, messages, settings, streamed)
         count_turn(turns, response, budget, streamed)
 
-        # 2. Name the transition (s06). (new in s07) Once the model ends its turn, the stop hook runs.
+        # Name the transition (s06). (new in s07) Once the model ends its turn, the stop hook runs.
         hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end
         transition, why = next_transition(response, state, hook)
         log_transition(transition, why, settings)
+        if transition == "fail":  # recovery gave up: the cut reply is not kept, and the run ends (s06)
+            stopped(settings, f"recovery gave up: {why}")
+            return turns
 
-        # 3. Each transition's move (s06): end the run, or drop the reply, or keep it.
-        match transition:
-            case "fail":  # recovery gave up: the reply is dropped, and the run ends
-                stopped(settings, f"recovery gave up: {why}")
-                return turns
-            case "done":  # the model ended its turn: its reply is kept, and the run ends
-                append_reply(messages, response)
-                stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
-                return turns
-            case "escalate":  # the cut reply is dropped: the same turn is asked for again, with room
-                pass
-            case "continue" | "resume_pause" | "hook_retry" | "next_turn":  # the reply is kept
-                append_reply(messages, response)  # (new in s07) after a pause, it joins the paused turn
-        if transition != "next_turn":  # a repair: the conversation is mended and sent again
+        # 2. Append the reply verbatim, unless recovery drops it (s06's escalate). (new in s07) After a
+        #    pause, it joins the paused turn.
+        if transition != "escalate":
+            append_reply(messages, response)
+
+        # 3. Any stop but tool_use ends the loop; a repair sends the conversation again (s06).
+        if transition == "done":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
+            return turns
+        if transition != "next_turn":
             recover(transition, messages, response, hook, settings)
             continue
 

@@ -203,25 +203,24 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if response is not None:
             count_turn(turns, response, budget, streamed)
 
-        # 2. Name the transition: how the call ended, what recovery tried (s06), the stop hook (s07).
+        # Name the transition: how the call ended, what recovery tried (s06), the stop hook (s07).
         hook = run_stop_hook(settings, response) if response is not None else None
         transition, why = next_transition(response, state, messages, hook)
         log_transition(transition, why, settings)
+        if transition == "fail":  # recovery gave up: the cut reply is not kept, and the run ends (s06)
+            stopped(settings, f"recovery gave up: {why}")
+            return turns
 
-        # 3. Each transition's move (s06, s07): end the run, or drop the reply, or keep it.
-        match transition:
-            case "fail":  # recovery gave up: the reply is dropped, and the run ends
-                stopped(settings, f"recovery gave up: {why}")
-                return turns
-            case "done":  # the model ended its turn: its reply is kept, and the run ends
-                append_reply(messages, response)
-                stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
-                return turns
-            case "escalate" | "collapse" | "compact":  # dropped (collapse, compact: no reply came)
-                pass
-            case "continue" | "resume_pause" | "hook_retry" | "make_room" | "next_turn":  # the reply is kept
-                append_reply(messages, response)
-        if transition != "next_turn":  # a repair: the conversation is mended and sent again
+        # 2. Append the reply verbatim, unless recovery drops it (s06's escalate), or no reply came: the
+        #    request was too long (s08's collapse, compact). After a pause it joins the paused turn (s07).
+        if transition not in ("escalate", "collapse", "compact"):
+            append_reply(messages, response)
+
+        # 3. Any stop but tool_use ends the loop; a repair sends the conversation again (s06).
+        if transition == "done":
+            stopped(settings, f"the model ended its turn (stop_reason {response.stop_reason})")
+            return turns
+        if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # a compaction's summary is a model call: it costs a step
                 count_summary(turns, summary, budget, turn)
