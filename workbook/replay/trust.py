@@ -255,9 +255,11 @@ class RecordedPerson:
             from workbook.display import say  # here: copying a workspace must not load the SDK
 
             if danger:  # a recording cannot give a person's yes to what needs one
-                say(f"allow {call.name} ({danger})?\n  no answer: a replay never says yes to this")
+                say(
+                    f"allow {call.name} ({danger})?\n  no answer: a replay never says yes to a dangerous call"
+                )
                 return None
-            say(f"allow {call.name}? y (the fixture's answer)")  # the gate's question, as asked live
+            say(f"allow {call.name}? y (the recording ran it)")  # the gate's question, as asked live
             return True
         return self.otherwise(call, danger) if self.otherwise else None
 
