@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Self
 
 from workbook import bounded_search, capture, display, environment, launch, step_cli, workspace_files
-from workbook.asking import DANGEROUS, ask_person, at_terminal  # the person the gate asks; its warnings
+from workbook.asking import DANGEROUS, at_terminal  # the person the gate asks; its warnings
 from workbook.audit import log_call  # one JSON line per call in the run's folder
 from workbook.read_only_commands import not_read_only  # auto's allowlist: a command known to only read
 
@@ -376,9 +376,7 @@ class Settings(s01.Settings):
         """s01's, with what the flags and the run give."""
         settings = super().for_run(run)
         settings.permission = step_cli.permission(args, run)  # default: ask at a terminal, live; else auto
-        # who answers the gate: under --permission ask, whoever types (into a pipe too); else the run's
-        # person, asked only when a terminal is there
-        settings.ask = ask_person if settings.permission == "ask" else run.ask
+        settings.ask = run.ask  # who answers the gate: the run's person (under ask, whoever types)
         settings.audit = step_cli.run_files(run) / "audit.jsonl"  # in the run's folder
         settings.system = constitution(run.workspace, environment.for_run(run))  # folder, OS, date, git
         return settings

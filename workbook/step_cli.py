@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from workbook import display, flags, scrub
+from workbook.asking import ask_person
 from workbook.conversation import load_conversation, repo_path
 from workbook.display import error, printable, say
 from workbook.environment import for_run
@@ -97,6 +98,8 @@ def run_step(
         args = parser.parse_args([*run.fixture_args, *argv])  # the fixture's flags, then the reader's
         refuse_a_permission_the_recording_cannot_follow(args, run)
         refuse_no_stream_for_a_streamed_recording(args, run)
+        if hasattr(args, "permission") and permission(args, run) == "ask":
+            run.ask = ask_person  # s02's --permission ask asks whoever types: at a terminal, or into a pipe
         for line in banner_lines(run):
             say(line)
         goes_on = getattr(args, "resume", None) or getattr(args, "handoff", None)  # the task comes after

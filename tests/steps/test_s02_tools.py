@@ -8,6 +8,7 @@ import subprocess
 from datetime import date
 
 from workbook import environment, processes, scratch, step_cli
+from workbook.asking import ask_person
 from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
 
@@ -219,20 +220,20 @@ def test_deny_mode_lets_reads_through_and_refuses_writes(ws):
 @pytest.mark.parametrize("answer, allowed", [("y\n", True), ("yes\n", True), ("n\n", False), ("\n", False)])
 def test_ask_mode_runs_only_on_yes(ws, monkeypatch, answer, allowed):
     monkeypatch.setattr("sys.stdin", io.StringIO(answer))
-    output, is_error = call("bash", {"command": "touch asked"}, ws, "ask", ask=s02.ask_person)
+    output, is_error = call("bash", {"command": "touch asked"}, ws, "ask", ask=ask_person)
     assert (ws / "asked").exists() is allowed and is_error is not allowed
     assert allowed or "the user said no" in output
 
 
 def test_ask_mode_asks_even_for_a_dangerous_command_and_a_closed_stdin_is_a_no(ws, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    output, is_error = call("bash", {"command": "rm -rf pkg"}, ws, "ask", ask=s02.ask_person)
+    output, is_error = call("bash", {"command": "rm -rf pkg"}, ws, "ask", ask=ask_person)
     assert is_error and "the user said no" in output and (ws / "pkg").exists()
 
 
 def test_reads_never_ask(ws, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(""))  # any question would be answered no
-    assert call("grep", {"pattern": "beta"}, ws, "ask", ask=s02.ask_person) == ("notes.txt:2: beta", False)
+    assert call("grep", {"pattern": "beta"}, ws, "ask", ask=ask_person) == ("notes.txt:2: beta", False)
 
 
 # -- output truncation and the audit log ------------------------------------------------------------
