@@ -184,16 +184,26 @@ def error_lines(output: str, width: int | None = None) -> list[str]:
 def show_tool(block, output: str, is_error: bool = False) -> None:
     """A tool call as one line, then what it returned: an error or a refusal whole (s01's answers say
     so by opening with `error:`), other output in a few lines. An edit or a write shows its change as a
-    diff, made or not: a refusal below it says the change was not made, and what it was is its point."""
+    diff: in colour above its result when it was made; dimmed below the refusal when it was not, since
+    what the refused change was is the point of refusing it."""
     changed = changed_text(block)
     say(call_line(block, diff_below=bool(changed)), "cyan")
-    if changed:
-        for line in diff_lines(*(printable(text) for text in changed)):
-            console.out(line, style={"-": "red", "+": "green"}.get(line[2:3]), highlight=False)
     text = printable(output)  # no control sequences
     most = READ_LINES if block.name == "read_file" else RESULT_LINES
-    shown = error_lines(text) if is_error or text.startswith("error:") else result_lines(text, most=most)
+    failed = is_error or text.startswith("error:")
+    shown = error_lines(text) if failed else result_lines(text, most=most)
+    if changed and not is_error:
+        show_diff(changed, {"-": "red", "+": "green"})
     console.out("\n".join(shown), highlight=False)
+    if changed and is_error:
+        say("  the change it asked for, not made:")
+        show_diff(changed, {})
+
+
+def show_diff(changed: tuple[str, str], colours: dict) -> None:
+    """An edit's or a write's (old, new) text as diff lines, each coloured by its -/+ (none: dimmed)."""
+    for line in diff_lines(*(printable(text) for text in changed)):
+        console.out(line, style=colours.get(line[2:3], "dim"), highlight=False)
 
 
 # A summary of a long run shows this many of its first turns and as many of its last; the rest are counted.

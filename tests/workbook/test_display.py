@@ -108,14 +108,20 @@ def screen_of(monkeypatch, show) -> str:
     return out.getvalue()
 
 
-def test_an_edit_the_harness_refused_shows_its_change_above_the_refusal(monkeypatch):
+def test_an_edit_the_harness_refused_shows_its_change_below_the_refusal_as_not_made(monkeypatch):
     edit = SimpleNamespace(
         name="edit_file", input={"path": "utils.py", "old_text": "return a / b", "new_text": "return a // b"}
     )
     refusal = "error: not run: this edit redoes one you already undid"
     lines = screen_of(monkeypatch, lambda: display.show_tool(edit, refusal, is_error=True)).splitlines()
-    assert lines[1:3] == ["  -return a / b", "  +return a // b"]
-    assert lines[3].startswith("  error: not run")
+    assert lines[1].startswith("  error: not run")
+    assert lines[2:] == ["  the change it asked for, not made:", "  -return a / b", "  +return a // b"]
+
+
+def test_an_edit_that_was_made_shows_its_change_above_its_result(monkeypatch):
+    edit = SimpleNamespace(name="edit_file", input={"path": "u.py", "old_text": "a", "new_text": "b"})
+    lines = screen_of(monkeypatch, lambda: display.show_tool(edit, "edited u.py: replaced 1 occurrence"))
+    assert lines.splitlines()[1:] == ["  -a", "  +b", "  edited u.py: replaced 1 occurrence"]
 
 
 def test_words_the_harness_sends_the_model_are_shown_whole_and_wrapped(monkeypatch):
