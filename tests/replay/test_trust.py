@@ -3,11 +3,12 @@ only if the fixture it plays is trusted, the call is the one recorded at this ex
 workspace is that fixture's own fresh copy. Both the CLI and the notebook path keep the rule."""
 
 import copy
+import io
 import json
 import pickle
 from types import SimpleNamespace
 
-from workbook import errors, scratch
+from workbook import display, errors, scratch
 from workbook.replay import fixtures, trust
 from workbook.replay import transport as replay
 
@@ -15,6 +16,7 @@ import anthropic
 import pytest
 from conftest import ROOT
 from fixture_files import HELLO, STOP_HOOK, fixture, start
+from rich.console import Console
 from standin import message, text, tool_use
 
 import s01_agent_loop as s01
@@ -313,3 +315,30 @@ def test_a_replay_started_from_the_cli_has_a_person_of_its_own(tmp_path):
     run.finish()
     assert run.ask.transport is run.transport and run.ask.owns_copy
     assert trust.copy_made_here(run.workspace).name == "divide_by_zero"
+
+
+def shown_question(monkeypatch, call, danger, answer) -> list[str]:
+    """What a replay's person shows at an 80-column terminal when asked about `call`."""
+    out = io.StringIO()
+    monkeypatch.setattr(display, "console", Console(file=out, width=80, color_system=None))
+    trust.show_question(call, danger, answer)
+    return out.getvalue().splitlines()
+
+
+def test_a_replays_person_is_asked_as_a_live_one_is_and_says_what_it_answered(monkeypatch):
+    call = SimpleNamespace(name="bash", input={"command": "python3 test_utils.py"})
+    assert shown_question(monkeypatch, call, None, True) == [
+        "allow bash?",
+        "  $ python3 test_utils.py",
+        "[y/N] y (the recording ran it)",
+    ]
+    lines = shown_question(
+        monkeypatch, SimpleNamespace(name="bash", input={"command": "rm -rf x"}), "rm", None
+    )
+    assert lines[0] == "allow bash (rm)?" and lines[-1].startswith("[y/N] no answer")
+
+
+def test_a_replays_question_about_a_huge_call_is_bounded(monkeypatch):
+    write = SimpleNamespace(name="write_file", input={"path": "big.txt", "content": "line\n" * 100_000})
+    lines = shown_question(monkeypatch, write, None, True)
+    assert len(lines) <= 45 and "more lines)" in lines[-2]

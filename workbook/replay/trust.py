@@ -251,17 +251,11 @@ class RecordedPerson:
         self._served: tuple[int, dict] = (0, {})  # (cursor, the calls of the response served there)
 
     def __call__(self, call, danger: str | None) -> bool | None:
-        if self.vouches_for(call):
-            from workbook.display import say  # here: copying a workspace must not load the SDK
-
-            if danger:  # a recording cannot give a person's yes to what needs one
-                say(
-                    f"allow {call.name} ({danger})?\n  no answer: a replay never says yes to a dangerous call"
-                )
-                return None
-            say(f"allow {call.name}? y (the recording ran it)")  # the gate's question, as asked live
-            return True
-        return self.otherwise(call, danger) if self.otherwise else None
+        if not self.vouches_for(call):
+            return self.otherwise(call, danger) if self.otherwise else None
+        answer = None if danger else True  # a recording cannot give a person's yes to what needs one
+        show_question(call, danger, answer)
+        return answer
 
     def vouches_for(self, call) -> bool:
         """Whether this call may run without the gate (the three rules above). A live model's call, or a
@@ -289,6 +283,21 @@ class RecordedPerson:
             exchanges = self.transport.fixture["exchanges"]
             self._served = (cursor, _calls(exchanges[cursor - 1]) if cursor <= len(exchanges) else {})
         return self._served[1]
+
+
+def show_question(call, danger: str | None, answer: bool | None) -> None:
+    """The gate's question as it is asked live (the call, at most MAX_SHOWN_LINES of it), and the
+    answer a replay's person gives: yes to what its recording ran, none to a dangerous call."""
+    from workbook.asking import MAX_SHOWN_LINES, call_lines  # here: copying a workspace must not
+    from workbook.display import console, say  # load the SDK
+
+    say(f"allow {call.name}{f' ({danger})' if danger else ''}?", "yellow")
+    lines = call_lines(call.input, console.width)
+    if len(lines) > MAX_SHOWN_LINES:  # bounded, whatever a recording holds
+        lines = [*lines[: MAX_SHOWN_LINES - 1], f"  … ({len(lines) - MAX_SHOWN_LINES + 1} more lines)"]
+    say("\n".join(lines), "default")
+    said = "y (the recording ran it)" if answer else "no answer: a replay never says yes to a dangerous call"
+    say(f"[y/N] {said}")
 
 
 def recorded_person(transport, workspace: Path, otherwise: Callable | None = None) -> RecordedPerson:
