@@ -4,9 +4,10 @@ Adds over s04 two ways to stop, each stop named and the conversation saved:
 - limits, a Budget checked before every call: --max-steps, --max-tokens-total
   (200,000, the figure of the article 「06 Agent Loop」), --max-input-tokens
   and --max-cost (estimated from a dated price table);
-- a repeat brake on a model going round in circles: a third identical call
-  with the same result is held back, and so is an edit or a write that flips
-  a file back again (A→B→A→B); asked for again, it stops the run.
+- a repeat brake on a model going round in circles: a call made twice in a
+  row with one same result is held back when asked a third time, and so is
+  an edit or a write that flips a file back again (A→B→A→B); asked for
+  again, it stops the run.
 
     user task
         v
@@ -228,7 +229,8 @@ KEPT_TEXTS = 4  # a circle needs a file's last three texts (A, B, A); a fourth, 
 @dataclass
 class Circles:
     """Each file's latest texts, as the edits and writes the brake lets through leave them. A change is
-    judged by the text it would leave, so an edit and a write share a file's history:
+    judged by the text it would leave, so an edit and a write share a file's history (a change a bash
+    command makes, `sed -i` say, is not seen):
 
         utils.py holds A;  edit A -> B    runs: the file's texts are A, B
                            edit B -> A    runs: A, B, A (one undo is a change of mind)

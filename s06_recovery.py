@@ -71,7 +71,8 @@ class Recovery:
         return bool(self.log) and self.log[-1][0] == "fail"
 
     def new_turn(self) -> None:
-        """Tools ran: the next model call starts with a clean slate and the normal max_tokens."""
+        """Tools ran: the next model call starts with a clean slate and the normal max_tokens (most replies
+        fit in it, and a reply that runs away costs at most that much)."""
         self.max_tokens = MAX_TOKENS
         self.continuations = 0
 
@@ -99,12 +100,12 @@ def count_turn(turns: list, response: Message, budget: Budget, streamed: bool = 
 
 
 # 2. The transition: how the call ended, and what recovery has tried.
-TRANSITIONS = {  # every iteration ends in exactly one; what it does, and Claude Code's query.ts name after |
+TRANSITIONS = {  # one per reply, what follows it: what it does, and Claude Code's query.ts name after |
     "next_turn": "tool_use: run the tools, send their results | next_turn",
     "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
     "continue": "max_tokens again: keep the cut reply, ask the model to go on | max-output-tokens recovery",
     "done": "any other stop: end_turn, stop_sequence, refusal | Terminal (completed)",
-    "fail": "a cap was reached or nothing can be recovered: stop, saying why | Terminal (error)",
+    "fail": "recovery has nothing left to try: stop, saying why | Terminal (error)",
 }
 
 
@@ -240,8 +241,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
 
-        # 3. Any stop but tool_use ends the loop. (new in s06) But a reply cut off again is kept: its
-        #    calls are answered, never run, and the model is asked to go on where it stopped.
+        # 3. (new in s06) A reply cut off again is kept: its calls are answered, never run, and the model
+        #    is asked to go on where it stopped. Any other stop but tool_use ends the loop.
         if transition == "continue":
             go_on(messages, response, state)
             continue
