@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Self
 
 from workbook import bounded_search, capture, display, environment, launch, step_cli, workspace_files
-from workbook.asking import DANGEROUS, at_terminal  # the person the gate asks; its warnings
+from workbook.asking import at_terminal  # the person at the terminal, whom the gate asks
 from workbook.audit import log_call  # one JSON line per call in the run's folder
 from workbook.read_only_commands import not_read_only  # auto's allowlist: a command known to only read
 
@@ -269,6 +269,14 @@ def asked(call, ask: Person | None, why: str) -> tuple[str, str | None]:
         f"not run: {why}, and no person at a terminal said yes. To allow it: --permission ask at a "
         "terminal, or --permission all."
     )
+
+
+DANGEROUS = {  # regular expression -> why a matching command needs a person's yes, as they are warned
+    r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
+    r"\bsudo\b": "sudo acts as root, beyond the workspace",
+    r"\bgit\s+push\b": "git push publishes beyond this machine",
+    r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
+}
 
 
 def dangerous(command: str) -> str | None:

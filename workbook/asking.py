@@ -11,12 +11,6 @@ from workbook import display
 from rich.cells import cell_len
 from rich.text import Text
 
-DANGEROUS = {  # regular expression -> the warning a person sees when asked (and a recorded denial)
-    r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
-    r"\bsudo\b": "sudo acts as root, beyond the workspace",
-    r"\bgit\s+push\b": "git push publishes beyond this machine",
-    r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
-}
 MAX_SHOWN_LINES = 40  # a call that needs more lines to be shown whole is refused, never cut: nobody can
 # say yes to what they were not shown
 
