@@ -14,10 +14,10 @@ conversation saved, exit 1; so does a broken harness (the workspace gone).
     +==============+  stop_reason != tool_use   +------+
     | call_model() | -------------------------> | done |
     +==============+                            +------+
-        ^      | tool_use    new in s03: 408, 409, 429, 5xx, 529 and lost
-        |      |             connections retried (backoff, jitter, a cap,
-        |      |             retry-after), each attempt shown; 400, 401,
-        |      v             403, 404, 413 or attempts spent: exit 1
+        ^      | tool_use    new in s03: 408, 409, 429, 5xx (529: overloaded)
+        |      |             and lost connections retried (backoff, jitter,
+        |      |             a cap, retry-after), each attempt shown; 400,
+        |      v             401, 403, 404, 413 or attempts spent: exit 1
         |  +----------------------------------+
         +--| execute() each tool_use, as in   |  new in s03: a workspace
            | s02: a failure is an is_error    |  that is gone stops the

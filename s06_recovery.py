@@ -77,7 +77,7 @@ class Recovery:
         self.continuations = 0
 
 
-# 1. The call, with the max_tokens recovery asks for, streamed when it must be.
+# The call, with the max_tokens recovery asks for, streamed when it must be.
 def call(client: anthropic.Anthropic, messages: list, settings: "Settings", streamed: bool) -> Message:
     """s05's model call, with the max_tokens recovery asks for, streamed or whole."""
     send = partial(stream_reply, client) if streamed else client.messages.create
@@ -99,7 +99,7 @@ def count_turn(turns: list, response: Message, budget: Budget, streamed: bool = 
     display.show_spend(budget, warning)
 
 
-# 2. The transition: how the call ended, and what recovery has tried.
+# The transition: how the call ended, and what recovery has tried.
 TRANSITIONS = {  # one per reply, what follows it: what it does, and Claude Code's query.ts name after |
     "next_turn": "tool_use: run the tools, send their results | next_turn",
     "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
@@ -131,7 +131,7 @@ def log_transition(transition: str, why: str, settings: "Settings") -> None:
     display.show_transition(transition, why)
 
 
-# 3. The two repairs, each followed by sending the conversation again.
+# The two repairs, each followed by sending the conversation again.
 def escalate(response: Message, state: Recovery) -> None:
     """The cut reply is dropped (its calls shown, never run): the same request, with room to finish."""
     state.max_tokens = ESCALATED_MAX_TOKENS  # nothing else changes
@@ -162,7 +162,7 @@ def show_cut_calls(response: Message, answer: str) -> list:
 
 def stream_reply(client: anthropic.Anthropic, **request) -> Message:
     """The reply, streamed: its text shows as it comes, a tool call once its input is whole (with its
-    result). A Ctrl-C meanwhile raises KeyboardInterrupt, and the partial reply goes with the stream."""
+    result)."""
     with client.messages.stream(**request) as events:
         for event in events:
             display.show_event(event)
