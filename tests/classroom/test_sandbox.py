@@ -342,3 +342,16 @@ def test_the_class_table_and_log_show_a_hostile_name_escaped():
     shown = out.getvalue() + room.table()
     assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
     assert "\\u202e" in shown and "[bold]boom[/]" in shown
+
+
+def test_a_python_module_is_found_from_the_folder_the_grader_was_started_in(tmp_path, monkeypatch):
+    """`python -m workbook.later.s07_really_done`, typed at the repo's root, starts in the rung's
+    workspace: the module is looked for where it was typed. No other program gets a PYTHONPATH."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "/the/teachers/own")
+
+    def run(*argv: str) -> sandbox.Run:
+        return sandbox.Run(list(argv), tmp_path, tmp_path / "workspace", "http://x", "student", 5.0)
+
+    assert sandbox.environment(run("python", "-m", "pkg.mod"), "http://x")["PYTHONPATH"] == str(tmp_path)
+    assert "PYTHONPATH" not in sandbox.environment(run("python", "loop.py"), "http://x")

@@ -114,6 +114,9 @@ def environment(run: Run, url: str, kind: str = "none") -> dict[str, str]:
         for name, value in os.environ.items()
         if name in PASSED_ON or name.startswith(PASSED_ON_PREFIXES)
     }
+    # `python -m MODULE` finds MODULE from the folder it is typed in, here the grader's; the program
+    # itself starts in the rung's workspace (`-m workbook.later.s07_really_done`, from the repo's root)
+    kept |= {"PYTHONPATH": os.getcwd()} if run.argv[1:2] == ["-m"] else {}
     return (
         kept
         | {
