@@ -16,17 +16,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from workbook import paths  # noqa: E402  (the repo's root is on sys.path only from here)
+
 BARE = ROOT / "bench" / "bare_replay.py"  # the floor of every replay figure
 
 
 def steps() -> list[str]:
-    """The step scripts that exist now (`s[0-9][0-9]_*.py`, by glob, so a new step is picked up)."""
-    return sorted(p.stem for p in ROOT.glob("s[0-9][0-9]_*.py"))
+    """Every step: the six at the root, then the later ones in workbook/later/."""
+    return list(paths.STEPS)
 
 
 def default_fixture(step: str) -> str:
     """The fixture `python sNN_x.py` replays with no task: its DEFAULT_FIXTURE, read from the source."""
-    found = re.search(r'^DEFAULT_FIXTURE = "([^"]+)"', (ROOT / f"{step}.py").read_text(), re.M)
+    found = re.search(r'^DEFAULT_FIXTURE = "([^"]+)"', paths.step_file(step).read_text(), re.M)
     if not found:
         raise ValueError(f"{step}.py names no DEFAULT_FIXTURE")
     return found.group(1)

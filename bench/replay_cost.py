@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 import tempfile
 
+from workbook import paths
+
 from bench.common import BARE, default_fixture, offline_env, paired, shown, side_by_side, steps
 
 GOAL = 1.25  # a step's default replay costs at most 25 % more CPU than the bare loop on its recording
@@ -24,7 +26,7 @@ GOAL = 1.25  # a step's default replay costs at most 25 % more CPU than the bare
 
 def commands(name: str) -> tuple[list[str], list[str]]:
     """The step's replay and its floor."""
-    return [sys.executable, f"{name}.py"], [sys.executable, str(BARE), default_fixture(name)]
+    return paths.step_argv(name), [sys.executable, str(BARE), default_fixture(name)]
 
 
 def measure(rounds: int = 7, names: list[str] | None = None) -> dict:

@@ -1,14 +1,14 @@
-"""Exercise 7, s07_really_done.py: next_transition()
+"""Exercise 7, workbook/later/s07_really_done.py: next_transition()
 
 Really done? a pause goes on, a refusal ends, the stop hook must pass.
 
 Write the body of next_transition() below: the piece s07 is about. The rest of the
-program is s07_really_done.py itself, which runs with your next_transition() in its place.
+program is workbook/later/s07_really_done.py itself, which runs with your next_transition() in its place.
 
 Check it:     python -m workbook exercise        (or: python exercises/07_next_transition.py)
 A hint:       python -m workbook exercise hint 7   (up to three, each more specific)
 Start over:   python -m workbook exercise reset 7
-The answer is s07_really_done.py: read it once yours passes.
+The answer is workbook/later/s07_really_done.py: read it once yours passes.
 
 Built from the step by python -m workbook.authoring.exercises: never edit it by hand, but for
 the body you write.
@@ -20,11 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the steps, one folder up
 
 from workbook import conversation
+from workbook.later.s07_really_done import MAX_PAUSES, HookResult, Recovery
 
 from anthropic.types import Message
 
 import s06_recovery as s06
-from s07_really_done import MAX_PAUSES, HookResult, Recovery
 
 
 def next_transition(response: Message, state: Recovery, hook: HookResult | None) -> tuple[str, str]:

@@ -1,14 +1,14 @@
-"""Exercise 9, s09_keep_the_work.py: answer_open_calls()
+"""Exercise 9, workbook/later/s09_keep_the_work.py: answer_open_calls()
 
 Never losing the work: after a stop, every open tool_use is answered, so the run goes on.
 
 Write the body of answer_open_calls() below: the piece s09 is about. The rest of the
-program is s09_keep_the_work.py itself, which runs with your answer_open_calls() in its place.
+program is workbook/later/s09_keep_the_work.py itself, which runs with your answer_open_calls() in its place.
 
 Check it:     python -m workbook exercise        (or: python exercises/09_answer_open_calls.py)
 A hint:       python -m workbook exercise hint 9   (up to three, each more specific)
 Start over:   python -m workbook exercise reset 9
-The answer is s09_keep_the_work.py: read it once yours passes.
+The answer is workbook/later/s09_keep_the_work.py: read it once yours passes.
 
 Built from the step by python -m workbook.authoring.exercises: never edit it by hand, but for
 the body you write.
@@ -21,8 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the steps, on
 
 from workbook import conversation
 from workbook.conversation import tool_result
-
-from s09_keep_the_work import STILL_OPEN
+from workbook.later.s09_keep_the_work import STILL_OPEN
 
 
 def answer_open_calls(messages: list) -> bool:

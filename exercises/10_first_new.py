@@ -1,15 +1,15 @@
-"""Exercise 10, s10_trace.py: first_new()
+"""Exercise 10, workbook/later/s10_trace.py: first_new()
 
 A trace: each model_call line logs only the messages new since the line before.
 
 Write the body of first_new() below: the piece s10 is about. The rest of the
-program is s10_trace.py itself, which runs with your first_new() in its place.
+program is workbook/later/s10_trace.py itself, which runs with your first_new() in its place.
 It is a method of the step's Trace: `self` is the Trace the step made.
 
 Check it:     python -m workbook exercise        (or: python exercises/10_first_new.py)
 A hint:       python -m workbook exercise hint 10   (up to three, each more specific)
 Start over:   python -m workbook exercise reset 10
-The answer is s10_trace.py: read it once yours passes.
+The answer is workbook/later/s10_trace.py: read it once yours passes.
 
 Built from the step by python -m workbook.authoring.exercises: never edit it by hand, but for
 the body you write.

@@ -1,14 +1,14 @@
-"""Exercise 11, s11_handoff.py: what_it_did()
+"""Exercise 11, workbook/later/s11_handoff.py: what_it_did()
 
 A fresh session: what the old one did, read from its calls and results, not its words.
 
 Write the body of what_it_did() below: the piece s11 is about. The rest of the
-program is s11_handoff.py itself, which runs with your what_it_did() in its place.
+program is workbook/later/s11_handoff.py itself, which runs with your what_it_did() in its place.
 
 Check it:     python -m workbook exercise        (or: python exercises/11_what_it_did.py)
 A hint:       python -m workbook exercise hint 11   (up to three, each more specific)
 Start over:   python -m workbook exercise reset 11
-The answer is s11_handoff.py: read it once yours passes.
+The answer is workbook/later/s11_handoff.py: read it once yours passes.
 
 Built from the step by python -m workbook.authoring.exercises: never edit it by hand, but for
 the body you write.
@@ -20,9 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the steps, one folder up
 
 from workbook.api.messages import blocks, result_text
-
-from s09_keep_the_work import clipped
-from s11_handoff import WRITES, call_label, last_words, listed
+from workbook.later.s09_keep_the_work import clipped
+from workbook.later.s11_handoff import WRITES, call_label, last_words, listed
 
 
 def what_it_did(messages: list) -> str:

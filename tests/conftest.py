@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from workbook import paths  # noqa: E402  (the repo's root is on sys.path only from here)
+
 # This whole test process, and every notebook kernel nbval starts from it (a kernel inherits the
 # environment), keeps its temp files in a folder of its own: a replay sweeps old runs under
 # $TMPDIR/workbook-<uid>, and a test run must never sweep, or see, a reader's kept runs. Set when this
@@ -52,7 +54,7 @@ def pytest_runtest_setup(item) -> None:
         system_tools.check(mark.args[0])
 
 
-STEPS = sorted(p.stem for p in ROOT.glob("s[0-9][0-9]_*.py"))  # the step scripts that exist
+STEPS = list(paths.STEPS)  # every step: the six at the root, then workbook/later/
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_ID")  # what picks the mode and model
 
 
@@ -72,7 +74,9 @@ class Step:
     __slots__ = ("chain", "__name__")
 
     def __init__(self, name: str):
-        chain = [importlib.import_module(s) for s in reversed(STEPS[: STEPS.index(name) + 1])]
+        chain = [
+            importlib.import_module(paths.step_module(s)) for s in reversed(STEPS[: STEPS.index(name) + 1])
+        ]
         chain += [importlib.import_module(module) for module in SHARED]
         object.__setattr__(self, "chain", chain)
         object.__setattr__(self, "__name__", name)

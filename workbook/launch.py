@@ -16,7 +16,7 @@ from workbook.asking import at_terminal
 from workbook.display import say
 from workbook.errors import FixtureError, WorkbookError
 from workbook.files import refuse_unwritable, write_json
-from workbook.paths import ROOT, UNGATED
+from workbook.paths import ROOT, UNGATED, step_command
 from workbook.replay.fixtures import load_fixture
 from workbook.replay.journal import Journal, journal_of
 from workbook.replay.record import RecordingTransport, recording_header, save_recording
@@ -208,8 +208,8 @@ def start_replay(path: Path, model: str, client_options: dict, script: str = "",
     banner += "" if trusted else "; not on the trust list, so its commands go through the permission gate"
     banner += f"; the fixture sets {' '.join(fixture['args'])}" if fixture.get("args") else ""
     if not getattr(args, "replay", None):
-        step = f"{script or 'sNN_step'}.py"
-        banner += f'; to run live, set ANTHROPIC_API_KEY and give a task: python {step} "list the files"'
+        step = step_command(script) if script else "python sNN_step.py"
+        banner += f'; to run live, set ANTHROPIC_API_KEY and give a task: {step} "list the files"'
     run = Run(client, mode, fixture["task"], workspace, model, banner, path, transport, fixture)
     run.trusted, run.fixture_args, run.folder, run.script = (
         trusted,

@@ -426,14 +426,17 @@ def long_run(turns: int, step: str, context_limit: int | None = None) -> dict:
     refused as too long or asked for a summary (compaction)."""
     import importlib
 
-    from workbook import scripted_run
+    from workbook import paths, scripted_run
 
     model = scripted_run.ScriptedModel(
         scripted_run.scripted_responses(turns, LONG_RUN_COMMAND), context_limit
     )
     with tempfile.TemporaryDirectory(prefix="long-run-") as workspace:
         scripted_run.run_loop(
-            importlib.import_module(step), model, Path(workspace), console_class=plain_console
+            importlib.import_module(paths.step_module(step)),
+            model,
+            Path(workspace),
+            console_class=plain_console,
         )
     answered = [e for e in model.exchanges if e["response"].get("status") == 200]
     return {

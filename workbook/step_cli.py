@@ -22,7 +22,7 @@ from workbook.errors import FixtureError, WorkbookError
 from workbook.files import read_json, refuse_unwritable, sweep_temp_files
 from workbook.launch import Run, display_name, start
 from workbook.launch import make_parser as make_shared_parser
-from workbook.paths import ROOT
+from workbook.paths import ROOT, step_command
 from workbook.replay.trust import recording_says_yes
 from workbook.tracing import fixture_file
 
@@ -227,7 +227,7 @@ def resume_hint(script: str, saved: Path) -> list[str]:
     """How to go on from a saved conversation, as commands that work as printed: live, with a new
     instruction (it needs a key); and offline, when a recording goes on from this very conversation,
     from the committed copy it was recorded from (a run's own folder is tidied away later)."""
-    live = [f"  python {script}.py --resume \\", f"    {saved} \\", '    "new instruction"']
+    live = [f"  {step_command(script)} --resume \\", f"    {saved} \\", '    "new instruction"']
     if os.environ.get("ANTHROPIC_API_KEY"):
         return ["continue it (live, with your key):", *live]
     hint = ["continue it live with a new instruction (set ANTHROPIC_API_KEY first):", *live]
@@ -236,7 +236,7 @@ def resume_hint(script: str, saved: Path) -> list[str]:
         return hint
     args = read_json(ROOT / fixture, "fixture", "")["args"]
     committed = args[args.index("--resume") + 1]
-    return [*hint, f"or offline, as {fixture} recorded it:", f"  python {script}.py --resume {committed}"]
+    return [*hint, f"or offline, as {fixture} recorded it:", f"  {step_command(script)} --resume {committed}"]
 
 
 # -- each step's own flags (a step's main adds those of every step before it) -------------------------

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+from workbook import paths
 from workbook.authoring import headings
 
 import pytest
@@ -111,7 +112,7 @@ def test_every_fixture_and_file_named_exists(path):
 @pytest.mark.parametrize("path", [ENGLISH, CHINESE], ids=lambda p: p.name)
 def test_every_name_in_a_step_is_defined_there(path):
     names = re.findall(r"`(s\d\d):([A-Za-z_][\w.]*)`", path.read_text(encoding="utf-8"))
-    steps = {p.stem[:3]: p.stem for p in ROOT.glob("s[0-9][0-9]_*.py")}
+    steps = {step[:3]: paths.step_module(step) for step in paths.STEPS}
     missing = []
     for step, name in names:
         found = importlib.import_module(steps[step])

@@ -12,6 +12,7 @@ import pkgutil
 import re
 
 import workbook
+from workbook import paths
 
 import pytest
 from conftest import ROOT, STEPS
@@ -33,7 +34,7 @@ def modules_for(path) -> list:
     step = path.stem[:3]
     steps = [s for s in STEPS if s[:3] <= step] if re.match(r"s\d\d", step) else STEPS
     names = [
-        *steps,
+        *map(paths.step_module, steps),
         *(f"workbook.{m.name}" for m in pkgutil.iter_modules(workbook.__path__) if m.name != "__main__"),
     ]
     return [importlib.import_module(name) for name in names]

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from workbook import paths
 from workbook.authoring import exercises as authoring
 from workbook.classroom import exercise, grade, ladder, sandbox
 from workbook.classroom.exercises import EXERCISES, LANGS
@@ -104,8 +105,7 @@ def test_each_classic_wrong_answer_fails_with_its_own_hint(checked, n, i):
 
 
 def test_every_step_has_an_exercise_on_its_idea_and_every_exercise_three_hints_in_each_language():
-    steps = sorted(p.stem for p in ROOT.glob("s[0-9][0-9]_*.py"))
-    assert [e.step for e in EXERCISES] == steps
+    assert [e.step for e in EXERCISES] == list(paths.STEPS)
     for ex in EXERCISES:
         assert set(ex.about) == set(LANGS) and all(len(ex.hints[lang]) == 3 for lang in LANGS)
         assert all(set(w.what) == set(w.hint) == set(LANGS) for w in ex.wrong) and len(ex.wrong) >= 2

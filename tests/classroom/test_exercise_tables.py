@@ -33,7 +33,7 @@ def test_a_truth_table_names_the_row_a_wrong_piece_gets_wrong():
 
 
 def test_s07s_truth_table_hands_next_transition_the_stop_hooks_result():
-    import s07_really_done as s07
+    from workbook.later import s07_really_done as s07
 
     ignored = exercise_tables.first_mistake(
         "s07_next_transition", lambda r, s, hook: s07.next_transition(r, s, None), s07

@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 
+from workbook import paths
+
 import pytest
 from conftest import ROOT, STEPS, offline_env
 from system_tools import needs
@@ -35,7 +37,10 @@ def fresh_clone(tmp_path_factory):
 @pytest.mark.parametrize("step", GRADED)
 def test_each_step_passes_its_own_rungs_from_a_fresh_clone(fresh_clone, step):
     own = step.split("_")[0]
-    program = [sys.executable, f"{step}.py", *FLAGS.get(step, [])]
+    step_run = (
+        [f"{step}.py"] if step in paths.SIX else ["-m", paths.step_module(step)]
+    )  # from the clone's root
+    program = [sys.executable, *step_run, *FLAGS.get(step, [])]
     done = subprocess.run(
         [sys.executable, "-m", "workbook", "grade", "--json", "--only", own, "--", *program],
         cwd=fresh_clone,

@@ -18,12 +18,13 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from workbook import paths
 from workbook.classroom import ladder, sandbox
 from workbook.replay.no_wait import no_wait
 
 import anthropic
 import pytest
-from conftest import ROOT, STEPS, exit_code, main_in_process
+from conftest import STEPS, exit_code, main_in_process
 from grading import (
     LOOPS,
     OPTIONS,
@@ -40,7 +41,10 @@ def run_step_here(run: sandbox.Run, chosen, running) -> tuple[int | None, str]:
     program's argv (the task), in the rung's workspace, with the environment the sandbox gives a
     program (the rung's server as the API, the run's stand-in key, the rung's folder as HOME and TMPDIR).
     The grader judges what its server saw, as for a program; the exit code is main's."""
-    step, task = Path(run.argv[1]).stem, run.argv[2:]
+    if run.argv[1] == "-m":  # a later step: python -m workbook.later.sNN_x
+        step, task = run.argv[2].rpartition(".")[2], run.argv[3:]
+    else:
+        step, task = Path(run.argv[1]).stem, run.argv[2:]
     environment = sandbox.environment(run, run.server_url)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tempfile, "tempdir", str(run.folder))
@@ -75,7 +79,7 @@ def run_loop_here(run: sandbox.Run, chosen, running) -> tuple[int | None, str]:
 
 def run_here(run: sandbox.Run, chosen, running) -> tuple[int | None, str]:
     """sandbox.run_program, in this process: a workbook step's main(), or another Python loop."""
-    if Path(run.argv[1]).stem in STEPS:
+    if run.argv[1] == "-m" or Path(run.argv[1]).stem in STEPS:
         return run_step_here(run, chosen, running)
     return run_loop_here(run, chosen, running)
 
@@ -121,7 +125,7 @@ def climbed(tmp_path_factory) -> dict[str, dict[str, ladder.Result]]:
     without the SDK's retries; the SDK's tool runner. The runs started as programs (see the module's
     doc) go side by side (ladder.grade_runs); then the rest run here, in turn (run_here)."""
     no_retries = plain_loop_without_sdk_retries(tmp_path_factory.mktemp("loops"))
-    commands = {step: [PYTHON, str(ROOT / f"{step}.py")] for step in STEPS}
+    commands = {step: paths.step_argv(step) for step in STEPS}  # a later step: python -m, from the root
     for step in STEPS:  # the pause-turn rung's server tool, declared as the API needs (s07 on)
         commands[step] += ["--web-search"] if step >= "s07" else []
     commands |= {"plain": [PYTHON, PLAIN], "plain-no-retries": [PYTHON, no_retries]}

@@ -7,6 +7,7 @@ tool_result, all of them in the very next user message, before the model is aske
 
 import io
 
+from workbook import paths
 from workbook.replay import transport as replay
 
 import pytest
@@ -72,9 +73,7 @@ def test_a_step_never_knows_it_is_replayed(step_name):
     import ast
     import re
 
-    from conftest import ROOT
-
-    source = (ROOT / f"{step_name}.py").read_text()
+    source = paths.step_file(step_name).read_text()
     assert not re.search(r"\.mode\b", source) and "WORKBOOK_" not in source
     imported = [
         node.module if isinstance(node, ast.ImportFrom) else alias.name

@@ -12,6 +12,8 @@ import os
 import tempfile
 from types import SimpleNamespace
 
+from workbook import paths
+
 import pytest
 from conftest import ROOT, STEPS, main_in_process
 from rich.cells import cell_len
@@ -21,7 +23,7 @@ COLUMNS = 80
 
 def model_texts(step: str) -> list[str]:
     """Every text the step's default fixture has the model write, whitespace made single spaces."""
-    module = (ROOT / f"{step}.py").read_text()
+    module = paths.step_file(step).read_text()
     default = module.split('DEFAULT_FIXTURE = "', 1)[1].split('"', 1)[0]
     raw = (ROOT / default).read_text()
     texts = [block["text"] for block in _blocks(json.loads(raw))]
@@ -77,7 +79,7 @@ def test_help_fits_80_columns(outputs, step):
 
 def diagram(step: str) -> str:
     """The loop diagram at the top of a step's docstring: its paragraphs drawn indented, as drawn."""
-    doc = ast.get_docstring(ast.parse((ROOT / f"{step}.py").read_text()), clean=False)
+    doc = ast.get_docstring(ast.parse(paths.step_file(step).read_text()), clean=False)
     drawn = [p for p in doc.split("\n\n") if p.startswith("    ")]
     assert drawn, f"{step}: no indented diagram in the docstring"
     return "\n\n".join(drawn)
@@ -90,7 +92,7 @@ def test_help_shows_the_loop_diagram_as_drawn(outputs, step):
 
 @pytest.mark.parametrize("step", STEPS)
 def test_the_docstring_fits_78_columns_so_help_can_show_it_as_written(step):
-    doc = ast.get_docstring(ast.parse((ROOT / f"{step}.py").read_text()), clean=False)
+    doc = ast.get_docstring(ast.parse(paths.step_file(step).read_text()), clean=False)
     wide = [line for line in doc.splitlines() if cell_len(line) > COLUMNS - 2]  # argparse keeps 2 free
     assert not wide, f"{step}: {len(wide)} docstring lines over {COLUMNS - 2} columns, e.g. {wide[0]!r}"
 
@@ -148,8 +150,8 @@ def test_the_resume_hint_is_a_live_command_when_no_recording_goes_on_from_the_ru
     text = outputs["s09_keep_the_work", "run"]
     hint = text.split("continue it live with a new instruction (set ANTHROPIC_API_KEY first):", 1)[1]
     command = hint.replace("\\\n", " ").split()
-    assert command[:3] == ["python", "s09_keep_the_work.py", "--resume"]
-    assert command[3].endswith("conversation.json") and command[4] == '"new' and "or offline" not in text
+    assert command[:4] == ["python", "-m", "workbook.later.s09_keep_the_work", "--resume"]
+    assert command[4].endswith("conversation.json") and command[5] == '"new' and "or offline" not in text
 
 
 # -- what the student is shown is what was sent: the model's input, and every word of an error -------

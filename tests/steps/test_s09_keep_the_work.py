@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from workbook import conversation, errors, processes, scratch, step_cli
+from workbook import conversation, errors, paths, processes, scratch, step_cli
 from workbook.api import contract, wire
 from workbook.replay import fixtures
 from workbook.replay import transport as replay
@@ -46,7 +46,14 @@ def step(request, monkeypatch):
 
 def start_script(*args, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     trace = tmp_path / "trace.jsonl"
-    command = [sys.executable, "s10_trace.py", *args, "--trace", str(trace)]  # the trace says how far it got
+    command = [
+        sys.executable,
+        "-m",
+        "workbook.later.s10_trace",
+        *args,
+        "--trace",
+        str(trace),
+    ]  # the trace says how far it got
     env = offline_env(PYTHONUNBUFFERED="1")  # each line as it is printed: tests wait on them
     proc = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -159,7 +166,8 @@ def interrupt_during_a_model_call(tmp_path) -> tuple[str, int, list]:
         env = offline_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=api.url)
         command = [
             sys.executable,
-            "s09_keep_the_work.py",
+            "-m",
+            "workbook.later.s09_keep_the_work",
             "say hi",
             "--workspace",
             str(tmp_path),
@@ -226,8 +234,8 @@ def test_a_second_ctrl_c_keeps_the_real_result_of_a_call_that_had_ended(signalle
     assert "run ended: interrupted by the user (a second Ctrl-C while tools ran: the 1 of 2 calls" in out
 
 
-@pytest.mark.parametrize("script", [f"{s}.py" for s in STEPS_FROM])
-def test_live_two_ctrl_cs_keep_the_result_of_every_call_that_had_ended(script, tmp_path):
+@pytest.mark.parametrize("step", STEPS_FROM)
+def test_live_two_ctrl_cs_keep_the_result_of_every_call_that_had_ended(step, tmp_path):
     """Live over real HTTP: the first command writes marker.txt, the second waits on a FIFO nobody writes
     (an event, not a clock: it runs until the Ctrl-Cs end it). The saved conversation tells the truth."""
     workspace = tmp_path / "workspace"
@@ -240,7 +248,7 @@ def test_live_two_ctrl_cs_keep_the_result_of_every_call_that_had_ended(script, t
         env = offline_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=api.url, PYTHONUNBUFFERED="1")
         flags = ["--workspace", str(workspace), "--save", str(saved), "--permission", "all"]
         proc = subprocess.Popen(
-            [sys.executable, script, "leave a marker, then wait", *flags],
+            [*paths.step_argv(step), "leave a marker, then wait", *flags],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

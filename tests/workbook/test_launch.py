@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 
-from workbook import errors
+from workbook import errors, paths
 
 import anthropic
 import pytest
@@ -18,7 +18,7 @@ from fixture_files import HELLO, start
 def test_default_model_is_current_not_deprecated(step):
     from anthropic._data import DEPRECATED_MODELS
 
-    model = importlib.import_module(step).MODEL
+    model = importlib.import_module(paths.step_module(step)).MODEL
     assert model not in DEPRECATED_MODELS
     assert model in anthropic.types.Model.__args__[0].__args__, "a model id the installed SDK knows"
 

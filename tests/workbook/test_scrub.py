@@ -196,7 +196,14 @@ def test_a_live_run_writes_no_secret_in_any_form_anywhere(tmp_path):
     runs_before = set((ROOT / "runs").glob("*"))
     with StandIn(brain) as api:
         done = subprocess.run(
-            [sys.executable, "s10_trace.py", "--record", str(files["recorded.json"]), "--trace"]
+            [
+                sys.executable,
+                "-m",
+                "workbook.later.s10_trace",
+                "--record",
+                str(files["recorded.json"]),
+                "--trace",
+            ]
             + [str(files["trace.jsonl"]), "--save", str(files["saved.json"]), "--permission", "all"]
             + ["--workspace", str(workspace), "print the environment"],
             cwd=ROOT,

@@ -35,7 +35,7 @@ STAGE = re.compile(r"^\s*# (\d+\.|\(new in s\d\d\))")  # a loop's numbered stage
 
 
 def step_source(exercise: Exercise) -> str:
-    return (paths.ROOT / f"{exercise.step}.py").read_text(encoding="utf-8")
+    return paths.step_file(exercise.step).read_text(encoding="utf-8")
 
 
 def find_function(tree: ast.Module, name: str, owner: str | None = None) -> ast.FunctionDef:
@@ -92,7 +92,8 @@ def imports_for(tree: ast.Module, step: str, wanted: set[str]) -> list[str]:
                 lines[section(node.module)].append(f"from {node.module} import {listed}")
     own = sorted(wanted & defined_in(tree), key=lambda n: (not n.isupper(), n[:1].islower(), n))
     if own:
-        lines["steps"].append(f"from {step} import {', '.join(own)}")
+        module = paths.step_module(step)
+        lines[section(module)].append(f"from {module} import {', '.join(own)}")
     blocks = [sorted(set(map(wrapped, group)), key=isort_key) for group in lines.values() if group]
     return ["\n".join(block) for block in blocks]
 
@@ -165,13 +166,14 @@ def build(exercise: Exercise, source: str | None = None) -> str:
     head = dedented(lines[start : body_start(function) - 1], function.col_offset)
     imports = imports_for(tree, exercise.step, names_used(function) - {exercise.piece})
     doc = [
-        f'"""Exercise {exercise.number}, {exercise.step}.py: {exercise.piece}()',
+        f'"""Exercise {exercise.number}, {paths.step_path(exercise.step)}: {exercise.piece}()',
         "",
         f"{exercise.about['en'][:1].upper()}{exercise.about['en'][1:]}.",
         "",
         f"Write the body of {exercise.piece}() below: the piece {exercise.step[:3]} is about. The rest of "
         "the",
-        f"program is {exercise.step}.py itself, which runs with your {exercise.piece}() in its place.",
+        f"program is {paths.step_path(exercise.step)} itself, which runs with your {exercise.piece}() in its "
+        "place.",
         *(
             [f"It is a method of the step's {exercise.owner}: `self` is the {exercise.owner} the step made."]
             if exercise.owner
@@ -182,7 +184,7 @@ def build(exercise: Exercise, source: str | None = None) -> str:
         f"A hint:       python -m workbook exercise hint {exercise.number}"
         "   (up to three, each more specific)",
         f"Start over:   python -m workbook exercise reset {exercise.number}",
-        f"The answer is {exercise.step}.py: read it once yours passes.",
+        f"The answer is {paths.step_path(exercise.step)}: read it once yours passes.",
         "",
         "Built from the step by python -m workbook.authoring.exercises: never edit it by hand, but for",
         "the body you write.",

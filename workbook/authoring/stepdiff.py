@@ -16,12 +16,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-from workbook.paths import ROOT
+from workbook.paths import STEPS, step_file
 
 
 def scripts() -> dict[str, Path]:
     """Every step script here, by step: {"s01": s01_agent_loop.py, ...}."""
-    return {p.name[:3]: p for p in sorted(ROOT.glob("s[0-9][0-9]_*.py"))}
+    return {step[:3]: step_file(step) for step in STEPS}
 
 
 def loop_source(script: Path) -> list[str]:

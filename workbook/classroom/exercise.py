@@ -55,12 +55,12 @@ WORDS = {  # the checker's own words, by language
         "exercise": "exercise",
         "solved": "solved",
         "todo": "to do",
-        "passed": "passed: {file} does what {step} does. Read {step}.py now, and compare.",
+        "passed": "passed: {file} does what {step} does. Read {answer} now, and compare.",
         "failed": "not yet: {reason}",
         "not_written": "{piece}() is not written yet: open {file} and write its body.",
         "hint": "hint",
         "hints_used": "hints seen",
-        "no_more": "that was the last hint; the answer is {step}.py",
+        "no_more": "that was the last hint; the answer is {answer}",
         "all_done": "every exercise is solved. Well done.",
         "write": "write {piece}() in {file}",
         "checking": "checking {file} ...",
@@ -73,12 +73,12 @@ WORDS = {  # the checker's own words, by language
         "exercise": "练习",
         "solved": "已完成",
         "todo": "未完成",
-        "passed": "通过：{file} 做到了 {step} 做的事。现在读一读 {step}.py，对照一下。",
+        "passed": "通过：{file} 做到了 {step} 做的事。现在读一读 {answer}，对照一下。",
         "failed": "还没有通过：{reason}",
         "not_written": "{piece}() 还没有写：打开 {file}，写出它的函数体。",
         "hint": "提示",
         "hints_used": "已看提示",
-        "no_more": "这是最后一条提示；答案就在 {step}.py 里",
+        "no_more": "这是最后一条提示；答案就在 {answer} 里",
         "all_done": "所有练习都完成了。做得好。",
         "write": "在 {file} 里写出 {piece}()",
         "checking": "正在检查 {file} ……",
@@ -104,7 +104,7 @@ def load_piece(file: str | Path, exercise: Exercise):
 def step_of(exercise: Exercise):
     """The exercise's step, loaded by the name its entry gives (the steps sit at the repo's root, which
     RUN_CODE puts on sys.path): the package names no step of its own accord."""
-    return importlib.import_module(exercise.step)
+    return importlib.import_module(paths.step_module(exercise.step))
 
 
 def holder(exercise: Exercise, step):
@@ -327,7 +327,7 @@ def report(exercise: Exercise, result: Verdict, lang: str, file: Path) -> str:
     """A check's result in the student's language: passed, or the mistake and the hint."""
     w = WORDS[lang]
     if result.passed:
-        return w["passed"].format(file=shown(file), step=exercise.step)
+        return w["passed"].format(file=shown(file), step=exercise.step, answer=paths.step_path(exercise.step))
     if result.not_written:
         head = w["not_written"].format(piece=exercise.piece, file=shown(file))
     else:
@@ -362,7 +362,8 @@ def check_here(file: str) -> int:
 
 
 def title(exercise: Exercise, lang: str) -> str:
-    return f"{exercise.number}. {exercise.step}.py: {exercise.qualified}() — {exercise.about[lang]}"
+    where = paths.step_path(exercise.step)
+    return f"{exercise.number}. {where}: {exercise.qualified}() — {exercise.about[lang]}"
 
 
 def listing(lang: str) -> str:
@@ -390,7 +391,7 @@ def next_hint(exercise: Exercise, lang: str) -> str:
     if exercise.table:
         said += "\n" + exercise_tables.shown(exercise.table)
     if n == len(hints) - 1:
-        said += "\n" + WORDS[lang]["no_more"].format(step=exercise.step)
+        said += "\n" + WORDS[lang]["no_more"].format(answer=paths.step_path(exercise.step))
     return said
 
 

@@ -14,10 +14,11 @@ before the loop may stop: while it fails, its output goes back to the model.
             done          <- a refusal (its reason shown), or the hook passed
       (and every transition of s06: next_turn, escalate, continue, fail)
 
-Run: python s07_really_done.py   replay: a stop hook fails once, then passes
-     python s07_really_done.py --replay fixtures/s06_pause_turn.json
-     python s07_really_done.py --replay fixtures/s06_refusal.json
-     python s07_really_done.py "task" --web-search   live, ANTHROPIC_API_KEY
+Run from the root: python -m workbook.later.s07_really_done
+  (no flags)                           replay: a stop hook fails once, passes
+  --replay fixtures/s06_pause_turn.json
+  --replay fixtures/s06_refusal.json
+  "task" --web-search                  live, ANTHROPIC_API_KEY
 """
 
 import sys

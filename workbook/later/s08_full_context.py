@@ -15,10 +15,11 @@ room is made after it.
               fail       <- nothing left to shrink: stop, saying why
       (and every transition of s06 and s07: escalate, resume_pause, ...)
 
-Run: python s08_full_context.py   replay: too long twice: collapsed, compacted
-     python s08_full_context.py --replay FIXTURE, for FIXTURE one of
-     fixtures/s06_prompt_too_long_collapse.json   (collapsing is enough)
-     fixtures/s06_window_full_after_history.json  (a reply fills the window)
+Run from the root: python -m workbook.later.s08_full_context
+  (no flags)                             replay: too long twice: collapsed,
+                                         compacted
+  --replay fixtures/s06_prompt_too_long_collapse.json   (collapsing is enough)
+  --replay fixtures/s06_window_full_after_history.json  (a reply fills it)
 """
 
 import sys
@@ -28,18 +29,18 @@ from typing import Self
 from workbook import display, launch, step_cli
 from workbook.api.messages import blocks, result_text  # a message's blocks, a result's text
 from workbook.conversation import context_chars, json_chars  # sizes, in characters of JSON
+from workbook.later import s07_really_done as s07
+from workbook.later.s07_really_done import append_reply, run_stop_hook
 
 import anthropic
 from anthropic.types import Message
 
 import s05_budget as s05
 import s06_recovery as s06
-import s07_really_done as s07
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, api_message, call_model
 from s05_budget import RepeatBrake, run_tools, stopped
 from s06_recovery import count_turn, log_transition, numbered
-from s07_really_done import append_reply, run_stop_hook
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 

@@ -18,9 +18,10 @@ saved: --resume FILE goes on from it with a new instruction.
            | first Ctrl-C waits for the turn      |
            +======================================+
 
-Run: python s09_keep_the_work.py   replay: a run cut short by Ctrl-C, resumed
-     python s09_keep_the_work.py --replay fixtures/s05_interrupt.json
-     (press Ctrl-C while ./slow_check.sh runs: once, or twice)
+Run from the root: python -m workbook.later.s09_keep_the_work
+  (no flags)                       replay: a run cut short by Ctrl-C, resumed
+  --replay fixtures/s05_interrupt.json
+      (press Ctrl-C while ./slow_check.sh runs: once, or twice)
 """
 
 import signal
@@ -33,6 +34,15 @@ from pathlib import Path
 from workbook import conversation, display, errors, launch, step_cli
 from workbook.api.messages import blocks  # a message's blocks, as dicts
 from workbook.conversation import tool_result  # {"type": "tool_result", "tool_use_id": ..., ...}
+from workbook.later.s07_really_done import append_reply, run_stop_hook
+from workbook.later.s08_full_context import (
+    SENT_AGAIN,
+    Settings,
+    call_unless_too_long,
+    count_summary,
+    next_transition,
+    recover,
+)
 
 import anthropic
 
@@ -41,15 +51,6 @@ from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s05_budget import RepeatBrake, stopped
 from s06_recovery import count_turn, log_transition, numbered
-from s07_really_done import append_reply, run_stop_hook
-from s08_full_context import (
-    SENT_AGAIN,
-    Settings,
-    call_unless_too_long,
-    count_summary,
-    next_transition,
-    recover,
-)
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
 

@@ -15,8 +15,9 @@ before it and the new ones its line holds (trace_to_fixture).
                                                               v
                                            the same requests, replayed offline
 
-Run: python s10_trace.py   replay: s08's collapse and compaction, traced
-     python s10_trace.py --replay TRACE.jsonl   the trace, replayed
+Run from the root: python -m workbook.later.s10_trace
+  (no flags)                  replay: s08's collapse and compaction, traced
+  --replay TRACE.jsonl        the trace, replayed
 """
 
 import sys
@@ -27,20 +28,17 @@ from typing import Self
 
 from workbook import display, launch, step_cli, tracing
 from workbook.conversation import context_chars  # the context's size, in characters of JSON
-
-import anthropic
-
-import s05_budget as s05
-import s06_recovery as s06
-import s08_full_context as s08
-import s09_keep_the_work as s09
-from s01_agent_loop import MAX_TOKENS, MODEL
-from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
-from s05_budget import RepeatBrake
-from s06_recovery import count_turn, numbered
-from s07_really_done import append_reply, run_stop_hook
-from s08_full_context import NO_TOOLS, SENT_AGAIN, call_unless_too_long, count_summary, next_transition
-from s09_keep_the_work import (
+from workbook.later import s08_full_context as s08
+from workbook.later import s09_keep_the_work as s09
+from workbook.later.s07_really_done import append_reply, run_stop_hook
+from workbook.later.s08_full_context import (
+    NO_TOOLS,
+    SENT_AGAIN,
+    call_unless_too_long,
+    count_summary,
+    next_transition,
+)
+from workbook.later.s09_keep_the_work import (
     answer_open_calls,
     first_messages,
     interrupted,
@@ -48,6 +46,15 @@ from s09_keep_the_work import (
     mark_a_refusal,
     run_tools_until_ctrl_c,
 )
+
+import anthropic
+
+import s05_budget as s05
+import s06_recovery as s06
+from s01_agent_loop import MAX_TOKENS, MODEL
+from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
+from s05_budget import RepeatBrake
+from s06_recovery import count_turn, numbered
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 

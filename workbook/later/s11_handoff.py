@@ -18,9 +18,10 @@ changes only what the loop starts with.
     | s10's loop         |  a fresh session, traced, its work kept
     +--------------------+
 
-Run: python s11_handoff.py   replay: a run that drifted, handed off
-     python s11_handoff.py --handoff FILE   a fresh session from FILE, such
-     as fixtures/conversations/s05_drifted.json (a run that drifted)
+Run from the root: python -m workbook.later.s11_handoff
+  (no flags)                  replay: a run that drifted, handed off
+  --handoff FILE              a fresh session from FILE, such as
+                              fixtures/conversations/s05_drifted.json
 """
 
 import json
@@ -28,15 +29,15 @@ import sys
 
 from workbook import conversation, display, launch, step_cli
 from workbook.api.messages import blocks, result_text  # a message's blocks, a result's text
-
-import s09_keep_the_work as s09
-import s10_trace as s10
-from s01_agent_loop import MODEL
-from s03_errors import CLIENT_OPTIONS
-from s09_keep_the_work import (
+from workbook.later import s09_keep_the_work as s09
+from workbook.later import s10_trace as s10
+from workbook.later.s09_keep_the_work import (
     clipped,
     first_text,
 )
+
+from s01_agent_loop import MODEL
+from s03_errors import CLIENT_OPTIONS
 
 DEFAULT_FIXTURE = "fixtures/s05_handoff.json"
 

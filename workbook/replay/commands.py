@@ -9,7 +9,7 @@ from pathlib import Path
 from workbook.errors import FixtureError, WorkbookError, one_line
 from workbook.files import read_bytes, read_json, write_atomic
 from workbook.launch import REBUILD_ENV, absolute_args, display_name
-from workbook.paths import ROOT, STEPS
+from workbook.paths import ROOT, STEPS, step_argv
 from workbook.replay import trust as trust_list
 from workbook.replay.fixtures import checked_fixture, load_fixture, load_with_bytes, parsed_fixture
 from workbook.replay.trust import fixture_digest, is_trusted, recorded_commands, workspace_line
@@ -76,14 +76,14 @@ def rebuild(path: str) -> int:
             f"{path}: rebuild runs its commands (and its workspace's files) — read them, then "
             f"`python -m workbook trust {path}`"
         )
-    script = ROOT / f"{STEPS[STEPS.index(fixture['script'])]}.py"
+    step = STEPS[STEPS.index(fixture["script"])]
     folder = new_run_folder()
     try:
         checked, output = folder / Path(path).name, folder / "rebuilt.json"
         write_atomic(checked, raw)  # what was checked is what is replayed
         env = tool_environment() | {REBUILD_ENV: str(output)}
-        command = [sys.executable, str(script), "--replay", str(checked), *absolute_args(fixture)]
-        code = subprocess.call(command, env=env)
+        command = [*step_argv(step), "--replay", str(checked), *absolute_args(fixture)]
+        code = subprocess.call(command, env=env, cwd=ROOT)
         if code or not output.exists():
             raise FixtureError(f"{path}: the replay failed (exit {code}), so the fixture was left as it was")
         rebuilt = checked_fixture(path, read_json(output))
