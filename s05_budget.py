@@ -158,7 +158,8 @@ class RepeatBrake:
     workspace: Path | None = None  # where the files are, for Circles (None: unknown)
     recent: list[Asked] = field(default_factory=list)  # the latest calls, oldest first
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
-    circles: "Circles" = field(init=False)  # the files' changes so far, to catch one going back again
+    turn: list = field(default_factory=list)  # this turn's calls, as hold_back() saw them
+    circles: "Circles" = field(init=False)  # the files' texts so far, to catch one going back again
 
     def __post_init__(self):
         self.circles = Circles(self.workspace)
@@ -172,6 +173,7 @@ class RepeatBrake:
             if answer:
                 held[block.id] = answer
             self.recent.append(Asked(block.id, call, HELD if answer else None))
+        self.turn = calls
         return held
 
     def answer(self, call: str, block) -> str | None:
@@ -188,7 +190,6 @@ class RepeatBrake:
             )
         if self.circles.flips_back(block):
             return IN_CIRCLES[block.name]
-        self.circles.expect(block)  # it will run: the text it leaves is the file's latest
         return None
 
     def repeats(self, call: str) -> bool:
@@ -212,7 +213,7 @@ class RepeatBrake:
             if asked.result is None:
                 asked.result = gave.get(asked.id)
         del self.recent[: -(REPEAT_LIMIT - 1)]
-        self.circles.remember(results)
+        self.circles.remember(self.turn, results)
 
 
 # -- new in s05: going in circles — a file changed A to B, back to A, and now to B again ---------------
@@ -223,55 +224,42 @@ IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
     "write_file": "error: not run: this write redoes one you already undid (you wrote A, B, then A, and now "
     "B again): the writes are going in circles. Decide which version is right, say why, and stop writing it.",
 }
-KEPT_TEXTS = 4  # a circle needs a file's last three texts (A, B, A); a fourth, so a failed change can go
 
 
 @dataclass
 class Circles:
-    """Each file's latest texts, as the edits and writes the brake lets through leave them. A change is
-    judged by the text it would leave, so an edit and a write share a file's history (a change a bash
-    command makes, `sed -i` say, is not seen):
+    """Each file's last three texts, read from the workspace before the run's first change to it and
+    after each edit or write of it that worked. A change is judged by the text it would leave, so edits
+    and writes share a file's history (a change a bash command makes, `sed -i` say, is not seen):
 
         utils.py holds A;  edit A -> B    runs: the file's texts are A, B
                            edit B -> A    runs: A, B, A (one undo is a change of mind)
                            edit A -> B    held back: it would make B again, "going in circles"
     """
 
-    workspace: Path | None = None  # where the files are (None: a file's text before a change is unknown)
-    texts: dict = field(default_factory=dict)  # path -> its latest texts, oldest first; the last is now
-    pending: dict = field(default_factory=dict)  # tool_use id -> path: a change not yet known to work
-
-    def change(self, block) -> tuple[str, list, str] | None:
-        """(path, the file's latest texts, the text this call would leave) for an edit or a write that
-        would change a file; None for any other call, and for an edit that will fail."""
-        given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
-        path = given.get("path")
-        if block.name not in ("edit_file", "write_file") or not isinstance(path, str):
-            return None
-        texts = self.texts.get(path) or [self.on_disk(path)]
-        after = given.get("content") if block.name == "write_file" else edited(texts[-1], given)
-        if not isinstance(after, str) or after == texts[-1]:
-            return None  # an edit that will fail, or a change to the same text: no circle
-        return path, texts, after
+    workspace: Path | None = None  # where the files are (None: no file can be read, none is watched)
+    texts: dict[str, list] = field(default_factory=dict)  # path -> its last three texts, oldest first
 
     def flips_back(self, block) -> bool:
-        """Whether this call redoes a change after its undo: it would make a file B again after A, B, A."""
-        change = self.change(block)
-        if change is None:
+        """Whether this call would make a file B again after A, B, A."""
+        path = changed_file(block)
+        if path is None:
             return False
-        path, texts, after = change
-        return texts[-3:] == [texts[-1], after, texts[-1]]  # A, B, A: and this makes it B
+        texts = self.texts.setdefault(path, [self.read(path)])  # its text before the run changed it
+        now = texts[-1]
+        after = block.input.get("content") if block.name == "write_file" else edited(now, block.input)
+        return after is not None and texts[-3:] == [now, after, now]
 
-    def expect(self, block) -> None:
-        """Note the text a call let through will leave; remember() takes it back if the call fails."""
-        change = self.change(block)
-        if change is not None:
-            path, texts, after = change
-            self.texts[path] = [*texts, after][-KEPT_TEXTS:]
-            self.pending[block.id] = path
+    def remember(self, calls: list, results: list[dict]) -> None:
+        """After a turn: each file an edit or a write changed, as it is now (results are in calls' order)."""
+        for block, result in zip(calls, results):
+            path = changed_file(block)
+            text = self.read(path) if path and not result["is_error"] else None
+            if text is not None and text != self.texts[path][-1]:
+                self.texts[path] = [*self.texts[path], text][-3:]
 
-    def on_disk(self, path: str) -> str | None:
-        """The file's text before the run changed it, if it is a text file in the workspace."""
+    def read(self, path: str) -> str | None:
+        """The file's text now, if it is a text file in the workspace."""
         if self.workspace is None:
             return None
         try:  # as edit_file reads it: a regular file of at most MAX_FILE_BYTES (a FIFO would hang)
@@ -280,13 +268,11 @@ class Circles:
         except (s02.ToolError, OSError, ValueError):
             return None
 
-    def remember(self, results: list[dict]) -> None:
-        """A change that failed or was refused left the file as it was: its text is taken back."""
-        for result in results:
-            path = self.pending.pop(result["tool_use_id"], None)
-            if path is not None and result["is_error"]:
-                self.texts[path].pop()
-        self.pending.clear()
+
+def changed_file(block) -> str | None:
+    """The path an edit_file or write_file call changes; None for any other call."""
+    path = block.input.get("path") if isinstance(block.input, dict) else None  # execute() validates later
+    return path if block.name in ("edit_file", "write_file") and isinstance(path, str) else None
 
 
 def edited(text: str | None, given: dict) -> str | None:

@@ -270,55 +270,81 @@ def call(name: str, tool_id: str, **tool_input):
     return anthropic.types.ToolUseBlock(type="tool_use", id=tool_id, name=name, input=tool_input)
 
 
+class Turns:
+    """A brake over a real workspace: each call is its own turn, run as the loop runs it (held back, or
+    run and its result remembered), so the files really change."""
+
+    def __init__(self, step, workspace):
+        self.step, self.settings = step, step.Settings(workspace, permission="all")
+        self.brake = step.RepeatBrake(workspace)
+
+    def said(self, asked) -> str | None:
+        """What the brake answered this call with (None: it ran)."""
+        held = self.brake.hold_back([asked])
+        results, _ = self.step.run_tools([asked], self.settings, held)
+        self.brake.remember(results)
+        return held.get(asked.id)
+
+
+def edit(n: int, old: str, new: str, path: str = "a.py"):
+    return call("edit_file", f"toolu_e{n}", path=path, old_text=old, new_text=new)
+
+
+def write(n: int, content: str, path: str = "a.txt"):
+    return call("write_file", f"toolu_w{n}", path=path, content=content)
+
+
 def test_an_edit_that_flips_a_file_back_again_is_refused(step, tmp_path):
     (tmp_path / "a.py").write_text("x = A\n")
-    brake = step.RepeatBrake(tmp_path)  # it reads the file: an edit is judged by the text it leaves
-
-    def edit(old, new):
-        return call("edit_file", f"toolu_{old}{new}", path="a.py", old_text=old, new_text=new)
-
-    def held(asked):
-        return brake.hold_back([asked]).get(asked.id)
-
-    assert held(edit("A", "B")) is None
-    assert held(edit("B", "A")) is None  # one undo is a change of mind, allowed
-    assert "going in circles" in held(edit("A", "B"))
-    assert held(edit("A", "A")) is None  # a no-op edit undoes nothing
+    turns = Turns(step, tmp_path)  # it reads the file: an edit is judged by the text it leaves
+    assert turns.said(edit(1, "A", "B")) is None
+    assert turns.said(edit(2, "B", "A")) is None  # one undo is a change of mind, allowed
+    assert "the edits are going in circles" in turns.said(edit(3, "A", "B"))
+    assert (tmp_path / "a.py").read_text() == "x = A\n"  # held back: never run
+    assert turns.said(edit(4, "A", "A")) is None  # a no-op edit undoes nothing
 
 
 def test_an_edit_of_a_file_it_cannot_read_is_never_held_back(step):
     brake = step.RepeatBrake()  # no workspace: the text before a first edit is unknown
-    edits = [
-        call("edit_file", f"toolu_{n}", path="a.py", old_text=o, new_text=n) for o, n in ("AB", "BA", "AB")
-    ]
+    edits = [edit(n, old, new) for n, (old, new) in enumerate(("AB", "BA", "AB"))]
     assert [brake.hold_back([asked]).get(asked.id) for asked in edits] == [None] * 3
 
 
 def test_writes_back_and_forth_over_a_file_already_there_are_held_back(step, tmp_path):
     (tmp_path / "a.txt").write_text("A")  # B, A, B over an A on disk: A, B, A, B
-    brake = step.RepeatBrake(tmp_path)
-    writes = [call("write_file", f"toolu_w{n}", path="a.txt", content=c) for n, c in enumerate("BAB")]
-    said = [brake.hold_back([asked]).get(asked.id) for asked in writes]
-    assert said[:2] == [None, None] and "going in circles" in said[2]
+    turns = Turns(step, tmp_path)
+    said = [turns.said(write(n, content)) for n, content in enumerate("BAB")]
+    assert said[:2] == [None, None] and "the writes are going in circles" in said[2]
 
 
 def test_edits_and_writes_of_one_file_share_its_history(step, tmp_path):
-    (tmp_path / "a.txt").write_text("x = A")
-    brake = step.RepeatBrake(tmp_path)
-    calls = [
-        call("edit_file", "toolu_1", path="a.txt", old_text="A", new_text="B"),
-        call("write_file", "toolu_2", path="a.txt", content="x = A"),  # the edit undone by a write
-        call("edit_file", "toolu_3", path="a.txt", old_text="A", new_text="B"),
+    (tmp_path / "a.py").write_text("x = A")
+    turns = Turns(step, tmp_path)
+    said = [
+        turns.said(edit(1, "A", "B")),
+        turns.said(write(2, "x = A", path="a.py")),  # the edit undone by a write
+        turns.said(edit(3, "A", "B")),
     ]
-    said = [brake.hold_back([asked]).get(asked.id) for asked in calls]
     assert said[:2] == [None, None] and "going in circles" in said[2]
 
 
-def test_a_write_held_back_changes_nothing_so_the_next_write_is_judged_by_the_file_as_it_is(step):
-    brake = step.RepeatBrake()
-    writes = [call("write_file", f"toolu_w{n}", path="a.txt", content=c) for n, c in enumerate("ABABA")]
-    said = [brake.hold_back([asked]).get(asked.id) for asked in writes]
+def test_a_change_that_failed_changed_nothing_so_it_is_not_in_the_history(step, tmp_path):
+    (tmp_path / "a.py").write_text("x = A")
+    turns = Turns(step, tmp_path)
+    said = [
+        turns.said(edit(1, "A", "B")),
+        turns.said(edit(2, "Z", "A")),  # fails: no Z in the file, which stays B
+        turns.said(edit(3, "B", "A")),  # the one undo
+        turns.said(edit(4, "A", "B")),
+    ]
+    assert said[:3] == [None] * 3 and "going in circles" in said[3]
+
+
+def test_a_write_held_back_changes_nothing_so_the_next_write_is_judged_by_the_file_as_it_is(step, tmp_path):
+    turns = Turns(step, tmp_path)
+    said = [turns.said(write(n, content)) for n, content in enumerate("ABABA")]
     assert said[3] and said[4] is None  # the fourth (B) was held back: A is what the file holds, a no-op
+    assert (tmp_path / "a.txt").read_text() == "A"
 
 
 def test_the_flip_flop_fixture_is_stopped_at_the_third_edit():
@@ -333,23 +359,17 @@ def test_the_flip_flop_fixture_is_stopped_at_the_third_edit():
     assert (workspace / "utils.py").read_text() == before  # A -> B -> A, and the third edit never ran
 
 
-def test_a_file_written_back_and_forth_is_held_back_at_the_fourth_write(step):
-    brake = step.RepeatBrake()
-
-    def held(n: int, content: str, path: str = "a.txt"):
-        asked = call("write_file", f"toolu_w{n}", path=path, content=content)
-        return brake.hold_back([asked]).get(asked.id)
-
-    assert [held(1, "A"), held(2, "B"), held(3, "A")] == [None, None, None]  # one way back: allowed
-    assert held(4, "A", path="b.txt") is None  # another file has its own history
-    refusal = held(5, "B")
+def test_a_file_written_back_and_forth_is_held_back_at_the_fourth_write(step, tmp_path):
+    turns = Turns(step, tmp_path)
+    assert [turns.said(write(n, c)) for n, c in enumerate("ABA")] == [None] * 3  # one way back: allowed
+    assert turns.said(write(4, "A", path="b.txt")) is None  # another file has its own history
+    refusal = turns.said(write(5, "B"))
     assert refusal.startswith("error: not run: this write redoes") and "going in circles" in refusal
 
 
-def test_writes_that_move_on_are_not_a_flip_flop(step):
-    brake = step.RepeatBrake()
-    calls = [call("write_file", f"toolu_w{n}", path="a.txt", content=c) for n, c in enumerate("ABAC")]
-    assert [brake.hold_back([asked]).get(asked.id) for asked in calls] == [None] * 4
+def test_writes_that_move_on_are_not_a_flip_flop(step, tmp_path):
+    turns = Turns(step, tmp_path)
+    assert [turns.said(write(n, c)) for n, c in enumerate("ABAC")] == [None] * 4
 
 
 def test_the_write_flip_flop_fixture_is_held_back_at_the_fourth_write(step):
