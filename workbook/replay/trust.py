@@ -296,7 +296,7 @@ def show_question(call, danger: str | None, answer: bool | None) -> None:
     if len(lines) > MAX_SHOWN_LINES:  # bounded, whatever a recording holds
         lines = [*lines[: MAX_SHOWN_LINES - 1], f"  … ({len(lines) - MAX_SHOWN_LINES + 1} more lines)"]
     say("\n".join(lines), "default")
-    said = "y (the recording ran it)" if answer else "no answer: a replay never says yes to a dangerous call"
+    said = "y (it ran in the fixture)" if answer else "no answer: a replay never says yes to a dangerous call"
     say(f"[y/N] {said}")
 
 
