@@ -158,7 +158,6 @@ class RepeatBrake:
     workspace: Path | None = None  # where the files are, for Circles (None: unknown)
     recent: list[Asked] = field(default_factory=list)  # the latest calls, oldest first
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
-    turn: list = field(default_factory=list)  # this turn's calls, as hold_back() saw them
     circles: "Circles" = field(init=False)  # the files' texts so far, to catch one going back again
 
     def __post_init__(self):
@@ -173,7 +172,6 @@ class RepeatBrake:
             if answer:
                 held[block.id] = answer
             self.recent.append(Asked(block.id, call, HELD if answer else None))
-        self.turn = calls
         return held
 
     def answer(self, call: str, block) -> str | None:
@@ -203,9 +201,10 @@ class RepeatBrake:
             and len(results) <= 1
         )
 
-    def remember(self, results: list[dict]) -> None:
+    def remember(self, calls: list, results: list[dict]) -> None:
         """What this turn's calls gave, by tool_use id (a call held back keeps HELD); then only the
-        latest REPEAT_LIMIT - 1 calls are kept, all that the next calls are compared with."""
+        latest REPEAT_LIMIT - 1 calls are kept, all that the next calls are compared with. Circles
+        reads each file the calls changed."""
         gave = {
             result["tool_use_id"]: json.dumps([result["content"], result["is_error"]]) for result in results
         }
@@ -213,7 +212,7 @@ class RepeatBrake:
             if asked.result is None:
                 asked.result = gave.get(asked.id)
         del self.recent[: -(REPEAT_LIMIT - 1)]
-        self.circles.remember(self.turn, results)
+        self.circles.remember(calls, results)
 
 
 # -- new in s05: going in circles — a file changed A to B, back to A, and now to B again ---------------
@@ -358,7 +357,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)  # tool_use id -> the error that answers it instead
         results, timeline = run_tools(calls, settings, held)
-        brake.remember(results)
+        brake.remember(calls, results)
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         if brake.stop:  # asked again after a refusal: going round once more would change nothing

@@ -1,9 +1,9 @@
 """s06_recovery.py — Recovery: a reply cut short is sent again, never run.
 
-Adds over s05: each iteration ends in a named transition. A reply cut short
-by max_tokens never has its tool calls run: the same request is sent again
-with room to finish (64k tokens), and if it is cut again, the model is asked
-to go on where it stopped.
+Adds over s05: every reply is followed by a named transition, the loop's
+next move. A reply cut short by max_tokens never has its tool calls run: the
+same request is sent again with room to finish (64k tokens), and if it is cut
+again, the model is asked to go on where it stopped.
 
 In support: replies stream from s06 on, since the SDK refuses to wait for a
 64k reply whole (--no-stream: each reply whole, as before, but 64k still
@@ -45,7 +45,7 @@ from s05_budget import Budget, RepeatBrake, run_tools, stopped
 DEFAULT_FIXTURE = "fixtures/s06_escalation.json"
 
 
-# -- new in s06: the recovery chain — every iteration ends in a named transition -------------------
+# -- new in s06: the recovery chain — every reply is followed by a named transition ---------------
 
 ESCALATED_MAX_TOKENS = 64_000  # max_tokens, first answer: the same request with room to finish (streamed)
 MAX_CONTINUATIONS = 3  # max_tokens again: "go on where you stopped", at most this often till tools run
@@ -206,7 +206,7 @@ class Settings(s05.Settings):
 
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
-    """s05's loop, each iteration ending in a named transition: recovery repairs what it can, goes on."""
+    """s05's loop, each reply followed by a named transition: recovery repairs what it can, goes on."""
     turns = []  # every response, in order
     brake = RepeatBrake(settings.workspace)  # s05's
     budget = settings.budget
@@ -254,7 +254,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)  # tool_use id -> the error that answers it instead
         results, timeline = run_tools(calls, settings, held)
-        brake.remember(results)
+        brake.remember(calls, results)
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         state.new_turn()  # (new in s06) tools ran: the next call starts a turn with fresh recovery caps

@@ -198,7 +198,7 @@ def run_turns(brake, turns):
     said = []
     for calls in turns:
         held = brake.hold_back([b for b, _ in calls])
-        brake.remember([result(content, b.id in held) for b, content in calls])
+        brake.remember([b for b, _ in calls], [result(content, b.id in held) for b, content in calls])
         said += [held.get(b.id) for b, _ in calls]
     return said
 
@@ -274,15 +274,15 @@ class Turns:
     """A brake over a real workspace: each call is its own turn, run as the loop runs it (held back, or
     run and its result remembered), so the files really change."""
 
-    def __init__(self, step, workspace):
-        self.step, self.settings = step, step.Settings(workspace, permission="all")
+    def __init__(self, step, workspace, permission="all"):
+        self.step, self.settings = step, step.Settings(workspace, permission=permission)
         self.brake = step.RepeatBrake(workspace)
 
     def said(self, asked) -> str | None:
         """What the brake answered this call with (None: it ran)."""
         held = self.brake.hold_back([asked])
         results, _ = self.step.run_tools([asked], self.settings, held)
-        self.brake.remember(results)
+        self.brake.remember([asked], results)
         return held.get(asked.id)
 
 
@@ -566,15 +566,9 @@ def test_the_help_names_the_budgets_own_defaults(step, capsys):
 
 
 def test_a_write_the_gate_refused_does_not_count_as_a_change(step, tmp_path):
-    """Writes B, A, B over an A on disk, each refused (under --permission deny, say): the file never
+    """Writes B, A, B over an A on disk, each refused by the gate (--permission deny): the file never
     changed, so the third is no circle."""
     (tmp_path / "a.txt").write_text("A")
-    brake = step.RepeatBrake(tmp_path)
-    said = []
-    for n, content in enumerate("BAB"):
-        asked = call("write_file", f"toolu_w{n}", path="a.txt", content=content)
-        said.append(brake.hold_back([asked]).get(asked.id))
-        brake.remember(
-            [{"tool_use_id": asked.id, "content": "denied: read-only tools only", "is_error": True}]
-        )
+    turns = Turns(step, tmp_path, permission="deny")
+    said = [turns.said(write(n, content)) for n, content in enumerate("BAB")]
     assert said == [None, None, None]

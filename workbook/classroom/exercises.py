@@ -302,7 +302,8 @@ EXERCISES = [
                 "After each call, count it: budget.spend(response) (show it with display.show_spend). "
                 "When the model ends its turn, stopped(settings, ...) says why too.",
                 "The repeat brake: brake = RepeatBrake() before the loop; held = brake.hold_back(calls); "
-                "run_tools(calls, settings, held); brake.remember(results); after appending the results, "
+                "run_tools(calls, settings, held); brake.remember(calls, results); after appending the "
+                "results, "
                 "if brake.stop: stopped(settings, brake.stop) and return.",
             ],
             "zh-CN": [
@@ -311,7 +312,7 @@ EXERCISES = [
                 "每次调用之后记账：budget.spend(response)（用 display.show_spend 显示）。"
                 "模型结束这一轮时，也用 stopped(settings, ...) 说明原因。",
                 "重复调用刹车：循环之前 brake = RepeatBrake()；held = brake.hold_back(calls)；"
-                "run_tools(calls, settings, held)；brake.remember(results)；追加结果之后，"
+                "run_tools(calls, settings, held)；brake.remember(calls, results)；追加结果之后，"
                 "若 brake.stop：stopped(settings, brake.stop) 并 return。",
             ],
         },

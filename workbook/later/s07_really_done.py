@@ -210,7 +210,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         calls = [block for block in response.content if block.type == "tool_use"]
         held = brake.hold_back(calls)
         results, timeline = run_tools(calls, settings, held)
-        brake.remember(results)
+        brake.remember(calls, results)
         display.show_tools(calls, results, timeline)
         messages.append({"role": "user", "content": results})
         state.new_turn()  # tools ran: the next call starts a turn with fresh recovery caps (s06)

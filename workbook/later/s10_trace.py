@@ -255,7 +255,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         started = time.monotonic()
         results, timeline, ctrl_c = run_tools_until_ctrl_c(calls, settings, held)
         messages.append({"role": "user", "content": results})  # kept first: a Ctrl-C may come any time
-        brake.remember(results)
+        brake.remember(calls, results)
         display.show_tools(calls, results, timeline)
         state.new_turn()  # tools ran: the next call starts a turn with fresh recovery caps (s06)
         stop = ctrl_c or brake.stop  # a Ctrl-C (s09), or s05's repeat brake
