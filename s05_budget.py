@@ -35,17 +35,14 @@ Run: python s05_budget.py   replay: a third same read held back; --max-steps 5
 import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NamedTuple, Self
 
 from workbook import conversation, display, launch, step_cli
 from workbook.prices import cost  # a response's dollars, estimated from a dated table of list prices
-from workbook.workspace_files import regular_file  # a file to read whole, or an error (never a FIFO)
 
 import anthropic
 from anthropic.types import Message
 
-import s02_tools as s02
 import s04_parallel as s04
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS
@@ -147,7 +144,7 @@ class RepeatBrake:
     """The brake on a model going round in circles. It sees every call in the order asked, and holds one
     back (answers it with an error asking for another approach) when the REPEAT_LIMIT - 1 calls just
     before it were the same tool with the same input and gave one same result, or when Circles (below)
-    finds it changing a file back again. Asking again for a call held back stops the run:
+    finds it redoing a change it undid. Asking again for a call held back stops the run:
 
         read_file config.toml -> "port = 80"     runs
         read_file config.toml -> "port = 80"     runs
@@ -155,13 +152,9 @@ class RepeatBrake:
         read_file config.toml                    held back again, and the run stops
     """
 
-    workspace: Path | None = None  # where the files are, for Circles (None: unknown)
     recent: list[Asked] = field(default_factory=list)  # the latest calls, oldest first
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
-    circles: "Circles" = field(init=False)  # the files' texts so far, to catch one going back again
-
-    def __post_init__(self):
-        self.circles = Circles(self.workspace)
+    circles: "Circles" = field(default_factory=lambda: Circles())  # (below) each file's changes so far
 
     def hold_back(self, calls: list) -> dict[str, str]:
         """The answers to the calls this brake holds back, by tool_use id; the others may run."""
@@ -204,7 +197,7 @@ class RepeatBrake:
     def remember(self, calls: list, results: list[dict]) -> None:
         """What this turn's calls gave, by tool_use id (a call held back keeps HELD); then only the
         latest REPEAT_LIMIT - 1 calls are kept, all that the next calls are compared with. Circles
-        reads each file the calls changed."""
+        keeps each change that worked."""
         gave = {
             result["tool_use_id"]: json.dumps([result["content"], result["is_error"]]) for result in results
         }
@@ -227,59 +220,53 @@ IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
 
 @dataclass
 class Circles:
-    """Each file's last three texts, read from the workspace before the run's first change to it and
-    after each edit or write of it that worked. A change is judged by the text it would leave, so edits
-    and writes share a file's history (a change a bash command makes, `sed -i` say, is not seen):
+    """Each file's changes so far, as the calls that made them: a change is a pair (text taken out,
+    text put in). An edit is its old_text and new_text; a write, what the file's last write put in,
+    and what this one puts in. A change that worked is remembered; one that redoes the change just
+    undone is held back. Like the rest of the brake it judges the calls alone, never the files (an edit
+    is not compared with a write, and a change a bash command makes is not seen):
 
-        utils.py holds A;  edit A -> B    runs: the file's texts are A, B
-                           edit B -> A    runs: A, B, A (one undo is a change of mind)
-                           edit A -> B    held back: it would make B again, "going in circles"
+        edit utils.py  A -> B     runs
+        edit utils.py  B -> A     runs: one undo is a change of mind
+        edit utils.py  A -> B     held back: it redoes what it undid, "going in circles"
+
+        write notes.txt A         runs
+        write notes.txt B         runs: the change A -> B
+        write notes.txt A         runs: B -> A, one undo
+        write notes.txt B         held back: A -> B again
     """
 
-    workspace: Path | None = None  # where the files are (None: no file can be read, none is watched)
-    texts: dict[str, list] = field(default_factory=dict)  # path -> its last three texts, oldest first
+    changes: dict[tuple, list] = field(default_factory=dict)  # (tool, path) -> its last two changes
 
     def flips_back(self, block) -> bool:
-        """Whether this call would make a file B again after A, B, A."""
-        path = changed_file(block)
-        if path is None:
+        """Whether this call redoes a change whose undo was the file's last change."""
+        change = self.change(block)
+        if change is None:
             return False
-        texts = self.texts.setdefault(path, [self.read(path)])  # its text before the run changed it
-        now = texts[-1]
-        after = block.input.get("content") if block.name == "write_file" else edited(now, block.input)
-        return after is not None and texts[-3:] == [now, after, now]
+        file, (taken_out, put_in) = change
+        return self.changes.get(file, []) == [(taken_out, put_in), (put_in, taken_out)]
+
+    def change(self, block) -> tuple[tuple, tuple] | None:
+        """((tool, path), (text taken out, text put in)) for an edit or a write; None for any other call."""
+        given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
+        file = (block.name, given.get("path"))
+        if not isinstance(file[1], str):
+            return None
+        if block.name == "edit_file":
+            return file, (given.get("old_text"), given.get("new_text"))
+        if block.name == "write_file":
+            last = self.changes.get(file, [(None, None)])[-1]  # the last write: what it put in
+            return file, (last[1], given.get("content"))
+        return None
 
     def remember(self, calls: list, results: list[dict]) -> None:
-        """After a turn: each file an edit or a write changed, as it is now (results are in calls' order)."""
+        """After a turn: each edit and write that worked, as a change of its file (results are in calls'
+        order; a change refused, held back or failed left the file as it was)."""
         for block, result in zip(calls, results):
-            path = changed_file(block)
-            text = self.read(path) if path and not result["is_error"] else None
-            if text is not None and text != self.texts[path][-1]:
-                self.texts[path] = [*self.texts[path], text][-3:]
-
-    def read(self, path: str) -> str | None:
-        """The file's text now, if it is a text file in the workspace."""
-        if self.workspace is None:
-            return None
-        try:  # as edit_file reads it: a regular file of at most MAX_FILE_BYTES (a FIFO would hang)
-            with regular_file(s02.inside(self.workspace, path), path, s02.MAX_FILE_BYTES) as file:
-                return file.read().decode()
-        except (s02.ToolError, OSError, ValueError):
-            return None
-
-
-def changed_file(block) -> str | None:
-    """The path an edit_file or write_file call changes; None for any other call."""
-    path = block.input.get("path") if isinstance(block.input, dict) else None  # execute() validates later
-    return path if block.name in ("edit_file", "write_file") and isinstance(path, str) else None
-
-
-def edited(text: str | None, given: dict) -> str | None:
-    """The text an edit_file call would leave, or None if it will fail (old_text not there exactly once)."""
-    old, new = given.get("old_text"), given.get("new_text")
-    if not (isinstance(text, str) and isinstance(old, str) and isinstance(new, str)) or text.count(old) != 1:
-        return None
-    return text.replace(old, new)
+            change = self.change(block)
+            if change is not None and not result["is_error"]:
+                file, made = change
+                self.changes[file] = [*self.changes.get(file, []), made][-2:]
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -316,7 +303,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     """Call the model, run the tools it asks for, feed the results back; repeat until it stops, or a
     limit or the repeat brake stops it (settings.budget.reason says which)."""
     turns = []  # every response, in order
-    brake = RepeatBrake(settings.workspace)  # (new in s05) it holds back a call the model keeps repeating
+    brake = RepeatBrake()  # (new in s05) it holds back a call the model keeps repeating
     budget = settings.budget
     while True:
         # 0. (new in s05) Before paying for another call, check every limit: the first one reached

@@ -208,7 +208,7 @@ class Settings(s05.Settings):
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """s05's loop, each reply followed by a named transition: recovery repairs what it can, goes on."""
     turns = []  # every response, in order
-    brake = RepeatBrake(settings.workspace)  # s05's
+    brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     turn, transition = 0, None  # the model's turn, and how the last call ended

@@ -276,7 +276,7 @@ class Turns:
 
     def __init__(self, step, workspace, permission="all"):
         self.step, self.settings = step, step.Settings(workspace, permission=permission)
-        self.brake = step.RepeatBrake(workspace)
+        self.brake = step.RepeatBrake()
 
     def said(self, asked) -> str | None:
         """What the brake answered this call with (None: it ran)."""
@@ -296,7 +296,7 @@ def write(n: int, content: str, path: str = "a.txt"):
 
 def test_an_edit_that_flips_a_file_back_again_is_refused(step, tmp_path):
     (tmp_path / "a.py").write_text("x = A\n")
-    turns = Turns(step, tmp_path)  # it reads the file: an edit is judged by the text it leaves
+    turns = Turns(step, tmp_path)
     assert turns.said(edit(1, "A", "B")) is None
     assert turns.said(edit(2, "B", "A")) is None  # one undo is a change of mind, allowed
     assert "the edits are going in circles" in turns.said(edit(3, "A", "B"))
@@ -304,28 +304,35 @@ def test_an_edit_that_flips_a_file_back_again_is_refused(step, tmp_path):
     assert turns.said(edit(4, "A", "A")) is None  # a no-op edit undoes nothing
 
 
-def test_an_edit_of_a_file_it_cannot_read_is_never_held_back(step):
-    brake = step.RepeatBrake()  # no workspace: the text before a first edit is unknown
+def test_a_change_counts_once_it_has_run(step):
+    brake = step.RepeatBrake()  # asked for, never run (nothing remembered): no change was made
     edits = [edit(n, old, new) for n, (old, new) in enumerate(("AB", "BA", "AB"))]
     assert [brake.hold_back([asked]).get(asked.id) for asked in edits] == [None] * 3
 
 
-def test_writes_back_and_forth_over_a_file_already_there_are_held_back(step, tmp_path):
-    (tmp_path / "a.txt").write_text("A")  # B, A, B over an A on disk: A, B, A, B
+def test_writes_back_and_forth_over_a_file_already_there_are_held_back_at_the_fourth(step, tmp_path):
+    (tmp_path / "a.txt").write_text("A")  # the brake never reads it: the writes alone are compared
     turns = Turns(step, tmp_path)
-    said = [turns.said(write(n, content)) for n, content in enumerate("BAB")]
-    assert said[:2] == [None, None] and "the writes are going in circles" in said[2]
+    said = [turns.said(write(n, content)) for n, content in enumerate("BABA")]
+    assert said[:3] == [None] * 3 and "the writes are going in circles" in said[3]
 
 
-def test_edits_and_writes_of_one_file_share_its_history(step, tmp_path):
+def test_an_edit_and_a_write_are_not_compared(step, tmp_path):
     (tmp_path / "a.py").write_text("x = A")
     turns = Turns(step, tmp_path)
     said = [
         turns.said(edit(1, "A", "B")),
-        turns.said(write(2, "x = A", path="a.py")),  # the edit undone by a write
-        turns.said(edit(3, "A", "B")),
+        turns.said(write(2, "x = A", path="a.py")),  # the edit undone, by a write
+        turns.said(edit(3, "A", "B")),  # the edits alone: A -> B twice, no undo between
     ]
-    assert said[:2] == [None, None] and "going in circles" in said[2]
+    assert said == [None] * 3
+
+
+def test_a_path_that_is_not_text_is_never_a_change(step):
+    brake = step.RepeatBrake()
+    odd = call("write_file", "toolu_odd", path=["a.txt"], content="A")  # execute() refuses it, after
+    assert brake.hold_back([odd]) == {}
+    brake.remember([odd], [result("error: invalid input", True)])
 
 
 def test_a_change_that_failed_changed_nothing_so_it_is_not_in_the_history(step, tmp_path):

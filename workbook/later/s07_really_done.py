@@ -167,7 +167,7 @@ class Settings(s06.Settings):
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """s06's loop; (new in s07) a paused turn goes on, and the stop hook must pass before it ends."""
     turns = []  # every response, in order
-    brake = RepeatBrake(settings.workspace)  # s05's
+    brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     turn, transition = 0, None  # the model's turn, and how the last call ended

@@ -272,7 +272,7 @@ class Settings(s07.Settings):
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """s07's loop; (new in s08) a request too long, or a reply that filled the window, makes room."""
     turns = []  # every response, in order
-    brake = RepeatBrake(settings.workspace)  # s05's
+    brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     turn, transition = 0, None  # the model's turn, and how the last call ended

@@ -185,7 +185,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     """s08's loop. (new in s09) A first Ctrl-C lets the turn's tools finish, then stops; one during a
     model call, or a second, raises KeyboardInterrupt: run_task keeps the work."""
     turns = []  # every response, in order
-    brake = RepeatBrake(settings.workspace)  # s05's
+    brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     turn, transition = 0, None  # the model's turn, and how the last call ended

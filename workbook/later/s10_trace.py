@@ -204,7 +204,7 @@ class Settings(s09.Settings):
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """s09's loop, every step written to the trace as it happens."""
     turns = []  # every response, in order
-    brake = RepeatBrake(settings.workspace)  # s05's
+    brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
     turn, transition = 0, None  # the model's turn, and how the last call ended
