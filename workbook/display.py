@@ -69,11 +69,16 @@ def rule(title: str) -> None:
     console.rule(title)
 
 
+_last_call: list = []  # the last call shown (its tool, its input, what it gave): a repeat is not shown twice
+
+
 @contextmanager
 def waiting(turn: int | str, streamed: bool = False):
     """A turn opens with its rule, so what happens while the model answers (a retry, a streamed reply's
     text) shows under the turn it belongs to; a whole reply is waited for with a spinner, at a terminal."""
     rule(f"turn {turn}")
+    if str(turn) == "1":  # a new run: a call of the last one is not "just before"
+        _last_call.clear()
     status = spinner(console) if console.is_terminal and not streamed else None
     if status:
         status.start()
@@ -182,16 +187,23 @@ def error_lines(output: str, width: int | None = None) -> list[str]:
 
 
 def show_tool(block, output: str, is_error: bool = False) -> None:
-    """A tool call as one line, then what it returned: an error or a refusal whole (s01's answers say
-    so by opening with `error:`), other output in a few lines. An edit or a write shows its change as a
+    """A tool call as one line, then what it returned: an error or a refusal whole, under the call's
+    line marked ✗ (s01's answers say so by opening with `error:`); other output in a few lines, or, when
+    the same call just gave the same, a line that says so. An edit or a write shows its change as a
     diff: in colour above its result when it was made; dimmed below the refusal when it was not, since
     what the refused change was is the point of refusing it."""
     changed = changed_text(block)
-    say(call_line(block, diff_below=bool(changed)), "cyan")
     text = printable(output)  # no control sequences
-    most = READ_LINES if block.name == "read_file" else RESULT_LINES
     failed = is_error or text.startswith("error:")
+    if failed:  # marked, so that a refused call's line never reads as if it ran
+        say("✗ " + call_line(block, console.width - 2, diff_below=bool(changed)), "red")
+    else:
+        say(call_line(block, diff_below=bool(changed)), "cyan")
+    most = READ_LINES if block.name == "read_file" else RESULT_LINES
     shown = error_lines(text) if failed else result_lines(text, most=most)
+    if not failed and _last_call[:] == [block.name, block.input, text]:  # a call repeated, result and all
+        shown = ["  the same result as this call gave just before (not shown again)"]
+    _last_call[:] = [block.name, block.input, text]
     if changed and not is_error:
         show_diff(changed, {"-": "red", "+": "green"})
     console.out("\n".join(shown), highlight=False)
@@ -276,7 +288,7 @@ def show_timeline(timeline: list, width: int | None = None) -> None:
     start, end = min(t.started for t in calls), max(t.ended for t in calls)
     timed = end - start >= TIMELINE_RESOLUTION
     axis = "bars: time" if timed else "too quick to time: no bars"
-    console.print(f"tool calls this turn: same group = ran together ({axis})", style="dim")
+    console.print(f"tool calls by group (a group's reads run together; {axis})", style="dim")
     for t, name in zip(calls, names):
         line = f" g{t.group:<2} {name:<{name_width}}  {(t.ended - t.started) * 1000:5.0f} ms"
         if timed:

@@ -294,7 +294,7 @@ def test_the_turn_shows_which_calls_ran_together(step, monkeypatch):
     settings = step.Settings(scratch.copy_workspace("inventory"))
     step.agent_loop(client, [{"role": "user", "content": fixture["task"]}], settings)
     shown = out.getvalue()
-    assert "same group = ran together" in shown
+    assert "by group (a group's reads run together" in shown
     rows = [(1, "read_file inventory/__init__.py"), (1, r"grep 1\.0\.0"), (2, "edit_file"), (3, "read_file")]
     for group, call in rows:
         assert re.search(rf"^ g{group} +{re.escape(call)} ", shown, re.MULTILINE), f"group {group}: {call}"
@@ -312,7 +312,7 @@ def test_the_fixture_replays_through_its_script(name, run_main):
     code, out = run_main(fixture["script"], "--replay", f"fixtures/{name}", "--read-latency", "0")
     assert code == 0, out
     assert f"offline replay of fixtures/{name}" in out and "end_turn" in out
-    assert "same group = ran together" in out
+    assert "by group (a group's reads run together" in out
 
 
 def replay_in_process(step, name: str):

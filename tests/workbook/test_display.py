@@ -130,3 +130,39 @@ def test_words_the_harness_sends_the_model_are_shown_whole_and_wrapped(monkeypat
     assert screen.startswith("asked to go on:\n")
     assert max(len(line) for line in screen.splitlines()) <= 80
     assert " ".join(screen.split()[4:]) == words.strip()
+
+
+def test_a_refused_call_is_marked_so_its_line_never_reads_as_if_it_ran(monkeypatch):
+    rm = SimpleNamespace(name="bash", input={"command": "rm -rf __pycache__"})
+    refusal = "denied: this command needs a person's yes"
+    lines = screen_of(monkeypatch, lambda: display.show_tool(rm, refusal, is_error=True)).splitlines()
+    assert lines == ["✗ $ rm -rf __pycache__", f"  {refusal}"]
+    ran = screen_of(monkeypatch, lambda: display.show_tool(rm, "(no output)\n[exit code 0]")).splitlines()
+    assert ran[0] == "$ rm -rf __pycache__"
+
+
+def test_a_call_that_just_gave_the_same_result_is_not_shown_twice(monkeypatch):
+    read = SimpleNamespace(name="read_file", input={"path": "docs/api.md"})
+
+    def twice_then_another_file():
+        display.show_tool(read, "# The HTTP API\nline 2")
+        display.show_tool(read, "# The HTTP API\nline 2")
+        display.show_tool(read, "# The HTTP API\nline 2, changed")
+
+    lines = screen_of(monkeypatch, twice_then_another_file).splitlines()
+    assert lines[3:5] == [
+        "read_file docs/api.md",
+        "  the same result as this call gave just before (not shown again)",
+    ]
+    assert lines[5:] == ["read_file docs/api.md", "  # The HTTP API", "  line 2, changed"]
+
+
+def test_a_new_run_forgets_the_last_runs_calls(monkeypatch):
+    read = SimpleNamespace(name="read_file", input={"path": "a.md"})
+
+    def two_runs():
+        display.show_tool(read, "text")
+        with display.waiting(1):
+            display.show_tool(read, "text")
+
+    assert "not shown again" not in screen_of(monkeypatch, two_runs)

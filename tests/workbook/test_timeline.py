@@ -64,7 +64,7 @@ def test_calls_too_quick_to_time_are_listed_by_group_with_no_bars(screen):
     lines = screen()
     assert not any("|" in line or "█" in line for line in lines)
     assert [line.split()[0] for line in lines[1:4]] == ["g1", "g1", "g2"]
-    assert lines[0].endswith("(too quick to time: no bars)")
+    assert lines[0].endswith("; too quick to time: no bars)")
     assert "   group 1: 2 reads sent to the thread pool together (each too quick to time)" in lines
     assert any(line.startswith("   group 2: read_file") and line.endswith(", alone") for line in lines)
 
