@@ -35,6 +35,7 @@ Run: python s02_tools.py          offline replay of its fixture, no key needed
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -46,7 +47,6 @@ from typing import Self
 from workbook import bounded_search, capture, display, environment, launch, step_cli, workspace_files
 from workbook.asking import at_terminal  # the person at the terminal, whom the gate asks
 from workbook.audit import log_call  # one JSON line per call in the run's folder
-from workbook.read_only_commands import not_read_only  # auto's allowlist: a command known to only read
 
 import anthropic
 import fastjsonschema
@@ -282,6 +282,38 @@ DANGEROUS = {  # regular expression -> why a matching command needs a person's y
 def dangerous(command: str) -> str | None:
     """Why a command needs a person's yes (it deletes, acts as root, publishes...), or None."""
     return next((why for rx, why in DANGEROUS.items() if re.search(rx, command)), None)
+
+
+READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
+SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")  # chaining, redirection, substitution, globs
+
+
+def not_read_only(command: str) -> str | None:
+    """Why --permission auto may not run `command` unasked, or None for a plain read: a program on
+    READ_ONLY_COMMANDS, no shell syntax, no path out of the workspace. An allowlist, since no list of
+    dangers names every way to delete (`rm --recursive`, `find . -delete`, a one-line Python script):
+
+        not_read_only("cat notes.txt")      None: auto runs it
+        not_read_only("ls; rm -r ../x")     "it uses shell syntax (';')"
+    """
+    syntax = sorted(set(command) & SHELL_SYNTAX)
+    if syntax:
+        return f"it uses shell syntax ({' '.join(syntax)!r})"
+    try:
+        words = shlex.split(command)  # the words as the shell will see them, quotes removed
+    except ValueError:
+        return "its quotes do not pair up"
+    if not words or words[0] not in READ_ONLY_COMMANDS:
+        return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
+    outside = [word for word in words[1:] if leaves_workspace(word)]
+    return f"{outside[0]!r} leaves the workspace" if outside else None
+
+
+def leaves_workspace(word: str) -> bool:
+    """Whether a command's word is a path out of the workspace: absolute (/x, -f/x, --file=/x), or up
+    through .. (a/../../x)."""
+    absolute = word.startswith("/") or (word.startswith("-") and "/" in word) or "=/" in word
+    return absolute or ".." in re.split("[=/]", word)
 
 
 # -- new in s02: execute() — every call checked, run, cut to size and logged --------------------------
