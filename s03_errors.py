@@ -51,28 +51,6 @@ from s02_tools import TOOLS, Person
 DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
 
 
-# -- new in s03: a broken harness stops the run --------------------------------------------------------
-
-
-class HarnessError(Exception):
-    """The harness itself is broken, so no tool result can help: the run stops in one line, saved.
-    Every tool error is data (s02); only the API's errors and this one end a run."""
-
-
-def execute(
-    block,
-    workspace: Path,
-    permission: str = "auto",
-    audit: Path | None = None,
-    ask: Person | None = at_terminal,
-) -> tuple[str, bool]:
-    """Unlike s02's: a workspace that is gone stops the run. Every call would fail the same way, and
-    the model cannot bring the folder back, so answering it would only spend turns."""
-    if not workspace.is_dir():
-        raise HarnessError(f"the workspace {workspace} is gone (deleted or moved): nothing left to act in")
-    return s02.execute(block, workspace, permission, audit, ask)
-
-
 # -- new in s03: one retry layer for model calls, every attempt shown ---------------------------------
 
 # The SDK retries by itself (2 retries by default). This step owns retrying instead and builds the
@@ -174,6 +152,28 @@ def given_up(why: str, status: int | None, attempts: int) -> str:
     return (
         f"the API is still failing after {attempts} attempts ({why}, {status}) — try again in a few minutes"
     )
+
+
+# -- new in s03: a broken harness stops the run --------------------------------------------------------
+
+
+class HarnessError(Exception):
+    """The harness itself is broken, so no tool result can help: the run stops in one line, saved.
+    Every tool error is data (s02); only the API's errors and this one end a run."""
+
+
+def execute(
+    block,
+    workspace: Path,
+    permission: str = "auto",
+    audit: Path | None = None,
+    ask: Person | None = at_terminal,
+) -> tuple[str, bool]:
+    """Unlike s02's: a workspace that is gone stops the run. Every call would fail the same way, and
+    the model cannot bring the folder back, so answering it would only spend turns."""
+    if not workspace.is_dir():
+        raise HarnessError(f"the workspace {workspace} is gone (deleted or moved): nothing left to act in")
+    return s02.execute(block, workspace, permission, audit, ask)
 
 
 # -- new in s03: a clean stop for what retrying cannot fix --------------------------------------------
