@@ -202,7 +202,7 @@ def show_tool(block, output: str, is_error: bool = False) -> None:
     most = READ_LINES if block.name == "read_file" else RESULT_LINES
     shown = error_lines(text) if failed else result_lines(text, most=most)
     if not failed and _last_call[:] == [block.name, block.input, text]:  # a call repeated, result and all
-        shown = ["  the same result as this call gave just before (not shown again)"]
+        shown = ["  same output as above, sent to the model again (not printed twice)"]
     _last_call[:] = [block.name, block.input, text]
     if changed and not is_error:
         show_diff(changed, {"-": "red", "+": "green"})

@@ -152,7 +152,7 @@ def test_a_call_that_just_gave_the_same_result_is_not_shown_twice(monkeypatch):
     lines = screen_of(monkeypatch, twice_then_another_file).splitlines()
     assert lines[3:5] == [
         "read_file docs/api.md",
-        "  the same result as this call gave just before (not shown again)",
+        "  same output as above, sent to the model again (not printed twice)",
     ]
     assert lines[5:] == ["read_file docs/api.md", "  # The HTTP API", "  line 2, changed"]
 
@@ -165,4 +165,4 @@ def test_a_new_run_forgets_the_last_runs_calls(monkeypatch):
         with display.waiting(1):
             display.show_tool(read, "text")
 
-    assert "not shown again" not in screen_of(monkeypatch, two_runs)
+    assert "not printed twice" not in screen_of(monkeypatch, two_runs)
