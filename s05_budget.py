@@ -127,32 +127,26 @@ class Budget:
 # -- new in s05: the repeat brake — the same call, with the same result, again and again ---------------
 
 REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is held back
-HELD = "held back"  # what the brake remembers as the result of a call it held back
-
-
-@dataclass
-class Asked:
-    """One call the model asked for, as the brake compares calls."""
-
-    id: str  # its tool_use id
-    call: str  # the tool's name and its input, as JSON
-    result: str | None = None  # what it gave once it ran (HELD: the brake answered it); None until then
 
 
 @dataclass
 class RepeatBrake:
-    """The brake on a model going round in circles. It sees every call in the order asked, and holds one
-    back (answers it with an error asking for another approach) when the REPEAT_LIMIT - 1 calls just
-    before it were the same tool with the same input and gave one same result, or when Circles (below)
-    finds it redoing a change it undid. Asking again for a call held back stops the run:
+    """The brake on a model going round in circles. It holds a call back (answers it with an error
+    asking for another approach) when the REPEAT_LIMIT - 1 calls before it were the same tool with the
+    same input and gave one same result, or when Circles (below) finds it redoing a change it undid.
+    Asking again, at once, for a call held back stops the run:
 
         read_file config.toml -> "port = 80"     runs
         read_file config.toml -> "port = 80"     runs
         read_file config.toml                    held back: "error: not run: ... Change approach"
         read_file config.toml                    held back again, and the run stops
+
+    A turn's calls are judged against the turns before it, in the order asked; what they gave is known
+    once they have run (remember).
     """
 
-    recent: list[Asked] = field(default_factory=list)  # the latest calls, oldest first
+    ran: list[tuple[str, str]] = field(default_factory=list)  # the latest calls, (call, what it gave)
+    refused: str = ""  # the call just held back, until another call is asked
     stop: str = ""  # set when the model asks again for a call held back: why the run stops
     circles: "Circles" = field(default_factory=lambda: Circles())  # (below) each file's changes so far
 
@@ -160,52 +154,47 @@ class RepeatBrake:
         """The answers to the calls this brake holds back, by tool_use id; the others may run."""
         held = {}
         for block in calls:
-            call = f"{block.name} {json.dumps(block.input, sort_keys=True, ensure_ascii=False)}"
-            answer = self.answer(call, block)
+            answer = self.answer(as_call(block), block)
             if answer:
                 held[block.id] = answer
-            self.recent.append(Asked(block.id, call, HELD if answer else None))
         return held
 
     def answer(self, call: str, block) -> str | None:
         """None to let this call run, or the error that answers it instead."""
-        last = self.recent[-1] if self.recent else None
-        if last and last.call == call and last.result == HELD:  # held back, and asked for again
+        if call == self.refused:  # held back, and asked for again at once
             self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
             return "error: not run: refused again, so this run stops here."
+        self.refused = ""
         if self.repeats(call):
+            self.refused = call
             return (
                 f"error: not run: this is the same {block.name} call with the same input "
                 f"{REPEAT_LIMIT} times in a row, and it gave the same result each time, so another gives "
                 "nothing new. Change approach: other input, another tool, or stop and report what you found."
             )
         if self.circles.flips_back(block):
+            self.refused = call
             return IN_CIRCLES[block.name]
         return None
 
     def repeats(self, call: str) -> bool:
-        """Whether the REPEAT_LIMIT - 1 calls just before were this same call, giving one same result (a
-        call asked earlier in this turn has no result yet: it counts as the same)."""
-        before = self.recent[-(REPEAT_LIMIT - 1) :]
-        results = {asked.result for asked in before if asked.result is not None}
-        return (
-            len(before) == REPEAT_LIMIT - 1
-            and all(asked.call == call for asked in before)
-            and len(results) <= 1
-        )
+        """Whether the REPEAT_LIMIT - 1 calls just before were this same call, each giving one result."""
+        before = self.ran[-(REPEAT_LIMIT - 1) :]
+        return len(before) == REPEAT_LIMIT - 1 and len(set(before)) == 1 and before[0][0] == call
 
     def remember(self, calls: list, results: list[dict]) -> None:
-        """What this turn's calls gave, by tool_use id (a call held back keeps HELD); then only the
-        latest REPEAT_LIMIT - 1 calls are kept, all that the next calls are compared with. Circles
+        """What this turn's calls gave (results are in calls' order; a call held back gave its refusal);
+        only the latest REPEAT_LIMIT - 1 are kept, all that the next calls are compared with. Circles
         keeps each change that worked."""
-        gave = {
-            result["tool_use_id"]: json.dumps([result["content"], result["is_error"]]) for result in results
-        }
-        for asked in self.recent:
-            if asked.result is None:
-                asked.result = gave.get(asked.id)
-        del self.recent[: -(REPEAT_LIMIT - 1)]
+        for block, result in zip(calls, results):
+            self.ran.append((as_call(block), json.dumps([result["content"], result["is_error"]])))
+        del self.ran[: -(REPEAT_LIMIT - 1)]
         self.circles.remember(calls, results)
+
+
+def as_call(block) -> str:
+    """A call as the brake compares calls: the tool's name and its input, as JSON."""
+    return f"{block.name} {json.dumps(block.input, sort_keys=True, ensure_ascii=False)}"
 
 
 # -- new in s05: going in circles — a file changed A to B, back to A, and now to B again ---------------
