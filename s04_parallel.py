@@ -102,7 +102,7 @@ def run_tools(
         for future in running:  # the whole group has finished (the pool's exit waits for it)
             future.result()  # re-raises in this thread anything execute() let through
     for block in runnable[MAX_TOOLS_PER_TURN:]:
-        answers[block.id] = over_the_cap(block, len(runnable), settings), True
+        answers[block.id] = over_the_cap(block, len(calls), settings), True
     return [tool_result(block.id, *answers[block.id]) for block in calls], timeline
 
 

@@ -582,3 +582,13 @@ def test_a_write_the_gate_refused_does_not_count_as_a_change(step, tmp_path):
     turns = Turns(step, tmp_path, permission="deny")
     said = [turns.said(write(n, content)) for n, content in enumerate("BAB")]
     assert said == [None, None, None]
+
+
+def test_calls_past_the_cap_are_told_how_many_the_turn_asked_for_held_ones_included(step, tmp_path):
+    brake = step.RepeatBrake()
+    run_turns(brake, [[(block(tool_id="a"), "x")], [(block(tool_id="b"), "x")]])
+    calls = [block(tool_id="c"), *(block("grep", {"pattern": f"p{n}"}, f"g{n}") for n in range(11))]
+    held = brake.hold_back(calls)  # the first: a third identical read
+    results, _ = step.run_tools(calls, step.Settings(tmp_path), held)
+    assert list(held) == ["c"] and results[-1]["is_error"]
+    assert "this turn asked for 12 tool calls" in results[-1]["content"]
