@@ -209,53 +209,49 @@ IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
 
 @dataclass
 class Circles:
-    """Each file's changes so far, as the calls that made them: a change is a pair (text taken out,
-    text put in). An edit is its old_text and new_text; a write, what the file's last write put in,
-    and what this one puts in. A change that worked is remembered; one that redoes the change just
-    undone is held back. Like the rest of the brake it judges the calls alone, never the files (an edit
-    is not compared with a write, and a change a bash command makes is not seen):
+    """Each file's last changes, as the calls that made them: an edit's (old_text, new_text), a write's
+    content. A change that worked is remembered; one that redoes the change just undone is held back.
+    Like the rest of the brake it judges the calls alone, never the files (an edit is not compared with
+    a write, and a change a bash command makes is not seen):
 
         edit utils.py  A -> B     runs
         edit utils.py  B -> A     runs: one undo is a change of mind
         edit utils.py  A -> B     held back: it redoes what it undid, "going in circles"
 
-        write notes.txt A         runs
-        write notes.txt B         runs: the change A -> B
-        write notes.txt A         runs: B -> A, one undo
-        write notes.txt B         held back: A -> B again
+        write notes.txt A, then B, then A     run: one undo
+        write notes.txt B                     held back: B again, after A, B, A
     """
 
-    changes: dict[tuple, list] = field(default_factory=dict)  # (tool, path) -> its last two changes
+    changes: dict[tuple, list] = field(default_factory=dict)  # (tool, path) -> its last three changes
 
     def flips_back(self, block) -> bool:
-        """Whether this call redoes a change whose undo was the file's last change."""
-        change = self.change(block)
-        if change is None:
+        """Whether this call redoes a change of its file that was just undone."""
+        file, change = self.change(block)
+        if file is None:
             return False
-        file, (taken_out, put_in) = change
-        return self.changes.get(file, []) == [(taken_out, put_in), (put_in, taken_out)]
+        done = self.changes.get(file, [])
+        if block.name == "edit_file":  # A -> B, then B -> A, and now A -> B
+            old, new = change
+            return done[-2:] == [(old, new), (new, old)]
+        return len(done) >= 3 and done[-3:] == [done[-1], change, done[-1]]  # A, B, A, and now B
 
-    def change(self, block) -> tuple[tuple, tuple] | None:
-        """((tool, path), (text taken out, text put in)) for an edit or a write; None for any other call."""
+    def change(self, block) -> tuple[tuple | None, object]:
+        """((tool, path), what the call changes) for an edit or a write; (None, None) for any other."""
         given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
-        file = (block.name, given.get("path"))
-        if not isinstance(file[1], str):
-            return None
-        if block.name == "edit_file":
-            return file, (given.get("old_text"), given.get("new_text"))
-        if block.name == "write_file":
-            last = self.changes.get(file, [(None, None)])[-1]  # the last write: what it put in
-            return file, (last[1], given.get("content"))
-        return None
+        path = given.get("path")
+        if block.name == "edit_file" and isinstance(path, str):
+            return (block.name, path), (given.get("old_text"), given.get("new_text"))
+        if block.name == "write_file" and isinstance(path, str):
+            return (block.name, path), given.get("content")
+        return None, None
 
     def remember(self, calls: list, results: list[dict]) -> None:
-        """After a turn: each edit and write that worked, as a change of its file (results are in calls'
-        order; a change refused, held back or failed left the file as it was)."""
+        """After a turn: each edit and write that worked (results are in calls' order; a change refused,
+        held back or failed left the file as it was)."""
         for block, result in zip(calls, results):
-            change = self.change(block)
-            if change is not None and not result["is_error"]:
-                file, made = change
-                self.changes[file] = [*self.changes.get(file, []), made][-2:]
+            file, change = self.change(block)
+            if file is not None and not result["is_error"]:
+                self.changes[file] = [*self.changes.get(file, []), change][-3:]
 
 
 # -- the loop --------------------------------------------------------------------------------------
