@@ -8,11 +8,14 @@ reads and corrects; the loop never crashes on it.
 
 Adds over s01:
 - six tools as data: a JSON Schema each, and a dispatch map to its handler;
-- `execute()` for every call: the checks, the handler, its output cut to size;
+- `execute()` for every call: the checks, the handler, its output cut to its
+  head and tail, one line in the run's audit log;
 - the permission gate, one of those checks: who says yes before a write or a
-  command runs (--permission ask|auto|deny|all);
-- in support: the system prompt, built each run (`constitution()`: who the
-  agent is, where it works, by what rules).
+  command runs (--permission ask|auto|deny|all): a person, warned of a
+  dangerous command; under auto, an allowlist of commands that only read;
+- in support: the handlers, each kept inside the workspace and bounded in
+  time and memory; the system prompt, built each run (`constitution()`: who
+  the agent is, where it works, by what rules).
 
     user task
         |
