@@ -134,7 +134,7 @@ class RepeatBrake:
     """The brake on a model going round in circles. It holds a call back (answers it with an error
     asking for another approach) when the REPEAT_LIMIT - 1 calls before it were the same tool with the
     same input and gave one same result, or when Circles (below) finds it redoing a change it undid.
-    Asking again, at once, for a call held back stops the run:
+    Asking for a call held back again as the very next call, in this turn or the next, stops the run:
 
         read_file config.toml -> "port = 80"     runs
         read_file config.toml -> "port = 80"     runs
@@ -233,7 +233,10 @@ class Circles:
         if block.name == "edit_file":  # A -> B, then B -> A, and now A -> B
             old, new = change
             return done[-2:] == [(old, new), (new, old)]
-        return len(done) >= 3 and done[-3:] == [done[-1], change, done[-1]]  # A, B, A, and now B
+        if len(done) < 3:
+            return False
+        a, b, a_again = done[-3:]
+        return a == a_again and change == b  # A, B, A, and now B again
 
     def change(self, block) -> tuple[tuple | None, object]:
         """((tool, path), what the call changes) for an edit or a write; (None, None) for any other."""
