@@ -222,7 +222,7 @@ TOOLS = [tool.shown() for tool in REGISTRY.values()]  # what every request shows
 
 # -- new in s02: the permission gate — who says yes before a write or a command runs -----------------
 
-Person = Callable[..., bool | None]  # asked about a call (and its danger): yes, no, or None for no answer
+Person = Callable[..., bool | None]  # asked about a call, its danger and why: yes, no, or None for no answer
 
 
 def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, str | None]:
@@ -258,7 +258,7 @@ def asked(call, ask: Person | None, why: str) -> tuple[str, str | None]:
     no answer, any other           refused: not run, as nobody at a terminal said yes
     """
     danger = dangerous(call.input["command"]) if call.name == "bash" else None
-    answer = ask(call, danger) if ask else None
+    answer = ask(call, danger, why) if ask else None
     if answer:
         return "approved", None
     if answer is False:

@@ -15,13 +15,20 @@ MAX_SHOWN_LINES = 40  # a call that needs more lines to be shown whole is refuse
 # say yes to what they were not shown
 
 
-def at_terminal(call, danger: str | None) -> bool | None:
+def at_terminal(call, danger: str | None, why: str | None = None) -> bool | None:
     """The person at this terminal, asked about `call` (ask_person); None when standard input is no
     terminal: nobody is there to ask."""
-    return ask_person(call, danger) if sys.stdin.isatty() else None
+    return ask_person(call, danger, why) if sys.stdin.isatty() else None
 
 
-def ask_person(call, danger: str | None) -> bool:
+def question(call, danger: str | None, why: str | None = None) -> Text:
+    """The question's first line: the tool, warned of its danger in red, or else told why it is asked."""
+    if danger:
+        return Text.assemble(("allow", "yellow"), f" {call.name}", (f" ({danger})", "red"), "?")
+    return Text.assemble(("allow", "yellow"), f" {call.name}?", (f" ({why})" if why else "", "dim"))
+
+
+def ask_person(call, danger: str | None, why: str | None = None) -> bool:
     """A y/n question at the terminal about a tool call (its `name` and `input`), shown whole and
     wrapped, as plain text: a control character is shown as its escape (\\x1b, \\u202e), never obeyed,
     and `[bold]` is shown, never read as markup. Anything but yes is a no, and so is no terminal at
@@ -34,10 +41,7 @@ def ask_person(call, danger: str | None) -> bool:
             "yellow",
         )
         return False
-    question = Text.assemble(
-        ("allow", "yellow"), f" {call.name}", (f" ({danger})" if danger else "", "red"), "?"
-    )
-    display.console.print(question, soft_wrap=True)
+    display.console.print(question(call, danger, why))
     display.console.print(Text("\n".join(lines)), soft_wrap=True)
     try:
         answer = display.console.input(Text("[y/N] "))

@@ -295,7 +295,7 @@ def person_at(fixture, cursor: int, workspace=None, otherwise=None):
 
 def test_the_person_says_yes_only_to_the_call_recorded_at_the_exchange_served(tmp_path):
     loaded = fixtures.load_fixture(TRUSTED_S02)
-    no = lambda call, danger: False  # noqa: E731  (the person at the terminal, saying no)
+    no = lambda call, danger, why: False  # noqa: E731  (the person at the terminal, saying no)
     assert person_at(loaded, VETTED_AT)(VETTED, None) is True
     assert (
         person_at(loaded, VETTED_AT)(VETTED, "it deletes files") is None

@@ -126,3 +126,16 @@ def test_a_glob_repeating_star_star_over_a_deep_tree_is_refused_in_one_line(ws):
         assert is_error and output.count("\n") == 0 and "narrow it" in output
     output, is_error = call("list_files", {"glob": "**/f.txt"}, ws)  # one **: the same file, found
     assert not is_error and output == str(deep.relative_to(ws) / "f.txt")
+
+
+def test_the_person_is_told_why_auto_asks_and_warned_of_a_danger_first(ws):
+    told = []
+
+    def person(call, danger, why):
+        told.append((danger, why))
+        return False
+
+    for command in ("python3 test_utils.py", "rm -rf build"):
+        s02.execute(anthropic_block("bash", {"command": command}), ws, "auto", None, person)
+    assert told[0] == (None, "'python3' is not a read-only command auto knows")
+    assert told[1][0] == "rm -r/-f deletes with no undo"

@@ -256,7 +256,7 @@ def test_only_calls_running_alone_ask_and_always_from_the_main_thread(step, ws, 
     flight = InFlight(step, monkeypatch)
     asked = []
 
-    def ask_person(call, danger):
+    def ask_person(call, danger, why):
         asked.append((call.name, threading.current_thread() is threading.main_thread(), flight.active))
         return True
 

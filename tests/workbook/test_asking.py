@@ -84,3 +84,11 @@ def test_a_write_shows_its_path_and_content_whole(terminal):
 def test_no_terminal_is_a_no(terminal):
     terminal(None)
     assert not asking.ask_person(Call("bash", {"command": "ls"}), None)
+
+
+def test_the_question_gives_the_danger_or_else_why_it_is_asked(terminal):
+    out = terminal("n")
+    call = Call("bash", {"command": "python3 t.py"})
+    assert asking.ask_person(call, None, "'python3' is not a read-only command auto knows") is False
+    assert out.getvalue().splitlines()[0] == "allow bash? ('python3' is not a read-only command auto knows)"
+    assert str(asking.question(call, "it deletes", "any reason")) == "allow bash (it deletes)?"

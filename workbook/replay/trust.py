@@ -250,11 +250,11 @@ class RecordedPerson:
         self.owns_copy = self.copy is not None and self.copy.take()
         self._served: tuple[int, dict] = (0, {})  # (cursor, the calls of the response served there)
 
-    def __call__(self, call, danger: str | None) -> bool | None:
+    def __call__(self, call, danger: str | None, why: str | None = None) -> bool | None:
         if not self.vouches_for(call):
-            return self.otherwise(call, danger) if self.otherwise else None
+            return self.otherwise(call, danger, why) if self.otherwise else None
         answer = None if danger else True  # a recording cannot give a person's yes to what needs one
-        show_question(call, danger, answer)
+        show_question(call, danger, answer, why)
         return answer
 
     def vouches_for(self, call) -> bool:
@@ -285,13 +285,13 @@ class RecordedPerson:
         return self._served[1]
 
 
-def show_question(call, danger: str | None, answer: bool | None) -> None:
+def show_question(call, danger: str | None, answer: bool | None, why: str | None = None) -> None:
     """The gate's question as it is asked live (the call, at most MAX_SHOWN_LINES of it), and the
     answer a replay's person gives: yes to what its recording ran, none to a dangerous call."""
-    from workbook.asking import MAX_SHOWN_LINES, call_lines  # here: copying a workspace must not
-    from workbook.display import console, say  # load the SDK
+    from workbook.asking import MAX_SHOWN_LINES, call_lines, question  # here: copying a workspace must
+    from workbook.display import console, say  # not load the SDK
 
-    say(f"allow {call.name}{f' ({danger})' if danger else ''}?", "yellow")
+    console.print(question(call, danger, why))
     lines = call_lines(call.input, console.width)
     if len(lines) > MAX_SHOWN_LINES:  # bounded, whatever a recording holds
         lines = [*lines[: MAX_SHOWN_LINES - 1], f"  … ({len(lines) - MAX_SHOWN_LINES + 1} more lines)"]
@@ -305,7 +305,7 @@ def recorded_person(transport, workspace: Path, otherwise: Callable | None = Non
     return RecordedPerson(transport, workspace, otherwise)
 
 
-def recording_says_yes(call, danger: str | None) -> bool | None:
+def recording_says_yes(call, danger: str | None, why: str | None = None) -> bool | None:
     """The answer of a trusted fixture about its own stop hook: yes, unless the hook is dangerous."""
     return None if danger else True
 
