@@ -509,29 +509,25 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--host", default=LOOPBACK, help="0.0.0.0 opens it to the classroom LAN (default: loopback)"
     )
-    parser.add_argument(
-        "--max-students",
-        type=positive,
-        default=Limits.students,
-        metavar="N",
-        help=f"names (API keys) kept at once (default {Limits.students}); when full, a name quiet "
-        f"{QUIET // 60} min gives up its place, else a new one is refused",
-    )
-    parser.add_argument(
-        "--max-connections-per-address",
-        type=positive,
-        default=AddressCaps.connections,
-        metavar="N",
-        help=f"connections one client address may hold open (default {AddressCaps.connections})",
-    )
-    parser.add_argument(
-        "--max-names-per-address",
-        type=positive,
-        default=AddressCaps.names,
-        metavar="N",
-        help=f"names (API keys) one client address may bring that sent a request in the last "
-        f"{QUIET // 60} min (default {AddressCaps.names})",
-    )
+    quiet = f"{QUIET // 60} min"
+    caps = {  # flag -> (default, what it caps): each a whole number, 1 or more
+        "--max-students": (
+            Limits.students,
+            f"names (API keys) kept at once (default {Limits.students}); when full, a name quiet {quiet} "
+            "gives up its place, else a new one is refused",
+        ),
+        "--max-connections-per-address": (
+            AddressCaps.connections,
+            f"connections one client address may hold open (default {AddressCaps.connections})",
+        ),
+        "--max-names-per-address": (
+            AddressCaps.names,
+            f"names (API keys) one client address may bring that sent a request in the last {quiet} "
+            f"(default {AddressCaps.names})",
+        ),
+    }
+    for flag, (default, what) in caps.items():
+        parser.add_argument(flag, type=positive, default=default, metavar="N", help=what)
     args = parser.parse_args(argv)
     try:
         limits = Limits(students=args.max_students)
