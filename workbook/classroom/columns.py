@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+from workbook.text import cut_middle
+
 TABLE_WIDTH = 80  # the class table's columns
 MOST_LABELS = 10_000  # names a Labels remembers; past it, it starts afresh (a class keeps 500 at most)
 
@@ -20,24 +22,6 @@ def table_row(row: tuple, widths: list[int]) -> str:
         + "\n"
         + textwrap.fill(row[-1], TABLE_WIDTH, initial_indent="    ", subsequent_indent="    ")
     )
-
-
-def cut_middle(text: str, width: int) -> str:
-    """Text in at most `width` characters, a cut one marked "…" in its middle: names that share a
-    beginning differ at their end (js-ts_runner-pinned, js-ts_runner-latest), and both ends stay."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
-
-
-def cut_at_word(text: str, width: int) -> str:
-    """Text in at most `width` characters, a cut one ended at a word, marked "…"."""
-    if len(text) <= width:
-        return text
-    kept = text[: width - 1]
-    space = kept.rfind(" ")
-    return (kept[:space] if space > width // 2 else kept).rstrip(" ,;:") + "…"
 
 
 class Labels:

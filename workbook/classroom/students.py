@@ -12,8 +12,9 @@ from pathlib import Path
 from workbook.api import contract, threads
 from workbook.api.compare import Match
 from workbook.api.wire import client_headers, events_to_message, message_to_events, stop_reason
-from workbook.classroom.columns import Labels, cut_at_word, table_row
+from workbook.classroom.columns import Labels, table_row
 from workbook.replay.player import Differs, Ended, Player, Refused
+from workbook.text import cut_at_word
 
 LOOPBACK = "127.0.0.1"
 FIXTURE_HEADER = "x-replay-fixture"
