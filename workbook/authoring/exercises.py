@@ -4,7 +4,7 @@
     python -m workbook.authoring.exercises --check   say which exercise files are stale, exit 1 if any
 
 An exercise is never written by hand: the step is the answer, and it changes. The catalogue
-(workbook/classroom/exercises.py) names each exercise's piece, a function of the step, by name. This
+(workbook/classroom/exercises.toml) names each exercise's piece, a function of the step, by name. This
 tool reads the step's source, keeps that function's signature and docstring, puts a "# TODO" and the
 step's own numbered stage comments where its body was, and imports every name the step's body used,
 the way the step imports it (so the import block is still a map of the course). The rest of the

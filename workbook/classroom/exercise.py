@@ -13,7 +13,7 @@ your piece in its place, up the grader's rungs for that step, each recording ser
 server's player; the first rung that fails names your first mistake in the grader's words, with the
 request and the message where it went wrong. Then any unit check the idea needs runs (a truth table,
 or the step's own recordings replayed). A failure ends with the hint that fits it: the hint of the
-classic wrong answer it looks like (workbook/classroom/exercises.py), or the exercise's first.
+classic wrong answer it looks like (workbook/classroom/exercises.toml), or the exercise's first.
 
 Your progress is kept in exercises/progress.txt, a plain file: one line an exercise.
 """
