@@ -89,16 +89,18 @@ def test_hostile_fixtures_end_in_one_error_line_and_exit_1(run_main, tmp_path, s
         assert name in REPLAYED or len(lines) == 1, (name, out[-500:])  # refused as it loads
 
 
-@pytest.mark.parametrize("step", ["s03_errors", "s05_budget", "s06_recovery"])
-def test_every_write_flag_at_every_bad_place_is_one_line(run_main, places, step):
-    flags = ["--save", "--trace"] if step != "s03_errors" else ["--save"]
-    for flag in flags:
-        for place in places:
-            code, out = run_main(step, flag, place)
-            if code == 2 and "unrecognized arguments" in out:
-                continue  # a step without the flag
-            one_line_or_none(out)
-            assert code == 1 and len(out.strip().splitlines()) == 1, (flag, place, out)
+# The steps that write with a flag: --save from s09 on, --trace from s10 on (workbook/step_cli.py's
+# STEP_FLAGS). Each pair must be a flag its step takes: a step without it exits 2, and fails here.
+WRITE_FLAGS = [("s09_keep_the_work", "--save"), ("s10_trace", "--save"), ("s10_trace", "--trace")]
+WRITE_FLAGS += [("s11_handoff", "--save"), ("s11_handoff", "--trace")]
+
+
+@pytest.mark.parametrize("step, flag", WRITE_FLAGS)
+def test_every_write_flag_at_every_bad_place_is_one_line(run_main, places, step, flag):
+    for place in places:
+        code, out = run_main(step, flag, place)
+        one_line_or_none(out)
+        assert code == 1 and len(out.strip().splitlines()) == 1, (flag, place, out)
 
 
 @pytest.mark.parametrize("step", ["s01_agent_loop", "s06_recovery"])
