@@ -61,14 +61,14 @@ LEAVERS = {
 def test_nothing_a_command_started_outlives_it(how, marker, tmp_path):
     done = capture.run(LEAVERS[how].format(m=marker), tmp_path, 30)
     assert done.returncode == 0 and done.stdout.startswith("started")
-    assert all_ended(f"sleep\0{marker}")
+    assert all_ended(f"sleep {marker}")
 
 
 def test_a_cat_blocked_on_a_fifo_ends_with_its_timeout(marker, tmp_path):
     os.mkfifo(tmp_path / f"fifo{marker}")
     with pytest.raises(subprocess.TimeoutExpired):
         capture.run(f"sleep {marker} & cat fifo{marker}", tmp_path, 1)
-    assert all_ended(f"sleep\0{marker}", f"cat\0fifo{marker}")
+    assert all_ended(f"sleep {marker}", f"cat fifo{marker}")
 
 
 def interrupt_then_check(monkeypatch, patch: tuple, started: str, marker: str, folder: Path) -> None:
@@ -79,7 +79,7 @@ def interrupt_then_check(monkeypatch, patch: tuple, started: str, marker: str, f
     with pytest.raises(KeyboardInterrupt):
         capture.run(f"{started} sleep {marker}", folder, 30)
     monkeypatch.undo()
-    assert all_ended(f"sleep\0{marker}")
+    assert all_ended(f"sleep {marker}")
 
 
 def test_a_ctrl_c_ends_the_command_and_all_it_started(marker, tmp_path, monkeypatch):
@@ -127,7 +127,7 @@ def test_s02s_bash_leaves_nothing_running(how, marker, tmp_path):
     import s02_tools
 
     assert s02_tools.bash(tmp_path, LEAVERS[how].format(m=marker)).startswith("started")
-    assert all_ended(f"sleep\0{marker}")
+    assert all_ended(f"sleep {marker}")
 
 
 def test_s02s_bash_timeout_leaves_nothing_running(marker, tmp_path, monkeypatch):
@@ -137,7 +137,7 @@ def test_s02s_bash_timeout_leaves_nothing_running(marker, tmp_path, monkeypatch)
     os.mkfifo(tmp_path / f"fifo{marker}")
     with pytest.raises(s02_tools.ToolError, match="timed out"):
         s02_tools.bash(tmp_path, f"setsid sleep {marker} & cat fifo{marker}")
-    assert all_ended(f"sleep\0{marker}", f"cat\0fifo{marker}")
+    assert all_ended(f"sleep {marker}", f"cat fifo{marker}")
 
 
 @pytest.mark.parametrize("how", ["background", "subshell", "nohup"])
@@ -147,7 +147,7 @@ def test_s01s_run_bash_leaves_nothing_of_its_group_running(how, marker, tmp_path
     import s01_agent_loop
 
     assert s01_agent_loop.run_bash(LEAVERS[how].format(m=marker), tmp_path).startswith("started")
-    assert all_ended(f"sleep\0{marker}")
+    assert all_ended(f"sleep {marker}")
 
 
 def test_a_command_s_processes_are_looked_for_once_when_its_call_ends_cleanly(tmp_path, monkeypatch):
