@@ -22,6 +22,7 @@ from workbook.replay import fixtures
 from workbook.replay import transport as replay
 
 import anthropic
+import psutil
 import pytest
 from conftest import ROOT, STEPS, load_step, offline_env
 from rich.console import Console
@@ -73,6 +74,14 @@ def wait_for_line(proc, trace: Path, event: str, timeout: float = 120) -> None:
 def runs_under(pid: int, needle: str) -> bool:
     """Whether a child of process `pid` is running a command line that holds `needle`."""
     return any(needle in processes.command_line(child) for child in processes.children(pid))
+
+
+def still_running(process) -> bool:
+    """Whether `process` (a psutil.Process) still runs: not ended, not a zombie, not its pid reused."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except processes.GONE:
+        return False
 
 
 def sleeps_below(pid: int, needle: str) -> list[int]:
@@ -256,6 +265,8 @@ def test_live_two_ctrl_cs_keep_the_result_of_every_call_that_had_ended(step, tmp
             text=True,
         )
         wait_until_running(proc, "wait.fifo")
+        waiting = [c for c in processes.children(proc.pid) if "wait.fifo" in processes.command_line(c)]
+        waiting += [p for c in waiting for p in processes.below(c.pid)]  # the cat, if its shell forked it
         proc.send_signal(signal.SIGINT)
         out = read_until(proc, "Ctrl-C: this turn's tools run to their end")
         proc.send_signal(signal.SIGINT)
@@ -273,7 +284,9 @@ def test_live_two_ctrl_cs_keep_the_result_of_every_call_that_had_ended(step, tmp
         },
         {"type": "tool_result", "tool_use_id": "toolu_b", "content": STILL_OPEN, "is_error": True},
     ]
-    assert not runs_under(proc.pid, "wait.fifo")
+    # The run has ended and been reaped, so nothing is its child any more: the processes seen waiting on
+    # the FIFO are looked up themselves (is_running: the same process, not a later one given its pid).
+    assert waiting and not [p for p in waiting if still_running(p)], waiting
 
 
 def test_ctrl_c_during_a_model_call_drops_the_partial_reply(signalled):
