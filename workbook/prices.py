@@ -20,7 +20,7 @@ WEB_SEARCH = 10.00 / 1_000  # dollars per web search request (Usage.server_tool_
 def cost(usage, model: str = DEFAULT_MODEL) -> float:
     """Estimated dollars for one response's `usage` (an anthropic.types.Usage): plain input; cache writes
     by how long they are kept (5 minutes or 1 hour; all 5-minute when the usage does not split them);
-    cache reads; output; and each web search the server ran (none without s07's --web-search)."""
+    cache reads; output; and each web search the server ran, when the request offered it that tool."""
     price_in, price_out = PRICES.get(model, PRICES[DEFAULT_MODEL])
     split = usage.cache_creation
     hour = (split.ephemeral_1h_input_tokens or 0) if split else 0
