@@ -24,6 +24,7 @@ from workbook.launch import Run, display_name, start
 from workbook.launch import make_parser as make_shared_parser
 from workbook.paths import ROOT, step_command
 from workbook.replay.trust import recording_says_yes
+from workbook.scratch import KEPT_RUNS, scratch_root
 from workbook.tracing import fixture_file
 
 import anthropic
@@ -225,9 +226,11 @@ def refuse_unwritable_flags(args) -> None:
 
 def resume_hint(script: str, saved: Path) -> list[str]:
     """How to go on from a saved conversation, as commands that work as printed: live, with a new
-    instruction (it needs a key); and offline, when a recording goes on from this very conversation,
-    from the committed copy it was recorded from (a run's own folder is tidied away later)."""
+    instruction (it needs a key), saying when a replay's copy is tidied away; and offline, when a
+    recording goes on from this very conversation, from the committed copy it was recorded from."""
     live = [f"  {step_command(script)} --resume \\", f"    {saved} \\", '    "new instruction"']
+    if Path(saved).resolve().is_relative_to(scratch_root()):  # a replay's folder: tidied away later
+        live.append(f"  (this copy goes after {KEPT_RUNS} more runs; --save FILE keeps one where you choose)")
     if os.environ.get("ANTHROPIC_API_KEY"):
         return ["continue it (live, with your key):", *live]
     hint = ["continue it live with a new instruction (set ANTHROPIC_API_KEY first):", *live]

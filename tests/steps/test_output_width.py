@@ -12,7 +12,7 @@ import os
 import tempfile
 from types import SimpleNamespace
 
-from workbook import paths
+from workbook import paths, scratch
 
 import pytest
 from conftest import ROOT, STEPS, main_in_process
@@ -152,6 +152,9 @@ def test_the_resume_hint_is_a_live_command_when_no_recording_goes_on_from_the_ru
     command = hint.replace("\\\n", " ").split()
     assert command[:4] == ["python", "-m", "workbook.later.s09_keep_the_work", "--resume"]
     assert command[4].endswith("conversation.json") and command[5] == '"new' and "or offline" not in text
+    # a replay's copy is tidied away with its run folder: the hint says when, and how to keep one
+    kept = f"  (this copy goes after {scratch.KEPT_RUNS} more runs; --save FILE keeps one where you choose)"
+    assert hint.splitlines()[4] == kept
 
 
 # -- what the student is shown is what was sent: the model's input, and every word of an error -------

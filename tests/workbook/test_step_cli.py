@@ -1,10 +1,15 @@
 """The flags every step shares: nonsense values are refused by the parser, in one line."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
-from workbook.step_cli import recorded_permission
+from workbook import scratch
+from workbook.step_cli import recorded_permission, resume_hint
 
 import pytest
 from conftest import ROOT, offline_env
@@ -33,6 +38,27 @@ def test_the_permission_a_recording_needs_is_the_one_its_fixture_sets():
     assert recorded_permission(["--permission", "auto", "--max-steps", "3"]) == "auto"
     assert recorded_permission(["--max-steps=3", "--permission=ask"]) == "ask"
     assert recorded_permission(["--max-steps", "3"]) is None and recorded_permission([]) is None
+
+
+# -- the resume hint: a command that works as printed, and how long its file stays ----------------------
+
+
+def test_a_resume_hint_says_when_a_replays_copy_goes_and_a_kept_file_needs_no_such_word(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    conversation = json.dumps([{"role": "user", "content": "list the files"}])
+    folder = Path(tempfile.mkdtemp(prefix="resume-hint-", dir=scratch.scratch_root()))  # a replay's, as kept
+    try:
+        replayed = folder / "conversation.json"
+        replayed.write_text(conversation)
+        said = resume_hint("s09_keep_the_work", replayed)
+        assert said[2] == f"    {replayed} \\" and f"goes after {scratch.KEPT_RUNS} more runs" in said[4]
+    finally:
+        shutil.rmtree(folder)
+    kept = tmp_path / "mine.json"  # --save, or a live run's runs/ folder: nothing tidies it away
+    kept.write_text(conversation)
+    assert not any("goes after" in line for line in resume_hint("s09_keep_the_work", kept))
 
 
 # -- red team five: a tool reads no key from the step's /proc/PID/environ --------------------------
