@@ -3,7 +3,7 @@ that no longer matches what its step builds now is stale, and fails here, naming
 body a student writes is theirs: a file with a student's body in it is not stale."""
 
 from workbook.authoring import exercises as authoring
-from workbook.classroom.exercises import EXERCISES
+from workbook.classroom.exercise_data import EXERCISES
 
 import pytest
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from workbook import paths
 from workbook.authoring import exercises as authoring
 from workbook.classroom import exercise, grade, ladder, sandbox
-from workbook.classroom.exercises import EXERCISES, LANGS
+from workbook.classroom.exercise_data import EXERCISES, LANGS
 from workbook.replay.no_wait import no_wait
 
 import anthropic

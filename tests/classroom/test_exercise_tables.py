@@ -3,7 +3,7 @@ a table of cases the step's own piece meets, and the first row a wrong piece get
 exercises themselves, checked end to end, are in test_exercise.py."""
 
 from workbook.classroom import exercise, exercise_tables
-from workbook.classroom.exercises import EXERCISES
+from workbook.classroom.exercise_data import EXERCISES
 
 import pytest
 

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from workbook import paths
-from workbook.classroom.exercises import EXERCISES, Exercise
+from workbook.classroom.exercise_data import EXERCISES, Exercise
 
 FOLDER = paths.ROOT / "exercises"
 TODO = "# TODO"

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from workbook import errors, paths
 from workbook.classroom import exercise_tables
-from workbook.classroom.exercises import BY_NUMBER, EXERCISES, LANGS, Exercise
+from workbook.classroom.exercise_data import BY_NUMBER, EXERCISES, LANGS, Exercise
 
 PROGRESS = paths.ROOT / "exercises" / "progress.txt"
 TIMEOUT = 60.0  # seconds a rung or a unit check may take

@@ -1,4 +1,4 @@
-"""exercises.py — the exercises, one entry a step: which piece of the step the student writes, how it is
+"""exercise_data.py — the exercises, one entry a step: which piece of the step the student writes, how it is
 checked, its hints, and the classic wrong answers, each with the hint that fits it. The table lives in
 exercises.toml beside this module, as data a teacher reads and edits; this module holds its two shapes
 (Exercise, Wrong) and reads it into EXERCISES and BY_NUMBER.
