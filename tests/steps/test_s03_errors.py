@@ -551,9 +551,10 @@ def test_a_failed_tool_call_is_reported_never_run_again(step, ws, monkeypatch):
 
 
 def test_the_fixtures_that_stop_on_purpose_do_so_in_one_line_as_a_reader_runs_them(replays):
-    assert "the API answered 503" in replay_s03(replays, "s03_should_not_retry")
-    assert "is gone (deleted or moved)" in replay_s03(replays, "s03_workspace_gone")
-    assert "overloaded (529) — retrying" in replay_s03(replays, "s03_deleted_once")
+    for name, said in [("s03_should_not_retry", "the API answered 503"), ("s03_workspace_gone", "is gone")]:
+        stop, saved = replay_s03(replays, name).rstrip("\n").splitlines()[-2:]  # the stop, then where it went
+        assert stop.startswith("stopped: ") and said in stop and saved.startswith("conversation so far"), name
+    assert "overloaded (529) — retrying" in replay_s03(replays, "s03_deleted_once")  # retried: it goes on
 
 
 def test_the_deleted_once_incident_cannot_happen_here(tmp_path):
