@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import sys
 
-HELP_WIDTH = 80  # every command's --help fits this many columns (serve and grade pass it to argparse)
-COMMANDS = {  # name -> what it does, as `python -m workbook` lists them (each line fits HELP_WIDTH)
+COMMANDS = {  # name -> what it does, as `python -m workbook` lists them (each line fits 80 columns)
     "check": "check fixtures against the format and the API's rules",
     "trust": "after reading a fixture: let its replay run its commands unasked",
     "rebuild": "re-run a scripted fixture's step; store the requests it sends now",
@@ -20,7 +19,6 @@ COMMANDS = {  # name -> what it does, as `python -m workbook` lists them (each l
     "exercise": "write each step's piece yourself, checked offline: list | hint N",
 }
 USAGE = "usage: python -m workbook COMMAND [ARGS...]"
-FIXTURE_COMMANDS = ("check", "trust", "rebuild")
 
 
 def usage() -> str:

@@ -213,12 +213,6 @@ def _split_secrets_removed(value, forms: tuple[str, ...]):
     return value
 
 
-def scrub_json(text: str) -> str:
-    """JSON text with every secret removed: scrub_secrets for a document already serialized, in one pass
-    over the text (each secret also as JSON escapes it). Traces and audit lines are scrubbed this way."""
-    return _scrub_json_text(text, forms_of(None))
-
-
 def _without_userinfo(text: str) -> str:
     """A URL's user:password@, or a token standing alone as its user name, removed."""
     return TOKEN_USERINFO.sub("", USERINFO.sub("", text))

@@ -558,8 +558,3 @@ def _block_order_problems(events: list[dict]) -> list[str]:
             return [f"[{n}]: content block {index} has not started"]
         started += kind == "content_block_start"
     return []
-
-
-def message_problems(body) -> list[str]:
-    """Whether a 200 body is the SDK's own `Message` (empty when it is)."""
-    return [str(p) for p in shape_problems("message", body)]

@@ -54,8 +54,8 @@ SHARED_PARSE_BYTES = 256 * 1024  # a text at least this big is parsed so that ot
 
 
 def parsed(raw: bytes | bytearray):
-    """`raw` parsed, its text_problem already known to be none. json.loads holds the interpreter for
-    the whole parse (about 150 ms for 17 MB of small blocks), and every other thread waits, the
+    """`raw` parsed, once measured() has found nothing wrong with it. json.loads holds the interpreter
+    for the whole parse (about 150 ms for 17 MB of small blocks), and every other thread waits, the
     classroom's event loop among them; a hook written in Python, called for each object of a big text,
     lets the interpreter switch threads as it goes."""
     hook = {"object_pairs_hook": object_in_python} if len(raw) >= SHARED_PARSE_BYTES else {}
@@ -77,14 +77,10 @@ def object_in_python(pairs: list) -> dict:
 CONTAINER_HEAP, STRING_HEAP = 120, 50
 
 
-def text_problem(raw: bytes | bytearray) -> str | None:
-    """What makes `raw` too costly or not JSON as the API takes it, read from its bytes; None if fine."""
-    return measured(raw)[0]
-
-
 def measured(raw: bytes | bytearray) -> tuple[str | None, int]:
-    """text_problem's answer, and what `raw` will cost on the heap once parsed (bytes, estimated from
-    its objects, arrays and strings: a body of short blocks weighs 8 times its size, a recording 2)."""
+    """What makes `raw` too costly or not JSON as the API takes it, read from its bytes (None if
+    fine), and what `raw` will cost on the heap once parsed (bytes, estimated from its objects, arrays
+    and strings: a body of short blocks weighs 8 times its size, a recording 2)."""
     brackets, strings = outside_strings(raw)
     containers = brackets.count(b"{") + brackets.count(b"[")
     heap = len(raw) + CONTAINER_HEAP * containers + STRING_HEAP * strings

@@ -66,7 +66,7 @@ class Journal:
         self.previous, self.count = request, self.count + 1
 
     def _write(self, *values: dict) -> None:
-        # scrub_json: every secret this process holds, also as JSON escapes it, before the line is written
+        # dumps scrubs: every secret this process holds, also as JSON escapes it, before the line is written
         text = "".join(dumps(value, ensure_ascii=False) + "\n" for value in values)  # split secrets too
         self.file.write(text.encode("utf-8"))
         self.file.flush()  # to the operating system: what a kill -9 cannot take back

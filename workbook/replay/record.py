@@ -47,11 +47,9 @@ class RecordingTransport(httpx2.BaseTransport):
     def __init__(self, inner: httpx2.BaseTransport | None = None, on_exchange=None):
         self.inner = inner or httpx2.HTTPTransport()
         self.on_exchange = on_exchange  # called with each exchange as it completes
-        self.completed = 0  # exchanges handed on
         self.save_error: str | None = None  # the last failure of on_exchange, reported at the end
 
     def _completed(self, exchange: dict) -> None:
-        self.completed += 1
         if self.on_exchange:
             try:
                 self.on_exchange(exchange)
