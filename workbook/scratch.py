@@ -70,47 +70,6 @@ def private_path(path: Path) -> bool:
     return True
 
 
-def cache_home() -> Path | None:
-    """$XDG_CACHE_HOME, else ~/.cache; a relative XDG_CACHE_HOME is ignored, as the XDG spec says
-    (relative to the reader's current folder, it would be any folder at all). None without a home."""
-    configured = os.environ.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(configured):
-        return Path(configured)
-    try:
-        return Path.home() / ".cache"
-    except (RuntimeError, KeyError, OSError):
-        return None
-
-
-def cache_folder(name: str) -> Path:
-    """<cache home>/<name>, mode 700, when every folder on its path is private (private_path): what is
-    cached there outlives a temp folder, and may be loaded back. Else a folder in the scratch root."""
-    home = cache_home()
-    if home is not None:
-        folder = home / name
-        try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if private_path(folder) and not os.path.islink(folder):
-                return folder
-        except OSError:
-            pass
-    folder = scratch_root() / name
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder
-
-
-def read_private(path: Path) -> bytes:
-    """A file of this user's, written by no one else: opened without following a link, and refused
-    (OSError) if another user owns it or may write it."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
-    with open(fd, "rb") as file:
-        info = os.fstat(fd)
-        uid = os.getuid() if hasattr(os, "getuid") else info.st_uid
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != uid or info.st_mode & 0o022:
-            raise PermissionError(f"{path}: not a private file of this user's")
-        return file.read()
-
-
 def scratch_root() -> Path:
     """$TMPDIR/workbook-<uid>: every temp folder the workbook makes lives here, and only here.
 

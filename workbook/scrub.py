@@ -48,12 +48,6 @@ def looks_secret(name: str) -> bool:
     return any(word in SECRET_WORDS or word.endswith(SECRET_ENDINGS) for word in words)
 
 
-def secret_names(environ=None) -> list[str]:
-    """The names of the variables in `environ` (this process's) that hold a secret, sorted."""
-    environ = os.environ if environ is None else environ
-    return sorted(n for n in environ if looks_secret(n) and len(environ[n]) >= MIN_SECRET_CHARS)
-
-
 def credential_values(environ=None) -> list[str]:
     """The secrets this process holds (see the module's docstring), longest first, so that a key
     containing another is scrubbed whole."""

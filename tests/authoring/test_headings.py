@@ -1,6 +1,5 @@
-"""workbook/authoring/headings.py: a notebook's section headings, a twin's heading for the same section
-(by cell id and place), and the anchor Jupyter gives each. docs/articles*.md's links to them are checked
-in test_articles_map.py."""
+"""workbook/authoring/headings.py: a notebook's section headings, and the anchor Jupyter gives each.
+docs/articles*.md's links to them are checked in test_articles_map.py."""
 
 import json
 
@@ -40,13 +39,3 @@ def test_every_markdown_heading_is_found_numbered_in_its_cell_and_no_code_commen
         headings.Heading("a", 1, "Second"),
         headings.Heading("c", 0, "Third"),
     ]
-
-
-def test_a_twins_heading_is_the_one_in_the_same_cell_at_the_same_place(tmp_path):
-    english = notebook(
-        tmp_path / "en.ipynb", ("a", "markdown", "# One\n## Two\n"), ("b", "markdown", "# Three")
-    )
-    twin = notebook(tmp_path / "zh.ipynb", ("b", "markdown", "# 三"), ("a", "markdown", "# 一\n## 二\n"))
-    assert headings.twin_heading(english, twin, "Two") == headings.Heading("a", 1, "二")
-    assert headings.twin_heading(english, twin, "Three") == headings.Heading("b", 0, "三")
-    assert headings.twin_heading(english, twin, "Four") is None

@@ -1,9 +1,8 @@
 """headings — the section headings of the notebooks, and how a document links to one.
 
 docs/articles.md names a notebook section by its English heading (`nb s05 › Ctrl-C keeps the work`);
-the Chinese docs link to the same section of the Chinese twin, under its Chinese heading. A twin's
-cells carry the English cells' ids, so the two headings of one section are found by cell id and
-place in the cell. Jupyter gives each heading an anchor: its text as rendered, spaces turned to "-".
+the Chinese docs link to the same section of the Chinese twin, under its Chinese heading. Jupyter
+gives each heading an anchor: its text as rendered, spaces turned to "-".
 
 Nothing here is lesson: it only reads notebooks.
 """
@@ -46,14 +45,6 @@ def headings(notebook: Path) -> list[Heading]:
         text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)  # a "# comment" in a code block is not one
         found += [Heading(cell["id"], n, m.group(2)) for n, m in enumerate(HEADING.finditer(text))]
     return found
-
-
-def twin_heading(english: Path, twin: Path, text: str) -> Heading | None:
-    """The twin's heading for the section the English notebook heads `text`, or None."""
-    mine = next((h for h in headings(english) if h.text == text), None)
-    if mine is None:
-        return None
-    return next((h for h in headings(twin) if (h.cell, h.place) == (mine.cell, mine.place)), None)
 
 
 def link(label: str, target: str, heading: Heading) -> str:
