@@ -1,6 +1,6 @@
 """Every benchmark of docs/benchmarks.md, one after the other, with the machine they ran on.
 
-python bench/run.py            replay cost, the long replay, the classroom server
+python bench/run.py            replay cost, the contract's build, the long replay, the classroom server
 python bench/run.py --quick    fewer rounds (a check that everything runs, not figures to quote)
 python bench/run.py --suite    also the suite's time (slow)
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import long_replay, replay_cost, server_load, suite  # noqa: E402
+from bench import contract_cost, long_replay, replay_cost, server_load, suite  # noqa: E402
 from bench.common import machine  # noqa: E402
 
 
@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 3 if args.quick else 7
     print(f"machine: {machine()}")
     print("\n".join(replay_cost.report(replay_cost.measure(rounds))))
+    print("\n".join(contract_cost.report(contract_cost.measure())))
     print(f"machine: {machine()}")
     print("\n".join(long_replay.report(long_replay.measure(rounds=1 if args.quick else 3))))
     print(f"machine: {machine()}")

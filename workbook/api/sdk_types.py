@@ -3,8 +3,8 @@
 Each check is pydantic-core's validator of an SDK type (`MessageCreateParams`, `Message`,
 `ErrorResponse`, `RawMessageStreamEvent`), made in this process from the installed type's own core
 schema, tightened as below: upgrade the SDK and the contract follows it, with no code change and nothing
-to regenerate. (Building them costs about a tenth of a second once a process, beside the second or more
-the SDK's own import takes: docs/benchmarks.md.)
+to regenerate. (Building those a step's replay needs costs it 60-85 ms once, about 6 % of its CPU, most
+of the rest being the SDK's own import: `python -m bench.contract_cost`, docs/benchmarks.md.)
 
 The SDK's types describe what its users may pass; the API is stricter, and so are the checks:
 - a request's objects are closed (the API answers "Extra inputs are not permitted"); a response's stay
