@@ -2,8 +2,8 @@
 
 Adds over s04 two ways to stop, each stop named and the conversation saved:
 - limits, a Budget checked before every call: --max-steps, --max-tokens-total
-  (200,000, the figure of the article 「06 Agent Loop」), --max-input-tokens
-  and --max-cost (estimated from a dated price table);
+  (200,000, the figure one source article gives: docs/articles.md),
+  --max-input-tokens and --max-cost (estimated from a dated price table);
 - a repeat brake on a model going round in circles: a call made twice in a
   row with one same result is held back when asked a third time, and so is
   an edit or a write that flips a file back again (A→B→A→B); asked for
@@ -54,7 +54,7 @@ DEFAULT_FIXTURE = "fixtures/s05_brake_then_limit.json"
 # -- new in s05: limits — steps, tokens, one request's input, estimated cost ------------------------
 
 MAX_STEPS = 50  # model calls in one run (--max-steps)
-MAX_TOKENS_TOTAL = 200_000  # input + output tokens over the run, cached ones included (「06 Agent Loop」)
+MAX_TOKENS_TOTAL = 200_000  # input + output tokens over the run, cached ones included (docs/articles.md)
 MAX_INPUT_TOKENS = 150_000  # one request's input: history only grows, so the next request is larger
 MAX_COST = 5.00  # dollars, estimated from list prices (--max-cost); warned at 80%
 COST_WARNING = 0.8
@@ -124,79 +124,6 @@ class Budget:
         )
 
 
-# -- new in s05: the repeat brake — the same call, with the same result, again and again ---------------
-
-REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is held back
-
-
-@dataclass
-class RepeatBrake:
-    """The brake on a model going round in circles. It holds a call back (answers it with an error
-    asking for another approach) when the REPEAT_LIMIT - 1 calls before it were the same tool with the
-    same input and gave one same result, or when Circles (below) finds it redoing a change it undid.
-    Asking for a call held back again as the very next call, in this turn or the next, stops the run:
-
-        read_file config.toml -> "port = 80"     runs
-        read_file config.toml -> "port = 80"     runs
-        read_file config.toml                    held back: "error: not run: ... Change approach"
-        read_file config.toml                    held back again, and the run stops
-
-    A turn's calls are judged against the turns before it, in the order asked; what they gave is known
-    once they have run (remember).
-    """
-
-    ran: list[tuple[str, str]] = field(default_factory=list)  # the latest calls, (call, what it gave)
-    refused: str = ""  # the call just held back, until another call is asked
-    stop: str = ""  # set when the model asks again for a call held back: why the run stops
-    circles: "Circles" = field(default_factory=lambda: Circles())  # (below) each file's changes so far
-
-    def hold_back(self, calls: list) -> dict[str, str]:
-        """The answers to the calls this brake holds back, by tool_use id; the others may run."""
-        held = {}
-        for block in calls:
-            answer = self.answer(as_call(block), block)
-            if answer:
-                held[block.id] = answer
-        return held
-
-    def answer(self, call: str, block) -> str | None:
-        """None to let this call run, or the error that answers it instead."""
-        if call == self.refused:  # held back, and asked for again at once
-            self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
-            return "error: not run: refused again, so this run stops here."
-        self.refused = ""
-        if self.repeats(call):
-            self.refused = call
-            return (
-                f"error: not run: this is the same {block.name} call with the same input "
-                f"{REPEAT_LIMIT} times in a row, and it gave the same result each time, so another gives "
-                "nothing new. Change approach: other input, another tool, or stop and report what you found."
-            )
-        if self.circles.flips_back(block):
-            self.refused = call
-            return IN_CIRCLES[block.name]
-        return None
-
-    def repeats(self, call: str) -> bool:
-        """Whether the REPEAT_LIMIT - 1 calls just before were this same call, each giving one result."""
-        before = self.ran[-(REPEAT_LIMIT - 1) :]
-        return len(before) == REPEAT_LIMIT - 1 and len(set(before)) == 1 and before[0][0] == call
-
-    def remember(self, calls: list, results: list[dict]) -> None:
-        """What this turn's calls gave (results are in calls' order; a call held back gave its refusal);
-        only the latest REPEAT_LIMIT - 1 are kept, all that the next calls are compared with. Circles
-        keeps each change that worked."""
-        for block, result in zip(calls, results):
-            self.ran.append((as_call(block), json.dumps([result["content"], result["is_error"]])))
-        del self.ran[: -(REPEAT_LIMIT - 1)]
-        self.circles.remember(calls, results)
-
-
-def as_call(block) -> str:
-    """A call as the brake compares calls: the tool's name and its input, as JSON."""
-    return f"{block.name} {json.dumps(block.input, sort_keys=True, ensure_ascii=False)}"
-
-
 # -- new in s05: going in circles — a file changed A to B, back to A, and now to B again ---------------
 
 IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
@@ -209,44 +136,42 @@ IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
 
 @dataclass
 class Circles:
-    """Each file's last changes, as the calls that made them: an edit's (old_text, new_text), a write's
-    content. A change that worked is remembered; one that redoes the change just undone is held back.
-    Like the rest of the brake it judges the calls alone, never the files (an edit is not compared with
-    a write, and a change a bash command makes is not seen):
+    """Each file's last two changes, each a (before, after) pair: an edit's old_text and new_text, or a
+    write's content and the content written before it. A change that redoes the change just undone is
+    going in circles:
 
         edit utils.py  A -> B     runs
         edit utils.py  B -> A     runs: one undo is a change of mind
-        edit utils.py  A -> B     held back: it redoes what it undid, "going in circles"
+        edit utils.py  A -> B     going in circles: it redoes what it undid
 
-        write notes.txt A, then B, then A     run: one undo
-        write notes.txt B                     held back: B again, after A, B, A
+        write notes.txt A, B, A   run: the changes (A, B) and (B, A), one undo
+        write notes.txt B         going in circles: (A, B) again
+
+    It judges the calls alone, never the files: an edit is not compared with a write, and a change a
+    bash command makes is not seen.
     """
 
-    changes: dict[tuple, list] = field(default_factory=dict)  # (tool, path) -> its last three changes
+    changes: dict[tuple, list] = field(default_factory=dict)  # (tool, path) -> its last two changes
 
     def flips_back(self, block) -> bool:
         """Whether this call redoes a change of its file that was just undone."""
         file, change = self.change(block)
         if file is None:
             return False
-        done = self.changes.get(file, [])
-        if block.name == "edit_file":  # A -> B, then B -> A, and now A -> B
-            old, new = change
-            return done[-2:] == [(old, new), (new, old)]
-        if len(done) < 3:
-            return False
-        a, b, a_again = done[-3:]
-        return a == a_again and change == b  # A, B, A, and now B again
+        before, after = change
+        return self.changes.get(file, [])[-2:] == [(before, after), (after, before)]
 
-    def change(self, block) -> tuple[tuple | None, object]:
-        """((tool, path), what the call changes) for an edit or a write; (None, None) for any other."""
+    def change(self, block) -> tuple[tuple | None, tuple | None]:
+        """((tool, path), (before, after)) for an edit or a write; (None, None) for any other call."""
         given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
         path = given.get("path")
-        if block.name == "edit_file" and isinstance(path, str):
-            return (block.name, path), (given.get("old_text"), given.get("new_text"))
-        if block.name == "write_file" and isinstance(path, str):
-            return (block.name, path), given.get("content")
-        return None, None
+        if block.name not in IN_CIRCLES or not isinstance(path, str):
+            return None, None
+        file = (block.name, path)
+        if block.name == "edit_file":
+            return file, (given.get("old_text"), given.get("new_text"))
+        written = self.changes.get(file, [(None, None)])[-1][1]  # what the last write of the file wrote
+        return file, (written, given.get("content"))
 
     def remember(self, calls: list, results: list[dict]) -> None:
         """After a turn: each edit and write that worked (results are in calls' order; a change refused,
@@ -254,7 +179,78 @@ class Circles:
         for block, result in zip(calls, results):
             file, change = self.change(block)
             if file is not None and not result["is_error"]:
-                self.changes[file] = [*self.changes.get(file, []), change][-3:]
+                self.changes[file] = [*self.changes.get(file, []), change][-2:]
+
+
+# -- new in s05: the repeat brake — a call held back, and the run stopped if it is asked for again -----
+
+REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is held back
+
+
+@dataclass
+class RepeatBrake:
+    """The brake on a model going round in circles. It holds a call back (answers it with an error
+    asking for another approach, and never runs it) when
+    - the REPEAT_LIMIT - 1 calls just before it were this same call, and gave one same result; or
+    - it changes a file back and forth (Circles, above).
+    If the model's very next call is the one just held back, in this turn or the next, the run stops:
+
+        read_file config.toml -> "port = 80"     runs
+        read_file config.toml -> "port = 80"     runs
+        read_file config.toml                    held back: "error: not run: ... Change approach"
+        read_file config.toml                    asked again at once: the run stops
+    """
+
+    ran: list[tuple[str, str]] = field(default_factory=list)  # the latest calls, (call, what it gave)
+    held: str = ""  # the call just held back, until the model asks for another
+    stop: str = ""  # why the run stops, once the model asks again for the call held back
+    circles: Circles = field(default_factory=Circles)
+
+    def hold_back(self, calls: list) -> dict[str, str]:
+        """The answers to the calls this brake holds back, by tool_use id; the others may run."""
+        held = {}
+        for block in calls:
+            answer = self.answer(block)
+            if answer:
+                held[block.id] = answer
+        return held
+
+    def answer(self, block) -> str | None:
+        """None to let this call run, or the error that answers it instead."""
+        call = as_call(block)
+        if call == self.held:  # held back, and asked for again at once
+            self.stop = f"repeated call: {call[:80]} asked for again after it was refused"
+            return "error: not run: refused again, so this run stops here."
+        self.held = ""
+        if self.repeats(call):
+            self.held = call
+            return (
+                f"error: not run: this is the same {block.name} call with the same input "
+                f"{REPEAT_LIMIT} times in a row, and it gave the same result each time, so another gives "
+                "nothing new. Change approach: other input, another tool, or stop and report what you found."
+            )
+        if self.circles.flips_back(block):
+            self.held = call
+            return IN_CIRCLES[block.name]
+        return None
+
+    def repeats(self, call: str) -> bool:
+        """Whether the REPEAT_LIMIT - 1 calls just before were this same call, each giving one result."""
+        before = self.ran[-(REPEAT_LIMIT - 1) :]
+        return len(before) == REPEAT_LIMIT - 1 and len(set(before)) == 1 and before[0][0] == call
+
+    def remember(self, calls: list, results: list[dict]) -> None:
+        """What this turn's calls gave (results are in calls' order; a call held back gave its refusal).
+        Only the latest REPEAT_LIMIT - 1 are kept: all the next calls are compared with."""
+        for block, result in zip(calls, results):
+            self.ran.append((as_call(block), json.dumps([result["content"], result["is_error"]])))
+        del self.ran[: -(REPEAT_LIMIT - 1)]
+        self.circles.remember(calls, results)
+
+
+def as_call(block) -> str:
+    """A call as the brake compares calls: the tool's name and its input, as JSON."""
+    return f"{block.name} {json.dumps(block.input, sort_keys=True, ensure_ascii=False)}"
 
 
 # -- the loop --------------------------------------------------------------------------------------
