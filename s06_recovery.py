@@ -40,7 +40,7 @@ import s05_budget as s05
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS
 from s03_errors import CLIENT_OPTIONS, call_model
-from s05_budget import Budget, RepeatBrake, run_tools, stopped
+from s05_budget import RepeatBrake, run_tools, stopped
 
 DEFAULT_FIXTURE = "fixtures/s06_escalation.json"
 
@@ -78,25 +78,22 @@ class Recovery:
 
 
 # The call, with the max_tokens recovery asks for, streamed when it must be.
-def call(client: anthropic.Anthropic, messages: list, settings: "Settings", streamed: bool) -> Message:
-    """s05's model call, with the max_tokens recovery asks for, streamed or whole."""
+def call(client: anthropic.Anthropic, messages: list, settings: "Settings", label: str) -> Message:
+    """s05's model call, with the max_tokens recovery asks for, under the turn's rule (`label`); the
+    reply streamed (a 64k reply must be, even with --no-stream) or whole, then shown."""
+    streamed = settings.stream or settings.recovery.max_tokens > MAX_TOKENS
     send = partial(stream_reply, client) if streamed else client.messages.create
     request = settings.shared_request() | {"max_tokens": settings.recovery.max_tokens}
-    return call_model(send, settings.retry, messages=messages, **request)
+    with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
+        response = call_model(send, settings.retry, messages=messages, **request)
+    display.show_turn(response, streamed)
+    return response
 
 
 def numbered(turn: int, resent_by: str | None) -> tuple[int, str]:
     """The next call's turn number, and its label: a request that recovery sends again (`resent_by`,
     the transition that did) is that turn's retry, not a new turn."""
     return (turn, f"{turn}, sent again ({resent_by})") if resent_by else (turn + 1, str(turn + 1))
-
-
-def count_turn(turns: list, response: Message, budget: Budget, streamed: bool = False) -> None:
-    """A reply is a step, as s05's loop counts one: kept, shown, and its tokens and cost spent."""
-    turns.append(response)
-    display.show_turn(response, streamed)
-    warning = budget.spend(response)
-    display.show_spend(budget, warning)
 
 
 # The transition: how the call ended, and what recovery has tried.
@@ -222,10 +219,10 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    (new in s06) With the max_tokens recovery asks for; a request sent again is its turn's retry.
         turn, label = numbered(turn, transition if transition == "escalate" else None)
-        streamed = settings.stream or state.max_tokens > MAX_TOKENS  # --no-stream, yet 64k must stream
-        with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
-            response = call(client, messages, settings, streamed)
-        count_turn(turns, response, budget, streamed)
+        response = call(client, messages, settings, label)  # shown under the turn's rule
+        turns.append(response)
+        warning = budget.spend(response)  # its tokens and cost, counted: a step spent (s05)
+        display.show_spend(budget, warning)
 
         # (new in s06) Name the transition: how the call ended, and what recovery has tried. A reply
         # cut off the first time is dropped, and the same request sent again with room to finish.

@@ -32,11 +32,11 @@ from anthropic.types import Message
 
 import s02_tools as s02
 import s06_recovery as s06
-from s01_agent_loop import MAX_TOKENS, MODEL
+from s01_agent_loop import MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
 from s03_errors import CLIENT_OPTIONS
 from s05_budget import RepeatBrake, run_tools, stopped
-from s06_recovery import call, count_turn, log_transition, numbered
+from s06_recovery import call, log_transition, numbered
 
 DEFAULT_FIXTURE = "fixtures/s06_stop_hook.json"
 
@@ -180,10 +180,10 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 1. Send the whole history (s06). (new in s07) A paused turn sent back is that turn's again.
         turn, label = numbered(turn, transition if transition in ("escalate", "resume_pause") else None)
-        streamed = settings.stream or state.max_tokens > MAX_TOKENS
-        with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
-            response = call(client, messages, settings, streamed)
-        count_turn(turns, response, budget, streamed)
+        response = call(client, messages, settings, label)  # shown under the turn's rule
+        turns.append(response)
+        warning = budget.spend(response)  # its tokens and cost, counted (s05)
+        display.show_spend(budget, warning)
 
         # Name the transition (s06). (new in s07) Once the model ends its turn, the stop hook runs.
         hook = run_stop_hook(settings, response)  # None: no hook, or the turn did not end

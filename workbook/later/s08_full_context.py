@@ -40,7 +40,7 @@ import s06_recovery as s06
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, api_message, call_model
 from s05_budget import RepeatBrake, run_tools, stopped
-from s06_recovery import count_turn, log_transition, numbered
+from s06_recovery import log_transition, numbered
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 
@@ -110,13 +110,13 @@ class Budget(s05.Budget):
 
 
 # 1. The call: a prompt too long is an outcome, not a crash.
-def call_unless_too_long(client, messages: list, settings: "Settings", streamed: bool) -> Message | None:
+def call_unless_too_long(client, messages: list, settings: "Settings", label: str) -> Message | None:
     """s06's call. A 400 "prompt is too long" is not raised: the reply is None, and the error is kept in
     recovery.too_long, for the loop to recover."""
     state = settings.recovery
     state.too_long = None
     try:
-        return s06.call(client, messages, settings, streamed)
+        return s06.call(client, messages, settings, label)
     except anthropic.BadRequestError as err:
         if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
             raise
@@ -185,7 +185,15 @@ def count_summary(turns: list, summary: Message, budget, turn: int) -> None:
     """Compaction's request for a summary is a model call of its own: its reply opens with a rule of its
     own (it was asked for inside recover(), not under the loop's turn), and counts as a step."""
     display.rule(f"turn {turn}, its summary")
-    count_turn(turns, summary, budget)
+    display.show_turn(summary)
+    count(turns, summary, budget)
+
+
+def count(turns: list, response: Message, budget) -> None:
+    """A reply is a step, as s05 counts one: kept, and its tokens and cost spent."""
+    turns.append(response)
+    warning = budget.spend(response)
+    display.show_spend(budget, warning)
 
 
 def old_results(messages: list, keep: int = KEEP_RECENT_RESULTS) -> list[int]:
@@ -285,11 +293,9 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 1. Send the whole history (s06). (new in s08) Too long is no crash: the response is None.
         turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
-        streamed = settings.stream or state.max_tokens > MAX_TOKENS
-        with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
-            response = call_unless_too_long(client, messages, settings, streamed)
+        response = call_unless_too_long(client, messages, settings, label)  # shown under the turn's rule
         if response is not None:
-            count_turn(turns, response, budget, streamed)
+            count(turns, response, budget)
 
         # Name the transition (s06, s07); (new in s08) too long first.
         hook = run_stop_hook(settings, response) if response is not None else None

@@ -39,6 +39,7 @@ from workbook.later.s08_full_context import (
     SENT_AGAIN,
     Settings,
     call_unless_too_long,
+    count,
     count_summary,
     next_transition,
     recover,
@@ -47,10 +48,10 @@ from workbook.later.s08_full_context import (
 import anthropic
 
 import s04_parallel as s04
-from s01_agent_loop import MAX_TOKENS, MODEL
+from s01_agent_loop import MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s05_budget import RepeatBrake, stopped
-from s06_recovery import count_turn, log_transition, numbered
+from s06_recovery import log_transition, numbered
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
 
@@ -198,11 +199,9 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 1. Send the whole history (s06); too long is no crash (s08).
         turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
-        streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
-        with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
-            response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
+        response = call_unless_too_long(client, messages, settings, label)  # None: too long
         if response is not None:
-            count_turn(turns, response, budget, streamed)
+            count(turns, response, budget)
 
         # Name the transition: how the call ended, what recovery tried (s06), the stop hook (s07).
         hook = run_stop_hook(settings, response) if response is not None else None

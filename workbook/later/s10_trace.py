@@ -35,6 +35,7 @@ from workbook.later.s08_full_context import (
     NO_TOOLS,
     SENT_AGAIN,
     call_unless_too_long,
+    count,
     count_summary,
     next_transition,
 )
@@ -54,7 +55,7 @@ import s06_recovery as s06
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
 from s05_budget import RepeatBrake
-from s06_recovery import count_turn, numbered
+from s06_recovery import numbered
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 
@@ -219,11 +220,10 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         # 1. Send the whole history (s06); too long is no crash (s08). (new in s10) Traced, with its time.
         started = time.monotonic()
         turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
-        streamed = settings.stream or state.max_tokens > MAX_TOKENS  # a 64k reply must stream
-        with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
-            response = call_unless_too_long(client, messages, settings, streamed)  # None: too long
+        streamed = settings.stream or state.max_tokens > MAX_TOKENS  # how call() sends it (s06), traced
+        response = call_unless_too_long(client, messages, settings, label)  # None: too long
         if response is not None:
-            count_turn(turns, response, budget, streamed)
+            count(turns, response, budget)
         trace_call(settings, messages, response, started, streamed)
 
         # Name the transition (s06, s07, s08), and trace it.
