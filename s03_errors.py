@@ -24,9 +24,9 @@ conversation saved, exit 1; so does a broken harness (the workspace gone).
            | result the model reads           |  run (HarnessError)
            +----------------------------------+
 
-Run: python s03_errors.py     replay: a 529 and a 429 retried, a test fixed
-     python s03_errors.py --replay fixtures/s03_overloaded_then_ok.json
+Run: python s03_errors.py   replay: a tool error read; a 529 and a 429 retried
      python s03_errors.py --replay fixtures/s03_bad_key.json   401: clean stop
+     python s03_errors.py --replay fixtures/s03_overloaded_then_ok.json
      python s03_errors.py "task"     live, with ANTHROPIC_API_KEY
 """
 
@@ -48,7 +48,7 @@ import s02_tools as s02
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s02_tools import TOOLS, Person
 
-DEFAULT_FIXTURE = "fixtures/s03_fix_with_retry.json"
+DEFAULT_FIXTURE = "fixtures/s03_two_kinds_of_error.json"
 
 
 # -- new in s03: one retry layer for model calls, every attempt shown ---------------------------------
@@ -78,6 +78,13 @@ def status_of(err: anthropic.APIError) -> int | None:
     return getattr(err, "status_code", None)
 
 
+def should_retry(err: anthropic.APIError) -> bool | None:
+    """What the API's `x-should-retry: true|false` header says, if the error's response carries it."""
+    response = getattr(err, "response", None)
+    told = response.headers.get("x-should-retry") if response is not None else None
+    return {"true": True, "false": False}.get(told)
+
+
 def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
     """Equal jitter: half of min(cap, base * 2^(attempt-1)) for sure, the other half at random."""
     ceiling = min(MAX_WAIT, BASE_WAIT * 2 ** (attempt - 1))
@@ -94,15 +101,12 @@ class Retry:
     attempts: int = MAX_ATTEMPTS
 
     def reason(self, err: anthropic.APIError) -> str | None:
-        """Why a failed call may pass if sent again, in a few words; None when it cannot. When headers
-        arrived, an `x-should-retry: true|false` among them decides first, whatever the status, as in the
-        SDK (even if the body then broke off); a call with no response at all may pass if sent again."""
-        response = getattr(err, "response", None)
-        told = response.headers.get("x-should-retry") if response is not None else None
-        if told in ("true", "false"):  # the API's own word wins
-            return f"the API says retry ({status_of(err)})" if told == "true" else None
-        status = status_of(err)
-        if status is None:
+        """Why a failed call may pass if sent again, in a few words; None when it cannot. When the API
+        says so itself (an `x-should-retry` header), its word wins over the status, as in the SDK."""
+        status, told = status_of(err), should_retry(err)
+        if told is not None:
+            return f"the API says retry ({status})" if told else None
+        if status is None:  # no answer at all: sent again, it may get one
             return "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
         return (REASONS.get(status) or f"server error {status}") if retryable(status) else None
 
@@ -154,7 +158,10 @@ def given_up(why: str, status: int | None, attempts: int) -> str:
     )
 
 
-# -- new in s03: a broken harness stops the run --------------------------------------------------------
+# -- new in s03: a clean stop for what retrying cannot fix --------------------------------------------
+
+# What no retry fixes: an API error that is not retryable, retries spent (GaveUp), and one that is not
+# the API's: the harness itself broken, the workspace gone. Each ends the run in one line, saved.
 
 
 class HarnessError(Exception):
@@ -175,8 +182,6 @@ def execute(
         raise HarnessError(f"the workspace {workspace} is gone (deleted or moved): nothing left to act in")
     return s02.execute(block, workspace, permission, audit, ask)
 
-
-# -- new in s03: a clean stop for what retrying cannot fix --------------------------------------------
 
 FATAL = (anthropic.APIError, GaveUp, HarnessError)  # what ends a run: one line, the conversation saved
 WHAT_TO_DO = {  # status -> what the reader should do; none of these can pass by waiting

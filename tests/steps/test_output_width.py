@@ -209,7 +209,8 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
     "s03_errors": [
         "overloaded (529) — retrying in 0.5 s, attempt 2 of 5",
         "  error: FileNotFoundError: [Errno 2] No such file or directory: 'login.py'",
-        "model: No login.py at the top: the test imports it from src/.",
+        "model: No login.py at the top: the tests import it from src/.",
+        "rate limited (429) — retrying in 1.0 s (as the server asked), attempt 2 of 5",
     ],
     "s04_parallel": [
         "   group 1: 2 reads ran together",

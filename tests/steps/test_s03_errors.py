@@ -388,6 +388,7 @@ def test_live_really_sleeps_the_wait_when_not_told_otherwise(live, step, capsys,
 REPLAYS = {  # fixture -> the exit code a reader should see
     "s03_fix_failing_test": 0,
     "s03_fix_with_retry": 0,
+    "s03_two_kinds_of_error": 0,
     "s03_overloaded_then_ok": 0,
     "s03_bad_key": 1,
     "s03_tool_raises": 0,
@@ -446,6 +447,19 @@ def test_fix_with_retry_shows_both_retries_then_the_same_fix(replays):
     )  # read, corrected
 
 
+def test_the_default_shows_a_tool_error_read_and_two_model_calls_retried(replays):
+    out = replay_s03(replays, "s03_two_kinds_of_error")
+    lines = [re.sub(r"\d+\.\d s", "N s", line) for line in out.splitlines() if "retrying in" in line]
+    assert lines == [
+        "overloaded (529) — retrying in N s, attempt 2 of 5",
+        "rate limited (429) — retrying in N s (as the server asked), attempt 2 of 5",
+    ]
+    assert out.index("turn 1 ") < out.index("overloaded (529)") < out.index("error: FileNotFoundError")
+    assert out.index("error: FileNotFoundError") < out.index("turn 2 ") < out.index("read_file src/login.py")
+    assert out.index("turn 4 ") < out.index("rate limited (429)") < out.index("3 passed, 0 failed")
+    assert out.count("stop_reason=") == 5  # the failed calls are retried inside their turn, never a turn
+
+
 def test_overloaded_then_ok_shows_every_attempt_and_completes(replays):
     out = replay_s03(replays, "s03_overloaded_then_ok")
     lines = [line for line in out.splitlines() if "retrying in" in line]
@@ -485,7 +499,7 @@ def test_help_names_the_default_fixture_and_no_test_switch(capsys):
     with pytest.raises(SystemExit) as done:
         s03.main(["--help"])
     out = capsys.readouterr().out
-    assert done.value.code == 0 and "fixtures/s03_fix_with_retry.json" in out  # the retry layer at work
+    assert done.value.code == 0 and "fixtures/s03_two_kinds_of_error.json" in out  # both kinds of error
     assert "WORKBOOK_" not in out and "s03_bad_key.json" in out
 
 
