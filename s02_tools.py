@@ -38,10 +38,11 @@ Run: python s02_tools.py          offline replay of its fixture, no key needed
 
 import json
 import re
-import shlex
 import subprocess
 import sys
+import textwrap
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ from typing import Self
 from workbook import bounded_search, capture, display, environment, launch, step_cli, workspace_files
 from workbook.asking import at_terminal  # the person at the terminal, whom the gate asks
 from workbook.audit import log_call  # one JSON line per call in the run's folder
+from workbook.shell_words import NotPlain, leaves_workspace, plain_words  # a command's words, if plain
 
 import anthropic
 import fastjsonschema
@@ -220,106 +222,9 @@ REGISTRY = {  # tool name -> Tool
 TOOLS = [tool.shown() for tool in REGISTRY.values()]  # what every request shows the model
 
 
-# -- new in s02: the permission gate — who says yes before a write or a command runs -----------------
-
-Person = Callable[..., bool | None]  # asked about a call, its danger and why: yes, no, or None for no answer
-
-
-def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, str | None]:
-    """(decision, refusal or None) for a call whose input is valid:
-
-    read_file, grep, list_files    run, under every --permission
-    --permission all               runs every call
-    --permission deny              refuses every other call
-    --permission ask               asks the person `ask` about every other call
-    --permission auto              runs writes and edits; a command only if it is a plain read
-                                   (cat, ls, grep... the allowlist), else asks `ask`
-    """
-    if tool.read_only:
-        return "read-only", None
-    if permission == "all":
-        return "allowed", None
-    if permission == "deny":
-        return "denied", "denied: this run allows read-only tools only (--permission deny)"
-    if permission == "ask":
-        return asked(call, ask, "--permission ask asks about every call")
-    if tool.name != "bash":
-        return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
-    why = not_read_only(call.input["command"])  # None for a plain read: cat, ls, grep... no shell syntax
-    return ("allowed", None) if why is None else asked(call, ask, why)
-
-
-def asked(call, ask: Person | None, why: str) -> tuple[str, str | None]:
-    """A person decides, warned of a dangerous command; anything but yes is a no:
-
-    the person says yes            approved: it runs
-    the person says no             denied: the user said no
-    no answer, dangerous command   denied: it needs a person's yes (rm -rf, sudo, git push...)
-    no answer, any other           refused: not run, as nobody at a terminal said yes
-    """
-    danger = dangerous(call.input["command"]) if call.name == "bash" else None
-    answer = ask(call, danger, why) if ask else None
-    if answer:
-        return "approved", None
-    if answer is False:
-        return "denied", "denied: the user said no to this call. Do not retry it; do something else."
-    if danger:
-        return "denied", (
-            f"denied: this command needs a person's yes ({danger}), and no person gave one. "
-            "Do without it, or leave it to the user."
-        )
-    return "refused", (
-        f"not run: {why}, and no person at a terminal said yes. To allow it: --permission ask at a "
-        "terminal, or --permission all."
-    )
-
-
-DANGEROUS = {  # regular expression -> why a matching command needs a person's yes, as they are warned
-    r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
-    r"\bsudo\b": "sudo acts as root, beyond the workspace",
-    r"\bgit\s+push\b": "git push publishes beyond this machine",
-    r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
-}
-
-
-def dangerous(command: str) -> str | None:
-    """Why a command needs a person's yes (it deletes, acts as root, publishes...), or None."""
-    return next((why for rx, why in DANGEROUS.items() if re.search(rx, command)), None)
-
-
-READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
-SHELL_SYNTAX = set(";&|<>()$`\\\n\r*?[]{}~!#")  # chaining, redirection, substitution, globs
-
-
-def not_read_only(command: str) -> str | None:
-    """Why --permission auto may not run `command` unasked, or None for a plain read: a program on
-    READ_ONLY_COMMANDS, no shell syntax, no path out of the workspace. An allowlist, since no list of
-    dangers names every way to delete (`rm --recursive`, `find . -delete`, a one-line Python script):
-
-        not_read_only("cat notes.txt")      None: auto runs it
-        not_read_only("ls; rm -r ../x")     "it uses shell syntax (';')"
-    """
-    syntax = sorted(set(command) & SHELL_SYNTAX)
-    if syntax:
-        return f"it uses shell syntax ({' '.join(syntax)!r})"
-    try:
-        words = shlex.split(command)  # the words as the shell will see them, quotes removed
-    except ValueError:
-        return "its quotes do not pair up"
-    if not words or words[0] not in READ_ONLY_COMMANDS:
-        return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
-    outside = [word for word in words[1:] if leaves_workspace(word)]
-    return f"{outside[0]!r} leaves the workspace" if outside else None
-
-
-def leaves_workspace(word: str) -> bool:
-    """Whether a command's word is a path out of the workspace: absolute (/x, -f/x, --file=/x), or up
-    through .. (a/../../x)."""
-    absolute = word.startswith("/") or (word.startswith("-") and "/" in word) or "=/" in word
-    return absolute or ".." in re.split("[=/]", word)
-
-
 # -- new in s02: execute() — every call checked, run, cut to size and logged --------------------------
+
+Person = Callable[..., bool | None]  # whom the gate asks about a call (its danger, why): yes, no or None
 
 
 def admit(block, permission: str, ask: Person | None) -> tuple[str, str | None]:
@@ -374,6 +279,94 @@ def error_text(err: Exception, workspace: Path) -> str:
     A ToolError is the harness's own refusal, so it needs no type name."""
     kind = "" if isinstance(err, ToolError) else f"{type(err).__name__}: "
     return f"error: {kind}{err}".replace(f"{workspace}/", "")
+
+
+# -- new in s02: the permission gate — who says yes before a write or a command runs -----------------
+
+
+def gate(tool: Tool, call, permission: str, ask: Person | None) -> tuple[str, str | None]:
+    """(decision, refusal or None) for a call whose input is valid:
+
+    read_file, grep, list_files    run, under every --permission
+    --permission all               runs every call
+    --permission deny              refuses every other call
+    --permission ask               asks the person `ask` about every other call
+    --permission auto              runs writes and edits; a command only if it is a plain read
+                                   (cat, ls, grep... the allowlist), else asks `ask`
+    """
+    if tool.read_only:
+        return "read-only", None
+    if permission == "all":
+        return "allowed", None
+    if permission == "deny":
+        return "denied", "denied: this run allows read-only tools only (--permission deny)"
+    if permission == "ask":
+        return asked(call, ask, "--permission ask asks about every call")
+    if tool.name != "bash":
+        return "allowed", None  # auto: a write or an edit, kept inside the workspace by the handlers
+    why = not_read_only(call.input["command"])  # None for a plain read: cat, ls, grep... no shell syntax
+    return ("allowed", None) if why is None else asked(call, ask, why)
+
+
+def asked(call, ask: Person | None, why: str) -> tuple[str, str | None]:
+    """A person decides, warned of a dangerous command; anything but yes is a no:
+
+    the person says yes            approved: it runs
+    the person says no             denied: the user said no
+    no answer, dangerous command   denied: it needs a person's yes (rm -rf, sudo, git push...)
+    no answer, any other           refused: not run, as nobody at a terminal said yes
+    """
+    danger = dangerous(call.input["command"]) if call.name == "bash" else None
+    answer = ask(call, danger, why) if ask else None
+    if answer:
+        return "approved", None
+    if answer is False:
+        return "denied", "denied: the user said no to this call. Do not retry it; do something else."
+    if danger:
+        return "denied", (
+            f"denied: this command needs a person's yes ({danger}), and no person gave one. "
+            "Do without it, or leave it to the user."
+        )
+    return "refused", (
+        f"not run: {why}, and no person at a terminal said yes. To allow it: --permission ask at a "
+        "terminal, or --permission all."
+    )
+
+
+# -- new in s02, in support of the gate: what a person is warned of, what auto runs unasked ---------
+
+DANGEROUS = {  # regular expression -> why a matching command needs a person's yes, as they are warned
+    r"\brm\s+-\w*[rRf]": "rm -r/-f deletes with no undo",
+    r"\bsudo\b": "sudo acts as root, beyond the workspace",
+    r"\bgit\s+push\b": "git push publishes beyond this machine",
+    r"\b(curl|wget)\b.*\|\s*(ba|z)?sh\b": "piping a download into a shell runs code nobody has read",
+}
+
+
+def dangerous(command: str) -> str | None:
+    """Why a command needs a person's yes (it deletes, acts as root, publishes...), or None."""
+    return next((why for rx, why in DANGEROUS.items() if re.search(rx, command)), None)
+
+
+READ_ONLY_COMMANDS = {"cat", "head", "tail", "wc", "ls", "grep", "pwd", "echo", "stat", "du", "diff", "true"}
+
+
+def not_read_only(command: str) -> str | None:
+    """Why --permission auto may not run `command` unasked, or None for a plain read: a program on
+    READ_ONLY_COMMANDS, its words plain. An allowlist, since no list of dangers names every way to
+    delete (`rm --recursive`, `find . -delete`, a one-line Python script):
+
+        not_read_only("cat notes.txt")      None: auto runs it
+        not_read_only("ls; rm -r ../x")     "it uses shell syntax (';')"
+    """
+    try:
+        words = plain_words(command)  # refuses shell syntax (; | $( ) * ...) and stray quotes
+    except NotPlain as err:
+        return str(err)
+    if not words or words[0] not in READ_ONLY_COMMANDS:
+        return f"{words[0] if words else 'an empty command'!r} is not a read-only command auto knows"
+    outside = [word for word in words[1:] if leaves_workspace(word)]  # /etc/x, --file=/x, ../x
+    return f"{outside[0]!r} leaves the workspace" if outside else None
 
 
 # -- new in s02, in support: the system prompt, the loop's constitution — who, where, by what rules ---
@@ -472,13 +465,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_task(run: launch.Run, args) -> int:
-    """s01's run, with this step's settings; then the summary, and where the audit log went."""
+    """s01's run, with this step's settings; then the summary, and what the audit log holds."""
     messages = [{"role": "user", "content": run.task}]
     settings = Settings.for_run(run, args)
     turns = agent_loop(run.client, messages, settings)
     display.show_summary(turns)
-    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
+    show_audit(settings)
     return 0
+
+
+def show_audit(settings: Settings) -> None:
+    """Where the audit log went, and the gate's decisions in it, counted: one JSON line a call."""
+    lines = settings.audit.read_text().splitlines() if settings.audit.is_file() else []
+    decided = Counter(json.loads(line)["decision"] for line in lines)
+    counts = ", ".join(f"{decision} {n}" for decision, n in decided.items())
+    display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
+    display.say(
+        textwrap.fill(
+            f"{len(lines)} calls, one JSON line each: {counts}",
+            78,
+            initial_indent="  ",
+            subsequent_indent="  ",
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -296,7 +296,11 @@ def show_question(call, danger: str | None, answer: bool | None, why: str | None
     if len(lines) > MAX_SHOWN_LINES:  # bounded, whatever a recording holds
         lines = [*lines[: MAX_SHOWN_LINES - 1], f"  … ({len(lines) - MAX_SHOWN_LINES + 1} more lines)"]
     say("\n".join(lines), "default")
-    said = "y (it ran in the fixture)" if answer else "no answer: a replay never says yes to a dangerous call"
+    said = (
+        "y (the replay answers for the person: the recording ran this call)"
+        if answer
+        else "no answer (the replay answers for the person, and never yes to danger)"
+    )
     say(f"[y/N] {said}")
 
 
