@@ -124,8 +124,9 @@ class Budget:
         )
 
 
-# -- new in s05: going in circles — a file changed A to B, back to A, and now to B again ---------------
+# -- new in s05: the repeat brake — a model going round in circles is held back, then stopped --------
 
+REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is held back
 IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
     "edit_file": "error: not run: this edit redoes one you already undid (A→B, then B→A, now A→B again): "
     "the edits are going in circles. Decide which version is right, say why, and stop editing it.",
@@ -135,76 +136,27 @@ IN_CIRCLES = {  # the answer to a change that redoes one already undone, by tool
 
 
 @dataclass
-class Circles:
-    """Each file's last two changes, each a (before, after) pair: an edit's old_text and new_text, or a
-    write's content and the content written before it. A change that redoes the change just undone is
-    going in circles:
-
-        edit utils.py  A -> B     runs
-        edit utils.py  B -> A     runs: one undo is a change of mind
-        edit utils.py  A -> B     going in circles: it redoes what it undid
-
-        write notes.txt A, B, A   run: the changes (A, B) and (B, A), one undo
-        write notes.txt B         going in circles: (A, B) again
-
-    It judges the calls alone, never the files: an edit is not compared with a write, and a change a
-    bash command makes is not seen.
-    """
-
-    changes: dict[tuple, list] = field(default_factory=dict)  # (tool, path) -> its last two changes
-
-    def flips_back(self, block) -> bool:
-        """Whether this call redoes a change of its file that was just undone."""
-        file, change = self.change(block)
-        if file is None:
-            return False
-        before, after = change
-        return self.changes.get(file, [])[-2:] == [(before, after), (after, before)]
-
-    def change(self, block) -> tuple[tuple | None, tuple | None]:
-        """((tool, path), (before, after)) for an edit or a write; (None, None) for any other call."""
-        given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
-        path = given.get("path")
-        if block.name not in IN_CIRCLES or not isinstance(path, str):
-            return None, None
-        file = (block.name, path)
-        if block.name == "edit_file":
-            return file, (given.get("old_text"), given.get("new_text"))
-        written = self.changes.get(file, [(None, None)])[-1][1]  # what the last write of the file wrote
-        return file, (written, given.get("content"))
-
-    def remember(self, calls: list, results: list[dict]) -> None:
-        """After a turn: each edit and write that worked (results are in calls' order; a change refused,
-        held back or failed left the file as it was)."""
-        for block, result in zip(calls, results):
-            file, change = self.change(block)
-            if file is not None and not result["is_error"]:
-                self.changes[file] = [*self.changes.get(file, []), change][-2:]
-
-
-# -- new in s05: the repeat brake — a call held back, and the run stopped if it is asked for again -----
-
-REPEAT_LIMIT = 3  # the same call (tool, input, result) this many times in a row: the last one is held back
-
-
-@dataclass
 class RepeatBrake:
-    """The brake on a model going round in circles. It holds a call back (answers it with an error
-    asking for another approach, and never runs it) when
-    - the REPEAT_LIMIT - 1 calls just before it were this same call, and gave one same result; or
-    - it changes a file back and forth (Circles, above).
-    If the model's very next call is the one just held back, in this turn or the next, the run stops:
+    """Holds a call back (answers it with an error asking for another approach; it never runs) when the
+    model is going round in circles, by one of two rules:
 
-        read_file config.toml -> "port = 80"     runs
-        read_file config.toml -> "port = 80"     runs
-        read_file config.toml                    held back: "error: not run: ... Change approach"
-        read_file config.toml                    asked again at once: the run stops
+    repeats()      the same call again, when its last REPEAT_LIMIT - 1 runs gave one same result
+                       read_file config.toml -> "port = 80"     runs
+                       read_file config.toml -> "port = 80"     runs
+                       read_file config.toml                    held back
+    flips_back()   a change to a file that redoes the change just undone
+                       edit utils.py  A -> B                    runs
+                       edit utils.py  B -> A                    runs: one undo is a change of mind
+                       edit utils.py  A -> B                    held back
+
+    If the model's very next call is the one just held back, in this turn or the next, the run stops.
+    The brake judges the calls alone, never the files.
     """
 
     ran: list[tuple[str, str]] = field(default_factory=list)  # the latest calls, (call, what it gave)
+    changes: dict[tuple, list] = field(default_factory=dict)  # (tool, path) -> its last two changes
     held: str = ""  # the call just held back, until the model asks for another
     stop: str = ""  # why the run stops, once the model asks again for the call held back
-    circles: Circles = field(default_factory=Circles)
 
     def hold_back(self, calls: list) -> dict[str, str]:
         """The answers to the calls this brake holds back, by tool_use id; the others may run."""
@@ -229,7 +181,7 @@ class RepeatBrake:
                 f"{REPEAT_LIMIT} times in a row, and it gave the same result each time, so another gives "
                 "nothing new. Change approach: other input, another tool, or stop and report what you found."
             )
-        if self.circles.flips_back(block):
+        if self.flips_back(block):
             self.held = call
             return IN_CIRCLES[block.name]
         return None
@@ -239,13 +191,37 @@ class RepeatBrake:
         before = self.ran[-(REPEAT_LIMIT - 1) :]
         return len(before) == REPEAT_LIMIT - 1 and len(set(before)) == 1 and before[0][0] == call
 
+    def flips_back(self, block) -> bool:
+        """Whether this call redoes the change to its file just undone: (A, B), (B, A), and now (A, B)."""
+        file, change = self.change(block)
+        if file is None:
+            return False
+        before, after = change
+        return self.changes.get(file, [])[-2:] == [(before, after), (after, before)]
+
+    def change(self, block) -> tuple[tuple | None, tuple | None]:
+        """((tool, path), (before, after)) for an edit (its old_text, new_text) or a write (what the last
+        write of the file wrote, and its content); (None, None) for any other call."""
+        given = block.input if isinstance(block.input, dict) else {}  # not yet validated: execute() checks
+        path = given.get("path")
+        if block.name not in IN_CIRCLES or not isinstance(path, str):
+            return None, None
+        file = (block.name, path)
+        if block.name == "edit_file":
+            return file, (given.get("old_text"), given.get("new_text"))
+        written = self.changes.get(file, [(None, None)])[-1][1]
+        return file, (written, given.get("content"))
+
     def remember(self, calls: list, results: list[dict]) -> None:
-        """What this turn's calls gave (results are in calls' order; a call held back gave its refusal).
-        Only the latest REPEAT_LIMIT - 1 are kept: all the next calls are compared with."""
+        """What this turn's calls gave (results are in calls' order; a call held back gave its refusal):
+        the latest REPEAT_LIMIT - 1 calls, and each change that worked (one refused, held back or failed
+        left its file as it was)."""
         for block, result in zip(calls, results):
             self.ran.append((as_call(block), json.dumps([result["content"], result["is_error"]])))
+            file, change = self.change(block)
+            if file is not None and not result["is_error"]:
+                self.changes[file] = [*self.changes.get(file, []), change][-2:]
         del self.ran[: -(REPEAT_LIMIT - 1)]
-        self.circles.remember(calls, results)
 
 
 def as_call(block) -> str:
