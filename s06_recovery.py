@@ -28,7 +28,7 @@ Run: python s06_recovery.py   replay: a reply cut at 8000 tokens, sent again
 import sys
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Self
+from typing import ClassVar, Self
 
 from workbook import conversation, display, launch, step_cli
 
@@ -59,11 +59,13 @@ DROPPED_CALL = "never run: its input was cut off, and the reply is dropped and a
 
 @dataclass
 class Recovery:
-    """What the recovery chain may still try in this turn, what it has tried (reset when tools run), and
-    the run's record of transitions."""
+    """What the recovery chain may still try in this turn, what it has tried (reset when tools run), the
+    run's record of transitions, and the turn the screen is on."""
 
+    SENT_AGAIN: ClassVar[tuple[str, ...]] = ("escalate",)  # what sends the same request again: no new turn
     max_tokens: int = MAX_TOKENS
     continuations: int = 0
+    turn: int = 0  # the model's turn, as the screen numbers it
     log: list = field(default_factory=list)  # (transition, why) of every iteration, in order
 
     def gave_up(self) -> bool:
@@ -76,39 +78,35 @@ class Recovery:
         self.max_tokens = MAX_TOKENS
         self.continuations = 0
 
+    def next_rule(self) -> str:
+        """The next call's rule on screen: the next turn's number, or, for a request recovery sends again,
+        this turn's, marked as its retry."""
+        last = self.log[-1][0] if self.log else None
+        if last in self.SENT_AGAIN:
+            return f"{self.turn}, sent again ({last})"
+        self.turn += 1
+        return str(self.turn)
+
 
 # The call, with the max_tokens recovery asks for, streamed when it must be.
-def call(client: anthropic.Anthropic, messages: list, settings: "Settings", label: str) -> Message:
-    """s05's model call, with the max_tokens recovery asks for, under the turn's rule (`label`); the
-    reply streamed (a 64k reply must be, even with --no-stream) or whole, then shown."""
-    streamed = settings.stream or settings.recovery.max_tokens > MAX_TOKENS
+def call(client: anthropic.Anthropic, messages: list, settings: "Settings") -> Message:
+    """s05's model call, with the max_tokens recovery asks for, under its turn's rule (a request sent
+    again is that turn's retry); the reply streamed (a 64k reply must be, even with --no-stream) or
+    whole, then shown."""
+    state = settings.recovery
+    streamed = settings.stream or state.max_tokens > MAX_TOKENS
     send = partial(stream_reply, client) if streamed else client.messages.create
-    request = settings.shared_request() | {"max_tokens": settings.recovery.max_tokens}
-    with display.waiting(label, streamed):  # the turn's rule on screen, a spinner till the reply
+    request = settings.shared_request() | {"max_tokens": state.max_tokens}
+    with display.waiting(state.next_rule(), streamed):  # the turn's rule on screen, a spinner till the reply
         response = call_model(send, settings.retry, messages=messages, **request)
     display.show_turn(response, streamed)
     return response
 
 
-def numbered(turn: int, resent_by: str | None) -> tuple[int, str]:
-    """The next call's turn number, and its label: a request that recovery sends again (`resent_by`,
-    the transition that did) is that turn's retry, not a new turn."""
-    return (turn, f"{turn}, sent again ({resent_by})") if resent_by else (turn + 1, str(turn + 1))
-
-
 # The transition: how the call ended, and what recovery has tried.
-TRANSITIONS = {  # one per reply, what follows it: what it does, and Claude Code's query.ts name after |
-    "next_turn": "tool_use: run the tools, send their results | next_turn",
-    "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
-    "continue": "max_tokens again: keep the cut reply, ask the model to go on | max-output-tokens recovery",
-    "done": "any other stop: end_turn, stop_sequence, refusal | Terminal (completed)",
-    "fail": "recovery has nothing left to try: stop, saying why | Terminal (error)",
-}
-
-
 def next_transition(response: Message, state: Recovery) -> tuple[str, str]:
-    """(transition, why): one of TRANSITIONS, what the loop does next, from how the call ended and what
-    recovery has tried already."""
+    """(transition, why): the loop's next move (next_turn, escalate, continue, done or fail), from how the
+    call ended and what recovery has tried already."""
     stop = response.stop_reason
     if stop == "tool_use":
         return "next_turn", "tool_use"
@@ -208,7 +206,6 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    turn, transition = 0, None  # the model's turn, and how the last call ended
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -217,9 +214,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history: the model has no memory of its own between calls.
-        #    (new in s06) With the max_tokens recovery asks for; a request sent again is its turn's retry.
-        turn, label = numbered(turn, transition if transition == "escalate" else None)
-        response = call(client, messages, settings, label)  # shown under the turn's rule
+        #    (new in s06) With the max_tokens recovery asks for (call(), above).
+        response = call(client, messages, settings)
         turns.append(response)
         warning = budget.spend(response)  # its tokens and cost, counted: a step spent (s05)
         display.show_spend(budget, warning)

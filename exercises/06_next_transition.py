@@ -25,8 +25,8 @@ from s06_recovery import ESCALATED_MAX_TOKENS, MAX_CONTINUATIONS, Recovery
 
 
 def next_transition(response: Message, state: Recovery) -> tuple[str, str]:
-    """(transition, why): one of TRANSITIONS, what the loop does next, from how the call ended and what
-    recovery has tried already."""
+    """(transition, why): the loop's next move (next_turn, escalate, continue, done or fail), from how the
+    call ended and what recovery has tried already."""
     # TODO: write next_transition()'s body. Check it: python -m workbook exercise
     raise NotImplementedError("exercise 6: next_transition() is not written yet")
 

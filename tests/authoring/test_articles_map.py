@@ -1,7 +1,7 @@
 """docs/articles.md gives every point of the source articles a place, and every place it names is real.
 
 A place is a notebook section (`nb s05 › Ctrl-C keeps the work`), a fixture, a file, or a name in a
-step (`s06:TRANSITIONS`). The Chinese page links each section to the Chinese twin, under its Chinese
+step (`s07:TRANSITIONS`). The Chinese page links each section to the Chinese twin, under its Chinese
 heading: a link must land on a heading that is there, or a reader cannot find the section.
 """
 

@@ -36,7 +36,7 @@ from s01_agent_loop import MODEL
 from s02_tools import TOOLS, ToolError, bash, truncate
 from s03_errors import CLIENT_OPTIONS
 from s05_budget import RepeatBrake, run_tools, stopped
-from s06_recovery import call, log_transition, numbered
+from s06_recovery import call, log_transition
 
 DEFAULT_FIXTURE = "fixtures/s06_stop_hook.json"
 
@@ -46,16 +46,22 @@ DEFAULT_FIXTURE = "fixtures/s06_stop_hook.json"
 MAX_PAUSES = 5  # pause_turn resumed at most this often per turn
 STOP_HOOK_RETRIES = 2  # default of --stop-hook-retries: a failing hook is fed back at most this often
 SERVER_TOOLS = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}]  # --web-search
-TRANSITIONS = s06.TRANSITIONS | {  # s06's, and two more; Claude Code's query.ts name after the |
+TRANSITIONS = {  # every move of s07's loop, s06's and two more; Claude Code's query.ts name after |
+    "next_turn": "tool_use: run the tools, send their results | next_turn",
+    "escalate": "max_tokens: the same request again with max_tokens 64000 | escalate (to 64k)",
+    "continue": "max_tokens again: keep the cut reply, ask the model to go on | max-output-tokens recovery",
+    "done": "end_turn (the hook passed), stop_sequence or refusal: stop | Terminal (completed)",
+    "fail": "recovery has nothing left to try: stop, saying why | Terminal (error)",
     "resume_pause": "pause_turn: send the paused turn back unchanged, no new user message | (server tools)",
     "hook_retry": "end_turn, but the stop hook failed: its output goes to the model | stop_hook_blocking",
-    "done": "end_turn (the hook passed), stop_sequence or refusal: stop | Terminal (completed)",
 }
 
 
 @dataclass
 class Recovery(s06.Recovery):
     """s06's, and how often this turn paused, and how often the stop hook failed in the run."""
+
+    SENT_AGAIN = ("escalate", "resume_pause")  # a paused turn sent back is still its turn
 
     hook_retries: int = STOP_HOOK_RETRIES  # --stop-hook-retries: a failing hook is fed back this often
     pauses: int = 0
@@ -170,7 +176,6 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    turn, transition = 0, None  # the model's turn, and how the last call ended
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -179,8 +184,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history (s06). (new in s07) A paused turn sent back is that turn's again.
-        turn, label = numbered(turn, transition if transition in ("escalate", "resume_pause") else None)
-        response = call(client, messages, settings, label)  # shown under the turn's rule
+        response = call(client, messages, settings)  # a paused turn sent back is its turn's again
         turns.append(response)
         warning = budget.spend(response)  # its tokens and cost, counted (s05)
         display.show_spend(budget, warning)

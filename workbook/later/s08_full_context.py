@@ -40,7 +40,7 @@ import s06_recovery as s06
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, api_message, call_model
 from s05_budget import RepeatBrake, run_tools, stopped
-from s06_recovery import log_transition, numbered
+from s06_recovery import log_transition
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 
@@ -64,7 +64,6 @@ TRANSITIONS = s07.TRANSITIONS | {  # s07's, and three more; Claude Code's query.
     "compact": "still too long: the older history becomes a summary, retry | reactive_compact_retry",
     "make_room": "context window full (a reply): keep it, collapse or compact, go on | (not in the article)",
 }
-SENT_AGAIN = ("escalate", "resume_pause", "collapse", "compact")  # the same turn's call again, not a new turn
 
 
 @dataclass
@@ -72,6 +71,12 @@ class Recovery(s07.Recovery):
     """s07's, and whether this turn has collapsed or compacted already (each once a turn), with a record
     of the last refusal as too long and of what compaction asked the model to summarize."""
 
+    SENT_AGAIN = (
+        "escalate",
+        "resume_pause",
+        "collapse",
+        "compact",
+    )  # the same turn's call again, not a new turn
     collapsed: bool = False
     compacted: bool = False
     too_long: dict | None = None  # the last call's 400 "prompt is too long", its status and body
@@ -110,13 +115,13 @@ class Budget(s05.Budget):
 
 
 # 1. The call: a prompt too long is an outcome, not a crash.
-def call_unless_too_long(client, messages: list, settings: "Settings", label: str) -> Message | None:
+def call_unless_too_long(client, messages: list, settings: "Settings") -> Message | None:
     """s06's call. A 400 "prompt is too long" is not raised: the reply is None, and the error is kept in
     recovery.too_long, for the loop to recover."""
     state = settings.recovery
     state.too_long = None
     try:
-        return s06.call(client, messages, settings, label)
+        return s06.call(client, messages, settings)
     except anthropic.BadRequestError as err:
         if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
             raise
@@ -283,7 +288,6 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    turn, transition = 0, None  # the model's turn, and how the last call ended
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -292,8 +296,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history (s06). (new in s08) Too long is no crash: the response is None.
-        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
-        response = call_unless_too_long(client, messages, settings, label)  # shown under the turn's rule
+        response = call_unless_too_long(client, messages, settings)  # shown under the turn's rule
         if response is not None:
             count(turns, response, budget)
 
@@ -317,7 +320,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # new in s08: a compaction's summary is a model call: it costs a step
-                count_summary(turns, summary, budget, turn)
+                count_summary(turns, summary, budget, state.turn)
             continue
 
         # 4. Run the tool calls as s05 does: reads side by side, the repeat brake.

@@ -36,7 +36,6 @@ from workbook.api.messages import blocks  # a message's blocks, as dicts
 from workbook.conversation import tool_result  # {"type": "tool_result", "tool_use_id": ..., ...}
 from workbook.later.s07_really_done import append_reply, run_stop_hook
 from workbook.later.s08_full_context import (
-    SENT_AGAIN,
     Settings,
     call_unless_too_long,
     count,
@@ -51,7 +50,7 @@ import s04_parallel as s04
 from s01_agent_loop import MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
 from s05_budget import RepeatBrake, stopped
-from s06_recovery import log_transition, numbered
+from s06_recovery import log_transition
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
 
@@ -189,7 +188,6 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    turn, transition = 0, None  # the model's turn, and how the last call ended
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -198,8 +196,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history (s06); too long is no crash (s08).
-        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
-        response = call_unless_too_long(client, messages, settings, label)  # None: too long
+        response = call_unless_too_long(client, messages, settings)  # None: too long
         if response is not None:
             count(turns, response, budget)
 
@@ -223,7 +220,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # a compaction's summary is a model call: it costs a step
-                count_summary(turns, summary, budget, turn)
+                count_summary(turns, summary, budget, state.turn)
             continue
 
         # 4. Run the tool calls as s05 does: reads side by side, the repeat brake. (new in s09) A first

@@ -33,7 +33,6 @@ from workbook.later import s09_keep_the_work as s09
 from workbook.later.s07_really_done import append_reply, run_stop_hook
 from workbook.later.s08_full_context import (
     NO_TOOLS,
-    SENT_AGAIN,
     call_unless_too_long,
     count,
     count_summary,
@@ -55,7 +54,6 @@ import s06_recovery as s06
 from s01_agent_loop import MAX_TOKENS, MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, GaveUp, fatal_line, stop_cleanly
 from s05_budget import RepeatBrake
-from s06_recovery import numbered
 
 DEFAULT_FIXTURE = "fixtures/s06_collapse_then_compact.json"
 
@@ -208,7 +206,6 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
-    turn, transition = 0, None  # the model's turn, and how the last call ended
     settings.trace.start(settings.shared_request(), budget, max_tokens=MAX_TOKENS, stream=settings.stream)
     while True:
         # 0. Before paying for another call, check every limit (s05).
@@ -219,9 +216,8 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 1. Send the whole history (s06); too long is no crash (s08). (new in s10) Traced, with its time.
         started = time.monotonic()
-        turn, label = numbered(turn, transition if transition in SENT_AGAIN else None)
         streamed = settings.stream or state.max_tokens > MAX_TOKENS  # how call() sends it (s06), traced
-        response = call_unless_too_long(client, messages, settings, label)  # None: too long
+        response = call_unless_too_long(client, messages, settings)  # None: too long
         if response is not None:
             count(turns, response, budget)
         trace_call(settings, messages, response, started, streamed)
@@ -246,7 +242,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
         if transition != "next_turn":
             summary = recover(transition, messages, response, hook, client, settings)
             if summary is not None:  # a compaction's summary is a model call: it costs a step
-                count_summary(turns, summary, budget, turn)
+                count_summary(turns, summary, budget, state.turn)
             continue
 
         # 4. Run the tool calls as s09 does (a Ctrl-C lets them finish). (new in s10) The turn, traced.
