@@ -209,8 +209,9 @@ class RepeatBrake:
         file = (block.name, path)
         if block.name == "edit_file":
             return file, (given.get("old_text"), given.get("new_text"))
-        written = self.changes.get(file, [(None, None)])[-1][1]
-        return file, (written, given.get("content"))
+        earlier = self.changes.get(file)
+        last_written = earlier[-1][1] if earlier else None  # a write changes what the last write wrote
+        return file, (last_written, given.get("content"))
 
     def remember(self, calls: list, results: list[dict]) -> None:
         """What this turn's calls gave (results are in calls' order; a call held back gave its refusal):

@@ -128,15 +128,17 @@ def log_transition(transition: str, why: str, settings: "Settings") -> None:
 
 # The two repairs, each followed by sending the conversation again.
 def escalate(response: Message, state: Recovery) -> None:
-    """The cut reply is dropped (its calls shown, never run): the same request, with room to finish."""
+    """The cut reply is dropped (its calls shown, never run): the same request, with room to finish.
+    Dropped, not kept: sent again whole, the reply has nothing cut to repair, and the conversation holds
+    no half-written call."""
     state.max_tokens = ESCALATED_MAX_TOKENS  # nothing else changes
     show_cut_calls(response, DROPPED_CALL)
 
 
 def go_on(messages: list, response: Message, state: Recovery) -> None:
-    """The cut reply is kept (appended already): its calls are answered, never run (their input may be
-    cut), and the model is asked to continue where it stopped. Answering keeps the reply verbatim and
-    tells the model what happened."""
+    """The cut reply is kept (appended already) and the model asked to continue where it stopped. Kept,
+    not dropped: at 64k there is no more room to ask for, so sent again it would be cut again. Its calls
+    are answered (every tool_use needs its result), never run: their input may be cut."""
     state.continuations += 1
     results = show_cut_calls(response, TRUNCATED_CALL.format(response.stop_reason))
     messages.append({"role": "user", "content": [*results, {"type": "text", "text": CONTINUE_PROMPT}]})
