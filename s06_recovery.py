@@ -28,7 +28,7 @@ Run: python s06_recovery.py   replay: a reply cut at 8000 tokens, sent again
 import sys
 from dataclasses import dataclass, field
 from functools import partial
-from typing import ClassVar, Self
+from typing import Self
 
 from workbook import conversation, display, launch, step_cli
 
@@ -59,13 +59,11 @@ DROPPED_CALL = "never run: its input was cut off, and the reply is dropped and a
 
 @dataclass
 class Recovery:
-    """What the recovery chain may still try in this turn, what it has tried (reset when tools run), the
-    run's record of transitions, and the turn the screen is on."""
+    """What the recovery chain may still try in this turn, what it has tried (reset when tools run), and
+    the run's record of transitions."""
 
-    SENT_AGAIN: ClassVar[tuple[str, ...]] = ("escalate",)  # what sends the same request again: no new turn
     max_tokens: int = MAX_TOKENS
     continuations: int = 0
-    turn: int = 0  # the model's turn, as the screen numbers it
     log: list = field(default_factory=list)  # (transition, why) of every iteration, in order
 
     def gave_up(self) -> bool:
@@ -78,26 +76,15 @@ class Recovery:
         self.max_tokens = MAX_TOKENS
         self.continuations = 0
 
-    def next_rule(self) -> str:
-        """The next call's rule on screen: the next turn's number, or, for a request recovery sends again,
-        this turn's, marked as its retry."""
-        last = self.log[-1][0] if self.log else None
-        if last in self.SENT_AGAIN:
-            return f"{self.turn}, sent again ({last})"
-        self.turn += 1
-        return str(self.turn)
-
 
 # The call, with the max_tokens recovery asks for, streamed when it must be.
-def call(client: anthropic.Anthropic, messages: list, settings: "Settings") -> Message:
-    """s05's model call, with the max_tokens recovery asks for, under its turn's rule (a request sent
-    again is that turn's retry); the reply streamed (a 64k reply must be, even with --no-stream) or
-    whole, then shown."""
-    state = settings.recovery
-    streamed = settings.stream or state.max_tokens > MAX_TOKENS
+def call(client: anthropic.Anthropic, messages: list, settings: "Settings", turn: int | str) -> Message:
+    """s05's model call, with the max_tokens recovery asks for, under the turn's rule; the reply streamed
+    (a 64k reply must be, even with --no-stream) or whole, then shown."""
+    streamed = settings.stream or settings.recovery.max_tokens > MAX_TOKENS
     send = partial(stream_reply, client) if streamed else client.messages.create
-    request = settings.shared_request() | {"max_tokens": state.max_tokens}
-    with display.waiting(state.next_rule(), streamed):  # the turn's rule on screen, a spinner till the reply
+    request = settings.shared_request() | {"max_tokens": settings.recovery.max_tokens}
+    with display.waiting(turn, streamed):  # the turn's rule on screen, a spinner till the reply
         response = call_model(send, settings.retry, messages=messages, **request)
     display.show_turn(response, streamed)
     return response
@@ -204,7 +191,7 @@ class Settings(s05.Settings):
 
 def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) -> list:
     """s05's loop, each reply followed by a named transition: recovery repairs what it can, goes on."""
-    turns = []  # every response, in order
+    turns = []  # every reply kept, in order (a reply recovery drops is not a turn)
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
@@ -216,9 +203,9 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history: the model has no memory of its own between calls.
-        #    (new in s06) With the max_tokens recovery asks for (call(), above).
-        response = call(client, messages, settings)
-        turns.append(response)
+        #    (new in s06) With the max_tokens recovery asks for (call(), above). A request sent again
+        #    (escalate) is the same turn's retry: its number is the turn's, since no reply was kept.
+        response = call(client, messages, settings, len(turns) + 1)
         warning = budget.spend(response)  # its tokens and cost, counted: a step spent (s05)
         display.show_spend(budget, warning)
 
@@ -235,6 +222,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 2. Append the reply verbatim: the next request must carry the tool_use ids it contains.
         messages.append({"role": "assistant", "content": response.content})
+        turns.append(response)
 
         # 3. (new in s06) A reply cut off again is kept: its calls are answered, never run, and the model
         #    is asked to go on where it stopped. Any other stop but tool_use ends the loop.

@@ -23,7 +23,7 @@ Run from the root: python -m workbook.later.s07_really_done
 
 import sys
 from dataclasses import dataclass, field
-from typing import NamedTuple, Self
+from typing import ClassVar, NamedTuple, Self
 
 from workbook import conversation, display, launch, step_cli
 
@@ -59,10 +59,12 @@ TRANSITIONS = {  # every move of s07's loop, s06's and two more; Claude Code's q
 
 @dataclass
 class Recovery(s06.Recovery):
-    """s06's, and how often this turn paused, and how often the stop hook failed in the run."""
+    """s06's, and how often this turn paused, how often the stop hook failed in the run, and the turn the
+    screen is on: a paused turn goes on past a reply that was kept, so s06's count of kept replies no
+    longer numbers the turns."""
 
-    SENT_AGAIN = ("escalate", "resume_pause")  # a paused turn sent back is still its turn
-
+    SENT_AGAIN: ClassVar[tuple[str, ...]] = ("escalate", "resume_pause")  # the same turn's call again
+    turn: int = 0  # the model's turn, as the screen numbers it
     hook_retries: int = STOP_HOOK_RETRIES  # --stop-hook-retries: a failing hook is fed back this often
     pauses: int = 0
     hook_failures: int = 0  # for the whole run, not per turn
@@ -70,6 +72,15 @@ class Recovery(s06.Recovery):
     def new_turn(self) -> None:
         super().new_turn()
         self.pauses = 0
+
+    def next_rule(self) -> str:
+        """The next call's rule on screen: the next turn's number, or, for the same turn's call sent again
+        (SENT_AGAIN), this turn's, marked as its retry."""
+        last = self.log[-1][0] if self.log else None
+        if last in self.SENT_AGAIN:
+            return f"{self.turn}, sent again ({last})"
+        self.turn += 1
+        return str(self.turn)
 
 
 class HookResult(NamedTuple):
@@ -184,7 +195,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
             return turns
 
         # 1. Send the whole history (s06). (new in s07) A paused turn sent back is that turn's again.
-        response = call(client, messages, settings)  # a paused turn sent back is its turn's again
+        response = call(client, messages, settings, state.next_rule())  # a paused turn goes on as itself
         turns.append(response)
         warning = budget.spend(response)  # its tokens and cost, counted (s05)
         display.show_spend(budget, warning)

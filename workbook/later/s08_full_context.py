@@ -121,7 +121,7 @@ def call_unless_too_long(client, messages: list, settings: "Settings") -> Messag
     state = settings.recovery
     state.too_long = None
     try:
-        return s06.call(client, messages, settings)
+        return s06.call(client, messages, settings, state.next_rule())
     except anthropic.BadRequestError as err:
         if "prompt is too long" not in api_message(err).lower():  # "prompt is too long: 213000 tokens > ..."
             raise
