@@ -40,9 +40,7 @@ import json
 import re
 import subprocess
 import sys
-import textwrap
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -465,29 +463,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_task(run: launch.Run, args) -> int:
-    """s01's run, with this step's settings; then the summary, and what the audit log holds."""
+    """s01's run, with this step's settings; then the summary, and where the audit log went."""
     messages = [{"role": "user", "content": run.task}]
     settings = Settings.for_run(run, args)
     turns = agent_loop(run.client, messages, settings)
     display.show_summary(turns)
-    show_audit(settings)
-    return 0
-
-
-def show_audit(settings: Settings) -> None:
-    """Where the audit log went, and the gate's decisions in it, counted: one JSON line a call."""
-    lines = settings.audit.read_text().splitlines() if settings.audit.is_file() else []
-    decided = Counter(json.loads(line)["decision"] for line in lines)
-    counts = ", ".join(f"{decision} {n}" for decision, n in decided.items())
     display.say(f"permission {settings.permission}\naudit log: {settings.audit}")
-    display.say(
-        textwrap.fill(
-            f"{len(lines)} calls, one JSON line each: {counts}",
-            78,
-            initial_indent="  ",
-            subsequent_indent="  ",
-        )
-    )
+    return 0
 
 
 if __name__ == "__main__":
