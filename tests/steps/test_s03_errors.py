@@ -431,13 +431,20 @@ def test_fix_failing_test_really_fails_then_really_passes(replays):
     assert "[exit code 1]" in out and "end_turn" in out
 
 
+BOTH_RETRIES = [  # a 529, then a 429 that says how long to wait: each retried once
+    "overloaded (529) — retrying in N s, attempt 2 of 5",
+    "rate limited (429) — retrying in N s (as the server asked), attempt 2 of 5",
+]
+
+
+def retries(out: str) -> list[str]:
+    """The retry layer's lines on screen, each wait written N s (a replay's jitter is its own)."""
+    return [re.sub(r"\d+\.\d s", "N s", line) for line in out.splitlines() if "retrying in" in line]
+
+
 def test_fix_with_retry_shows_both_retries_then_the_same_fix(replays):
     out = replay_s03(replays, "s03_fix_with_retry")
-    lines = [re.sub(r"\d+\.\d s", "N s", line) for line in out.splitlines() if "retrying in" in line]
-    assert lines == [
-        "overloaded (529) — retrying in N s, attempt 2 of 5",
-        "rate limited (429) — retrying in N s (as the server asked), attempt 2 of 5",
-    ]
+    assert retries(out) == BOTH_RETRIES
     # each retry shows under the rule of the turn whose call it retries
     assert out.index("turn 1 ") < out.index("overloaded (529)") < out.index("turn 2 ")
     assert out.index("turn 6 ") < out.index("rate limited (429)") < out.index("turn 7 ")
@@ -449,11 +456,7 @@ def test_fix_with_retry_shows_both_retries_then_the_same_fix(replays):
 
 def test_the_default_shows_a_tool_error_read_and_two_model_calls_retried(replays):
     out = replay_s03(replays, "s03_two_kinds_of_error")
-    lines = [re.sub(r"\d+\.\d s", "N s", line) for line in out.splitlines() if "retrying in" in line]
-    assert lines == [
-        "overloaded (529) — retrying in N s, attempt 2 of 5",
-        "rate limited (429) — retrying in N s (as the server asked), attempt 2 of 5",
-    ]
+    assert retries(out) == BOTH_RETRIES
     assert out.index("turn 1 ") < out.index("overloaded (529)") < out.index("error: FileNotFoundError")
     assert out.index("error: FileNotFoundError") < out.index("turn 2 ") < out.index("read_file src/login.py")
     assert out.index("turn 4 ") < out.index("rate limited (429)") < out.index("3 passed, 0 failed")
@@ -462,8 +465,7 @@ def test_the_default_shows_a_tool_error_read_and_two_model_calls_retried(replays
 
 def test_overloaded_then_ok_shows_every_attempt_and_completes(replays):
     out = replay_s03(replays, "s03_overloaded_then_ok")
-    lines = [line for line in out.splitlines() if "retrying in" in line]
-    assert [re.sub(r"\d+\.\d s", "N s", line) for line in lines] == [
+    assert retries(out) == [
         "overloaded (529) — retrying in N s, attempt 2 of 5",
         "rate limited (429) — retrying in N s (as the server asked), attempt 3 of 5",
         "connection failed (no answer) — retrying in N s, attempt 2 of 5",
