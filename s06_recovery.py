@@ -78,9 +78,12 @@ class Recovery:
 
 
 # The call, with the max_tokens recovery asks for, streamed when it must be.
-def call(client: anthropic.Anthropic, messages: list, settings: "Settings", turn: int | str) -> Message:
-    """s05's model call, with the max_tokens recovery asks for, under the turn's rule; the reply streamed
-    (a 64k reply must be, even with --no-stream) or whole, then shown."""
+def call(
+    client: anthropic.Anthropic, messages: list, settings: "Settings", turn: int | str | None
+) -> Message:
+    """s05's model call, with the max_tokens recovery asks for, under the turn's rule (None: the rule of
+    the turn it is sent again in); the reply streamed (a 64k reply must be, even with --no-stream) or
+    whole, then shown."""
     streamed = settings.stream or settings.recovery.max_tokens > MAX_TOKENS
     send = partial(stream_reply, client) if streamed else client.messages.create
     request = settings.shared_request() | {"max_tokens": settings.recovery.max_tokens}
@@ -195,6 +198,7 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
     brake = RepeatBrake()  # s05's
     budget = settings.budget
     state = settings.recovery  # what recovery has tried, and its record
+    transition = None  # how the last call ended: its named next move
     while True:
         # 0. Before paying for another call, check every limit (s05).
         reason = budget.exceeded()
@@ -204,8 +208,9 @@ def agent_loop(client: anthropic.Anthropic, messages: list, settings: Settings) 
 
         # 1. Send the whole history: the model has no memory of its own between calls.
         #    (new in s06) With the max_tokens recovery asks for (call(), above). A request sent again
-        #    (escalate) is the same turn's retry: its number is the turn's, since no reply was kept.
-        response = call(client, messages, settings, len(turns) + 1)
+        #    (escalate) is its turn's retry, shown under that turn's rule, as s03's retries are.
+        rule = None if transition == "escalate" else len(turns) + 1
+        response = call(client, messages, settings, rule)
         warning = budget.spend(response)  # its tokens and cost, counted: a step spent (s05)
         display.show_spend(budget, warning)
 

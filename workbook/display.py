@@ -73,10 +73,12 @@ _last_call: list = []  # the last call shown (its tool, its input, what it gave)
 
 
 @contextmanager
-def waiting(turn: int | str, streamed: bool = False):
+def waiting(turn: int | str | None, streamed: bool = False):
     """A turn opens with its rule, so what happens while the model answers (a retry, a streamed reply's
-    text) shows under the turn it belongs to; a whole reply is waited for with a spinner, at a terminal."""
-    rule(f"turn {turn}")
+    text) shows under the turn it belongs to; a call sent again within its turn (None) opens none. A
+    whole reply is waited for with a spinner, at a terminal."""
+    if turn is not None:
+        rule(f"turn {turn}")
     if str(turn) == "1":  # a new run: a call of the last one is not "just before"
         _last_call.clear()
     status = spinner(console) if console.is_terminal and not streamed else None

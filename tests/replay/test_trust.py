@@ -330,7 +330,7 @@ def test_a_replays_person_is_asked_as_a_live_one_is_and_says_what_it_answered(mo
     assert shown_question(monkeypatch, call, None, True) == [
         "allow bash?",
         "  $ python3 test_utils.py",
-        "[y/N] y (the replay answers for the person: the recording ran this call)",
+        "[y/N] y (the replay answers for the person: its fixture ran this call)",
     ]
     lines = shown_question(
         monkeypatch, SimpleNamespace(name="bash", input={"command": "rm -rf x"}), "rm", None

@@ -225,7 +225,9 @@ IDEA_ON_SCREEN = {  # step -> lines, in order, that show its idea happening
     "s06_recovery": [
         "→ escalate  cut at 8000 tokens: reply dropped, sent again with 64000",
         "  never run: its input was cut off, and the reply is dropped and asked for again",
-        "──────────────── turn 1 ────",  # the same turn, sent again: no reply of it was kept
+        "stop_reason=tool_use",  # the same request, sent again under turn 1's rule: it fits now
+        "→ next_turn  tool_use",
+        "──────────────── turn 2 ────",
         "→ done",
     ],
     "s07_really_done": [

@@ -166,3 +166,15 @@ def test_a_new_run_forgets_the_last_runs_calls(monkeypatch):
             display.show_tool(read, "text")
 
     assert "not printed twice" not in screen_of(monkeypatch, two_runs)
+
+
+def test_a_call_sent_again_within_its_turn_opens_no_rule_of_its_own(monkeypatch):
+    def a_turn_and_its_retry():
+        with display.waiting(3):
+            display.say("first call")
+        with display.waiting(None):  # s06's escalate: the same request again, under turn 3's rule
+            display.say("sent again")
+
+    screen = screen_of(monkeypatch, a_turn_and_its_retry)
+    assert screen.count("turn 3") == 1 and screen.index("turn 3") < screen.index("sent again")
+    assert "turn None" not in screen

@@ -297,7 +297,7 @@ def show_question(call, danger: str | None, answer: bool | None, why: str | None
         lines = [*lines[: MAX_SHOWN_LINES - 1], f"  … ({len(lines) - MAX_SHOWN_LINES + 1} more lines)"]
     say("\n".join(lines), "default")
     said = (
-        "y (the replay answers for the person: the recording ran this call)"
+        "y (the replay answers for the person: its fixture ran this call)"
         if answer
         else "no answer (the replay answers for the person, and never yes to danger)"
     )
