@@ -2,12 +2,13 @@
 
 Adds over s04 two ways to stop, each stop named and the conversation saved:
 - limits, a Budget checked before every call: --max-steps, --max-tokens-total
-  (200,000, the figure one source article gives: docs/articles.md),
-  --max-input-tokens and --max-cost (estimated from a dated price table);
-- a repeat brake on a model going round in circles: a call made twice in a
-  row with one same result is held back when asked a third time, and so is
-  an edit or a write that flips a file back again (A→B→A→B); asked for
-  again, it stops the run.
+  (200,000 by default), --max-input-tokens and --max-cost (estimated from a
+  dated price table);
+- a repeat brake on a model going round in circles. It answers a call with
+  an error instead of running it when the call is the third in a row with
+  the same input and the same result, or when it redoes a change to a file
+  just undone (A→B, B→A, then A→B); asked for again at once, it stops the
+  run.
 
     user task
         v
