@@ -35,10 +35,12 @@ Run: python s05_budget.py   replay: a third same read held back; --max-steps 5
 
 import json
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import NamedTuple, Self
 
 from workbook import conversation, display, launch, step_cli
+from workbook.audit import log_call  # s02's audit log: one JSON line per call
 from workbook.prices import cost  # a response's dollars, estimated from a dated table of list prices
 
 import anthropic
@@ -251,8 +253,18 @@ class Settings(s04.Settings):
 def run_tools(calls: list, settings: "Settings", held: dict[str, str] | None = None) -> tuple[list, list]:
     """Unlike s04's: a call the brake holds back (`held`: its error, by tool_use id) is answered with
     that error and never runs; s04 runs the others. The answers stay in the order asked."""
-    answers = {block_id: (error, True) for block_id, error in (held or {}).items()}
-    return s04.run_tools(calls, settings, answers)
+    return s04.run_tools(calls, settings, held_answers(calls, held or {}, settings))
+
+
+def held_answers(calls: list, held: dict[str, str], settings: "Settings") -> dict:
+    """The brake's answers, as s04 takes answers given already: each call held back answered with its
+    error, and logged as held back (s02's audit log has a line for every call, run or not)."""
+    answers = {}
+    for block in calls:
+        if block.id in held:
+            answers[block.id] = held[block.id], True
+            log_call(settings.audit, block, "held back", held[block.id], True, time.monotonic())
+    return answers
 
 
 def stopped(settings: "Settings", reason: str) -> None:

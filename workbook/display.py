@@ -77,7 +77,9 @@ def waiting(turn: int | str | None, streamed: bool = False):
     """A turn opens with its rule, so what happens while the model answers (a retry, a streamed reply's
     text) shows under the turn it belongs to; a call sent again within its turn (None) opens none. A
     whole reply is waited for with a spinner, at a terminal."""
-    if turn is not None:
+    if turn is None:
+        say("the same request, sent again:")
+    else:
         rule(f"turn {turn}")
     if str(turn) == "1":  # a new run: a call of the last one is not "just before"
         _last_call.clear()

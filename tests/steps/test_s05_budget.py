@@ -592,3 +592,22 @@ def test_calls_past_the_cap_are_told_how_many_the_turn_asked_for_held_ones_inclu
     results, _ = step.run_tools(calls, step.Settings(tmp_path), held)
     assert list(held) == ["c"] and results[-1]["is_error"]
     assert "this turn asked for 12 tool calls" in results[-1]["content"]
+
+
+def test_a_call_held_back_has_its_line_in_the_audit_log(step, tmp_path):
+    """s02's audit log has a line for every call: one the brake answers instead of running too."""
+    (tmp_path / "a.txt").write_text("x")
+    settings = step.Settings(tmp_path, permission="all", audit=tmp_path / "audit.jsonl")
+    brake = step.RepeatBrake()
+    for n in range(3):
+        asked = call("read_file", f"toolu_r{n}", path="a.txt")
+        held = brake.hold_back([asked])
+        results, _ = step.run_tools([asked], settings, held)
+        brake.remember([asked], results)
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(line["id"], line["decision"]) for line in lines] == [
+        ("toolu_r0", "read-only"),
+        ("toolu_r1", "read-only"),
+        ("toolu_r2", "held back"),
+    ]
+    assert lines[2]["is_error"] and lines[2]["chars"] == len(results[0]["content"])

@@ -49,7 +49,7 @@ import anthropic
 import s04_parallel as s04
 from s01_agent_loop import MODEL
 from s03_errors import CLIENT_OPTIONS, FATAL, stop_cleanly
-from s05_budget import RepeatBrake, stopped
+from s05_budget import RepeatBrake, held_answers, stopped
 from s06_recovery import log_transition
 
 DEFAULT_FIXTURE = "fixtures/s05_resume.json"
@@ -99,7 +99,7 @@ def run_tools_until_ctrl_c(calls: list, settings: "Settings", held: dict) -> tup
     why a Ctrl-C stops the run, or ""). After a first Ctrl-C every call runs to its end. A second cuts the
     turn short at once: each call that had ended keeps its real result, and only those still open are
     answered as interrupted, so that the model is never told that a command which ran did not."""
-    answers = {block_id: (error, True) for block_id, error in held.items()}  # run_tools adds each as it ends
+    answers = held_answers(calls, held, settings)  # s05's; s04's run_tools adds each other as it ends
     with ctrl_c_lets_tools_finish():
         try:
             results, timeline = s04.run_tools(calls, settings, answers)
