@@ -93,8 +93,8 @@ def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
 
 @dataclass
 class Retry:
-    """The retry layer's policy: how it waits (sleep, and rand for the jitter), how many attempts, and
-    what may pass if sent again."""
+    """The retry layer's policy: what may pass if sent again (reason), how long to wait before it (wait,
+    then sleep; rand for the jitter), and how many attempts."""
 
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = random.random  # the jitter's source of randomness
@@ -109,6 +109,20 @@ class Retry:
         if status is None:  # no answer at all: sent again, it may get one
             return "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
         return (REASONS.get(status) or f"server error {status}") if retryable(status) else None
+
+    def wait(self, err: anthropic.APIError, why: str, attempt: int) -> tuple[float, str]:
+        """How long to wait before the next attempt, and a note saying why so long: the pause the server
+        asks for (retry-after), if it asks for one, else the backoff. A pause past MAX_SERVER_WAIT is
+        not waited out: GaveUp."""
+        status = status_of(err)
+        server_asks = server_wait(err.response.headers) if status else None
+        if server_asks is None:
+            return backoff(attempt, self.rand), ""
+        if server_asks > MAX_SERVER_WAIT:
+            raise GaveUp(
+                f"{why} ({status}): the API asks for a {server_asks:.0f} s pause — try again later"
+            ) from err
+        return server_asks, " (as the server asked)"
 
     @classmethod
     def for_run(cls, run: launch.Run) -> Self:
@@ -129,20 +143,13 @@ def call_model(
             return send(**request)
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as err:
             why = retry.reason(err)
-            status = status_of(err)
             if why is None:
                 raise  # 400, 401, 403, 404, 413...: the same request would fail the same way
             if attempt == retry.attempts:
-                raise GaveUp(given_up(why, status, attempt)) from err
-            server_asks = server_wait(err.response.headers) if status else None
-            if server_asks is not None and server_asks > MAX_SERVER_WAIT:
-                raise GaveUp(
-                    f"{why} ({status}): the API asks for a {server_asks:.0f} s pause — try again later"
-                ) from err
-            wait = backoff(attempt, retry.rand) if server_asks is None else server_asks
-            note = " (as the server asked)" if server_asks is not None else ""
+                raise GaveUp(given_up(why, status_of(err), attempt)) from err
+            wait, note = retry.wait(err, why, attempt)
             display.console.print(
-                f"[yellow]{why}[/] ({status or 'no answer'}) — retrying in {wait:.1f} s{note}, "
+                f"[yellow]{why}[/] ({status_of(err) or 'no answer'}) — retrying in {wait:.1f} s{note}, "
                 f"attempt {attempt + 1} of {retry.attempts}"
             )
             retry.sleep(wait)

@@ -22,11 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the steps, on
 from collections.abc import Callable
 
 from workbook import display
-from workbook.api.retry_after import server_wait
 
 import anthropic
 
-from s03_errors import MAX_SERVER_WAIT, GaveUp, Retry, backoff, given_up, status_of
+from s03_errors import GaveUp, Retry, given_up, status_of
 
 
 def call_model(
