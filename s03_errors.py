@@ -40,13 +40,12 @@ from typing import Self
 
 from workbook import conversation, display, launch, step_cli
 from workbook.api.retry_after import server_wait  # the pause a 429 or 529 asks for (None: none above 0)
-from workbook.asking import at_terminal  # s02's person: the one at this terminal, if any
 
 import anthropic
 
 import s02_tools as s02
 from s01_agent_loop import MAX_TOKENS, MODEL
-from s02_tools import TOOLS, Person
+from s02_tools import TOOLS
 
 DEFAULT_FIXTURE = "fixtures/s03_two_kinds_of_error.json"
 
@@ -176,18 +175,13 @@ class HarnessError(Exception):
     Every tool error is data (s02); only the API's errors and this one end a run."""
 
 
-def execute(
-    block,
-    workspace: Path,
-    permission: str = "auto",
-    audit: Path | None = None,
-    ask: Person | None = at_terminal,
-) -> tuple[str, bool]:
+def execute(block, workspace: Path, *s02_args, **s02_kwargs) -> tuple[str, bool]:
     """Unlike s02's: a workspace that is gone stops the run. Every call would fail the same way, and
-    the model cannot bring the folder back, so answering it would only spend turns."""
+    the model cannot bring the folder back, so answering it would only spend turns. Otherwise it is
+    s02's execute(), given the rest of s02's arguments (permission, audit, ask) as they came."""
     if not workspace.is_dir():
         raise HarnessError(f"the workspace {workspace} is gone (deleted or moved): nothing left to act in")
-    return s02.execute(block, workspace, permission, audit, ask)
+    return s02.execute(block, workspace, *s02_args, **s02_kwargs)
 
 
 FATAL = (anthropic.APIError, GaveUp, HarnessError)  # what ends a run: one line, the conversation saved
