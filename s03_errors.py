@@ -109,18 +109,12 @@ class Retry:
             return "timed out" if isinstance(err, anthropic.APITimeoutError) else "connection failed"
         return (REASONS.get(status) or f"server error {status}") if retryable(status) else None
 
-    def wait(self, err: anthropic.APIError, why: str, attempt: int) -> tuple[float, str]:
+    def wait(self, err: anthropic.APIError, attempt: int) -> tuple[float, str]:
         """How long to wait before the next attempt, and a note saying why so long: the pause the server
-        asks for (retry-after), if it asks for one, else the backoff. A pause past MAX_SERVER_WAIT is
-        not waited out: GaveUp."""
-        status = status_of(err)
-        server_asks = server_wait(err.response.headers) if status else None
+        asks for (retry-after), if it asks for one, else the backoff (never over MAX_WAIT)."""
+        server_asks = server_wait(err.response.headers) if status_of(err) else None
         if server_asks is None:
             return backoff(attempt, self.rand), ""
-        if server_asks > MAX_SERVER_WAIT:
-            raise GaveUp(
-                f"{why} ({status}): the API asks for a {server_asks:.0f} s pause — try again later"
-            ) from err
         return server_asks, " (as the server asked)"
 
     @classmethod
@@ -146,7 +140,11 @@ def call_model(
                 raise  # 400, 401, 403, 404, 413...: the same request would fail the same way
             if attempt == retry.attempts:
                 raise GaveUp(given_up(why, status_of(err), attempt)) from err
-            wait, note = retry.wait(err, why, attempt)
+            wait, note = retry.wait(err, attempt)
+            if wait > MAX_SERVER_WAIT:  # only a server's pause is this long: not waited out
+                raise GaveUp(
+                    f"{why} ({status_of(err)}): the API asks for a {wait:.0f} s pause — try again later"
+                ) from err
             display.console.print(
                 f"[yellow]{why}[/] ({status_of(err) or 'no answer'}) — retrying in {wait:.1f} s{note}, "
                 f"attempt {attempt + 1} of {retry.attempts}"

@@ -25,7 +25,7 @@ from workbook import display
 
 import anthropic
 
-from s03_errors import GaveUp, Retry, given_up, status_of
+from s03_errors import MAX_SERVER_WAIT, GaveUp, Retry, given_up, status_of
 
 
 def call_model(
